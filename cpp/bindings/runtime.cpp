@@ -1,0 +1,3 @@
+// TEMPORARY stub, replaced by the runtime bindings.
+#include "bindings.h"
+namespace tessera::bindings { void bindRuntime(pybind11::module_ &) {} }

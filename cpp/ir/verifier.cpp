@@ -1,0 +1,266 @@
+// The verifier: checks each op's operand/result/region contract (see ops.def) and that every
+// operand is defined before use in an enclosing scope (structured-region dominance).
+#include "ir/verifier.h"
+
+#include "ir/diagnostics.h"
+
+#include <set>
+
+namespace tessera::ir {
+
+namespace {
+
+bool sameShape(const Type &a, const Type &b) { return a.shape() == b.shape(); }
+
+void expectOperands(const Operation &op, unsigned lo, unsigned hi) {
+  if (op.numOperands() < lo || op.numOperands() > hi)
+    emitError(op, "expected " + std::to_string(lo) + (lo == hi ? "" : ".." + std::to_string(hi)) +
+                      " operands, got " + std::to_string(op.numOperands()));
+}
+
+void expectResults(const Operation &op, unsigned n) {
+  if (op.numResults() != n)
+    emitError(op, "expected " + std::to_string(n) + " results, got " +
+                      std::to_string(op.numResults()));
+}
+
+void expectTerminator(const Operation &op, const Block &block, OpCode code) {
+  Operation *term = block.terminator();
+  if (!term || term->code() != code)
+    emitError(op, std::string("region must end with '") + opName(code) + "'");
+}
+
+void expectTypes(const Operation &op, const std::vector<Value *> &values, size_t first,
+                 const std::vector<Type> &types, const char *what) {
+  if (values.size() - first != types.size())
+    emitError(op, std::string(what) + ": count mismatch");
+  for (size_t i = 0; i < types.size(); ++i)
+    if (values[first + i]->type() != types[i])
+      emitError(op, std::string(what) + ": type mismatch at " + std::to_string(i) + " (" +
+                        values[first + i]->type().str() + " vs " + types[i].str() + ")");
+}
+
+std::vector<Type> resultTypes(const Operation &op) {
+  std::vector<Type> ts;
+  for (auto &r : op.results())
+    ts.push_back(r->type());
+  return ts;
+}
+
+std::vector<Type> argTypes(const Block &b) {
+  std::vector<Type> ts;
+  for (auto &a : b.arguments())
+    ts.push_back(a->type());
+  return ts;
+}
+
+void verifyElementwise(const Operation &op) {
+  if (op.numResults() != 1)
+    emitError(op, "elementwise op must have one result");
+  const Type &rt = op.result()->type();
+  for (Value *v : op.operands())
+    if (v->type().isTensor() != rt.isTensor() || !sameShape(v->type(), rt))
+      emitError(op, "operand type " + v->type().str() + " does not match result shape " +
+                        rt.str());
+}
+
+void verifyOpContract(const Operation &op) {
+  const auto &ops = op.operands();
+  switch (op.code()) {
+  case OpCode::Func:
+    if (op.numRegions() != 1 || !op.hasAttr("sym_name"))
+      emitError(op, "func needs a sym_name and one region");
+    expectTerminator(op, op.regions()[0]->front(), OpCode::Return);
+    break;
+  case OpCode::For: {
+    expectOperands(op, 3, ~0u);
+    const Block &body = op.regions()[0]->front();
+    for (int i = 0; i < 3; ++i)
+      if (!ops[i]->type().isScalar() || !ops[i]->type().isInteger())
+        emitError(op, "bounds and step must be integer scalars");
+    if (body.numArguments() != op.numOperands() - 2)
+      emitError(op, "body must take the induction variable and one argument per init");
+    std::vector<Type> carried = argTypes(body);
+    carried.erase(carried.begin());
+    expectTypes(op, ops, 3, carried, "init vs body argument");
+    if (resultTypes(op) != carried)
+      emitError(op, "results must match the carried values");
+    expectTerminator(op, body, OpCode::Yield);
+    expectTypes(op, body.terminator()->operands(), 0, carried, "yield vs carried values");
+    break;
+  }
+  case OpCode::If: {
+    expectOperands(op, 1, 1);
+    if (ops[0]->type() != Type::i1())
+      emitError(op, "condition must be i1");
+    if (op.numRegions() != 2)
+      emitError(op, "if needs then and else regions");
+    for (auto &region : op.regions()) {
+      expectTerminator(op, region->front(), OpCode::Yield);
+      expectTypes(op, region->front().terminator()->operands(), 0, resultTypes(op),
+                  "yield vs if results");
+    }
+    break;
+  }
+  case OpCode::While: {
+    if (op.numRegions() != 2)
+      emitError(op, "while needs before and after regions");
+    const Block &before = op.regions()[0]->front(), &after = op.regions()[1]->front();
+    expectTypes(op, ops, 0, argTypes(before), "init vs before arguments");
+    expectTerminator(op, before, OpCode::Condition);
+    const auto &cond = before.terminator()->operands();
+    if (cond.empty() || cond[0]->type() != Type::i1())
+      emitError(op, "condition's first operand must be i1");
+    expectTypes(op, cond, 1, argTypes(after), "condition vs after arguments");
+    expectTypes(op, cond, 1, resultTypes(op), "condition vs results");
+    expectTerminator(op, after, OpCode::Yield);
+    expectTypes(op, after.terminator()->operands(), 0, argTypes(before), "yield vs before");
+    break;
+  }
+  case OpCode::Constant:
+    expectOperands(op, 0, 0);
+    expectResults(op, 1);
+    if (!op.hasAttr("value"))
+      emitError(op, "constant needs a value");
+    break;
+  case OpCode::ProgramId:
+  case OpCode::NumPrograms:
+    expectResults(op, 1);
+    if (op.intAttr("axis") < 0 || op.intAttr("axis") > 2)
+      emitError(op, "axis must be 0, 1 or 2");
+    break;
+  case OpCode::MakeRange: {
+    expectResults(op, 1);
+    int64_t n = op.intAttr("end") - op.intAttr("start");
+    const Type &t = op.result()->type();
+    if (n <= 0 || t.rank() != 1 || t.shape()[0] != n || t.elementType() != Type::i32())
+      emitError(op, "make_range result must be tensor<(end-start) x i32>");
+    break;
+  }
+  case OpCode::Splat:
+    expectOperands(op, 1, 1);
+    if (ops[0]->type().isTensor() || !op.result()->type().isTensor() ||
+        op.result()->type().elementType() != ops[0]->type())
+      emitError(op, "splat takes a scalar to a tensor of that element type");
+    break;
+  case OpCode::Broadcast: {
+    expectOperands(op, 1, 1);
+    const Type &src = ops[0]->type(), &dst = op.result()->type();
+    if (src.rank() != dst.rank() || src.elementType() != dst.elementType())
+      emitError(op, "broadcast keeps rank and element type");
+    for (int i = 0; i < src.rank(); ++i)
+      if (src.shape()[i] != dst.shape()[i] && src.shape()[i] != 1)
+        emitError(op, "broadcast can only grow dimensions of size 1");
+    break;
+  }
+  case OpCode::ExpandDims: {
+    expectOperands(op, 1, 1);
+    const Type &src = ops[0]->type(), &dst = op.result()->type();
+    int64_t axis = op.intAttr("axis");
+    if (dst.rank() != src.rank() + 1 || axis < 0 || axis > src.rank() || dst.shape()[axis] != 1)
+      emitError(op, "expand_dims inserts one dimension of size 1 at axis");
+    break;
+  }
+  case OpCode::Reshape:
+  case OpCode::ConvertLayout:
+    expectOperands(op, 1, 1);
+    if (ops[0]->type().numElements() != op.result()->type().numElements() ||
+        ops[0]->type().elementType() != op.result()->type().elementType())
+      emitError(op, "must keep the element type and element count");
+    if (op.code() == OpCode::ConvertLayout && !sameShape(ops[0]->type(), op.result()->type()))
+      emitError(op, "convert_layout keeps the shape");
+    break;
+  case OpCode::AddPtr:
+    expectOperands(op, 2, 2);
+    verifyElementwise(op);
+    if (!ops[0]->type().elementType().isPointer() || !ops[1]->type().isInteger())
+      emitError(op, "addptr takes pointers and integer offsets");
+    break;
+  case OpCode::Load:
+    expectOperands(op, 1, 3);
+    expectResults(op, 1);
+    if (!ops[0]->type().elementType().isPointer() ||
+        ops[0]->type().elementType().pointee() != op.result()->type().elementType())
+      emitError(op, "load result must be the pointee type");
+    if (ops.size() >= 2 && ops[1]->type().elementType() != Type::i1())
+      emitError(op, "mask must be i1");
+    break;
+  case OpCode::Store:
+    expectOperands(op, 2, 3);
+    expectResults(op, 0);
+    if (!ops[0]->type().elementType().isPointer() ||
+        ops[0]->type().elementType().pointee() != ops[1]->type().elementType())
+      emitError(op, "stored value must be the pointee type");
+    break;
+  case OpCode::Select:
+    expectOperands(op, 3, 3);
+    verifyElementwise(op);
+    if (ops[0]->type().elementType() != Type::i1() || ops[1]->type() != ops[2]->type())
+      emitError(op, "select takes an i1 condition and two values of one type");
+    break;
+  case OpCode::CmpI:
+  case OpCode::CmpF:
+    expectOperands(op, 2, 2);
+    verifyElementwise(op);
+    if (ops[0]->type() != ops[1]->type() || op.result()->type().elementType() != Type::i1())
+      emitError(op, "compare takes two values of one type and gives i1");
+    if (!op.hasAttr("predicate"))
+      emitError(op, "compare needs a predicate");
+    break;
+  case OpCode::Yield:
+  case OpCode::Condition:
+  case OpCode::Return:
+    break;
+  default:
+    if (op.hasTrait(trait::ELEMENTWISE)) {
+      verifyElementwise(op);
+      bool isCast = op.numOperands() == 1 && op.code() != OpCode::NegF;
+      if (!isCast)
+        for (Value *v : ops)
+          if (v->type() != op.result()->type())
+            emitError(op, "operands and result must have one type, got " + v->type().str() +
+                              " and " + op.result()->type().str());
+    }
+    break;
+  }
+}
+
+// Walks a block checking that each operand is defined earlier in this block or an enclosing one.
+void verifyBlock(const Block &block, std::set<const Value *> &visible) {
+  std::vector<const Value *> added;
+  for (auto &arg : block.arguments())
+    visible.insert(arg.get()), added.push_back(arg.get());
+  for (auto &op : block.operations()) {
+    for (Value *v : op->operands())
+      if (!visible.count(v))
+        emitError(*op, "operand used before its definition or outside its scope");
+    if (op->hasTrait(trait::TERM) && op.get() != &*block.operations().back())
+      emitError(*op, "terminator must be the last op of its block");
+    verifyOpContract(*op);
+    for (auto &region : op->regions())
+      verifyBlock(region->front(), visible);
+    for (auto &r : op->results())
+      visible.insert(r.get()), added.push_back(r.get());
+  }
+  for (const Value *v : added)
+    visible.erase(v);
+}
+
+} // namespace
+
+void verify(const Operation &op) {
+  std::set<const Value *> visible;
+  verifyOpContract(op);
+  for (auto &region : op.regions())
+    verifyBlock(region->front(), visible);
+}
+
+void verify(const Module &module) {
+  for (auto &op : module.body().operations()) {
+    if (op->code() != OpCode::Func)
+      emitError(*op, "only func ops may appear at module level");
+    verify(*op);
+  }
+}
+
+} // namespace tessera::ir

@@ -1,0 +1,2 @@
+// TEMPORARY stub, replaced by the real tessera-opt.
+int main() { return 1; }

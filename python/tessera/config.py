@@ -1,0 +1,80 @@
+"""Every environment knob Tessera reads, declared once, typed (see docs/config.md).
+
+Nothing else in Tessera reads ``os.environ``: modules import :data:`knobs` and read its fields.
+Fields are read from the environment each time they are accessed, so a notebook can change a
+knob with ``os.environ[...] = ...`` (or assign the attribute) and see the effect on the next call.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Generic, Optional, TypeVar
+
+T = TypeVar("T")
+
+
+def _parse_bool(text: str) -> bool:
+    return text.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Knob(Generic[T]):
+    name: str
+    default: T
+    parse: Callable[[str], T]
+    doc: str
+
+    def get(self) -> T:
+        text = os.environ.get(self.name)
+        return self.default if text is None or text == "" else self.parse(text)
+
+
+def _default_cache_dir() -> str:
+    return str(Path.home() / ".cache" / "tessera")
+
+
+KNOBS = {
+    "cache_dir": Knob("TESSERA_CACHE_DIR", _default_cache_dir(), str,
+                      "Directory of the on-disk cache (cubins, metadata, tuning results)."),
+    "interpret": Knob("TESSERA_INTERPRET", False, _parse_bool,
+                      "Run every @jit kernel on the CPU through the tile-IR interpreter."),
+    "dump": Knob("TESSERA_DUMP", "", str,
+                 "Comma-separated pass names (or 'all') whose output IR is printed to stderr."),
+    "ptxas": Knob("TESSERA_PTXAS", "", str,
+                  "Path of ptxas; empty means search PATH and CUDA_HOME, else use the driver JIT."),
+    "always_compile": Knob("TESSERA_ALWAYS_COMPILE", False, _parse_bool,
+                           "Ignore the on-disk cache and compile every kernel again."),
+    "autotune": Knob("TESSERA_AUTOTUNE", "", str,
+                     "'force' re-tunes, 'off' uses the cached or first config; empty = default."),
+}
+
+
+class _Knobs:
+    """Attribute access to the current value of every knob: ``knobs.cache_dir``."""
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_overrides", {})
+
+    def __getattr__(self, key: str):
+        overrides = object.__getattribute__(self, "_overrides")
+        if key in overrides:
+            return overrides[key]
+        if key not in KNOBS:
+            raise AttributeError(f"tessera.config has no knob '{key}'")
+        return KNOBS[key].get()
+
+    def __setattr__(self, key: str, value) -> None:
+        if key not in KNOBS:
+            raise AttributeError(f"tessera.config has no knob '{key}'")
+        self._overrides[key] = value
+
+    def reset(self, key: Optional[str] = None) -> None:
+        """Forget programmatic overrides (all, or one knob) and read the environment again."""
+        if key is None:
+            self._overrides.clear()
+        else:
+            self._overrides.pop(key, None)
+
+
+knobs = _Knobs()
