@@ -132,8 +132,10 @@ public:
   LinearLayout compose(const LinearLayout &outer) const;
   /// C with outer(C(x)) == this(x) for all x, i.e. outer^-1 ∘ this. C's input dims are this
   /// layout's, its output dims are outer's input dims. `outer` may be non-injective (e.g. a
-  /// broadcast destination layout); then C picks, for each x, the smallest outer input in
-  /// flattened order. Throws if some value of this layout is outside outer's image.
+  /// broadcast destination layout); then C picks, for each basis, the smallest outer input
+  /// in flattened order, except that an input bit whose basis is zero in both layouts maps
+  /// to itself (broadcast threads stay put). Throws if this layout reaches values outside
+  /// outer's image.
   /// For a layout conversion, dst.invertAndCompose(src) maps each destination hardware index
   /// to a source hardware index holding the same element.
   LinearLayout invertAndCompose(const LinearLayout &outer) const;

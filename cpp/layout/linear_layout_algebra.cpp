@@ -121,10 +121,29 @@ LinearLayout LinearLayout::invertAndCompose(const LinearLayout &outer) const {
       kernel.insert(dependency, 0);
   }
 
+  // Where both layouts broadcast the same input bit (zero bases in both), keep that bit in
+  // place: any solution is valid there, and the identity lets conversion planning see that
+  // broadcast threads need not move.
+  auto sharedZeroBit = [&](const std::string &inDim, size_t bit) -> std::optional<uint64_t> {
+    int offset = 0;
+    for (const auto &[outerDim, outerVectors] : outer.bases) {
+      if (outerDim == inDim && bit < outerVectors.size() && columns[offset + bit] == 0)
+        return uint64_t(1) << (offset + bit);
+      offset += static_cast<int>(outerVectors.size());
+    }
+    return std::nullopt;
+  };
+
   Bases newBases;
   for (const auto &[inDim, vectors] : bases) {
     std::vector<BasisVector> newVectors;
     for (const BasisVector &vector : vectors) {
+      bool isZero = std::all_of(vector.begin(), vector.end(), [](int32_t v) { return v == 0; });
+      std::optional<uint64_t> keep = isZero ? sharedZeroBit(inDim, newVectors.size()) : std::nullopt;
+      if (keep) {
+        newVectors.push_back(outer.unflattenInValue(*keep));
+        continue;
+      }
       BasisVector inOuterOrder(outer.outDims.size(), 0);
       for (size_t d = 0; d < outDims.size(); ++d)
         inOuterOrder[outer.getOutDimIndex(outDims[d].first)] = vector[d];

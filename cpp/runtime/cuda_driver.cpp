@@ -121,7 +121,7 @@ std::pair<bool, std::string> driverAvailable() {
   }
 }
 
-void throwCudaError(CUresult result, const char *call) {
+void throwCudaError(CUresult result, const char *call, const std::string &detail) {
   const DriverApi &api = loadedDriver().api;
   const char *name = nullptr;
   const char *text = nullptr;
@@ -131,7 +131,7 @@ void throwCudaError(CUresult result, const char *call) {
     api.cuGetErrorString(result, &text);
   std::string message = std::string(call) + " failed: " +
                         (name ? name : "CUDA error " + std::to_string(result)) + " (" +
-                        (text ? text : "unknown error") + ")";
+                        (text ? text : "unknown error") + ")" + detail;
   throw CudaError(call, result, message);
 }
 

@@ -125,7 +125,8 @@ const DriverApi &driver();
 /// Whether driver() succeeds and at least one device is visible; else false and why.
 std::pair<bool, std::string> driverAvailable();
 
-[[noreturn]] void throwCudaError(CUresult result, const char *call);
+/// Throws CudaError "<call> failed: <NAME> (<driver's text>)<detail>".
+[[noreturn]] void throwCudaError(CUresult result, const char *call, const std::string &detail = "");
 
 /// Throws CudaError naming `call` and the driver's error name and text when result != success.
 inline void checkCuda(CUresult result, const char *call) {

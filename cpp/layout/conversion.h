@@ -1,0 +1,53 @@
+// Layout conversion planning: how to move a tensor from one register layout to another.
+//
+// remove_layout_conversions asks what a convert_layout costs; codegen asks how to emit it.
+// Both get the answer from dst^-1 ∘ src with the hardware dims that do not move quotiented
+// out (DESIGN.md section 3): nothing moves -> free; registers only -> a static permutation;
+// lanes -> warp shuffles; warps (or blocks) -> a round trip through shared memory.
+#pragma once
+
+#include "layout/linear_layout.h"
+#include "layout/shared_memory.h"
+
+#include <optional>
+#include <vector>
+
+namespace tessera {
+
+/// Ordered from cheapest to most expensive.
+enum class ConversionKind { None, RegisterPermutation, WarpShuffle, SharedMemory };
+
+const char *conversionKindName(ConversionKind kind);
+
+struct ConversionPlan {
+  ConversionKind kind = ConversionKind::None;
+  /// Destination hardware index -> a source hardware index holding the same element, with
+  /// the dims that map identically onto themselves (from block down to register, stopping at
+  /// the first that moves) removed from both sides. Empty for None.
+  LinearLayout map;
+  /// For None and RegisterPermutation: dst register i takes src register registerSources[i]
+  /// (in the same lane and warp).
+  std::vector<int32_t> registerSources;
+  /// For SharedMemory: where the tile sits in shared memory (see chooseConversionTile).
+  std::optional<SharedTileLayout> sharedTile;
+};
+
+/// Plans the conversion of a tensor held in `src` to `dst`. Both are register layouts
+/// (input dims register, lane, warp, block; output dims dim0, dim1, ...) of the same shape;
+/// throws std::invalid_argument otherwise. elemBytes only steers the shared-memory swizzle.
+ConversionPlan planConversion(const LinearLayout &src, const LinearLayout &dst,
+                              int elemBytes = 4);
+
+/// The shared tile for a conversion through shared memory: row-major along the dim that
+/// src's registers vectorize (its first register basis), with the XOR swizzle that minimizes
+/// the bank conflicts of src's vectorized stores plus dst's vectorized loads (warp 0
+/// simulated; ties go to the simplest tile). Vector widths are capped at 16 bytes.
+SharedTileLayout chooseConversionTile(const LinearLayout &src, const LinearLayout &dst,
+                                      int elemBytes = 4);
+
+/// The number of registers one shared-memory access of `layout` may cover along the tile's
+/// fastest dim: getNumConsecutiveInOut capped at 16 bytes and by the swizzle's vec.
+int sharedAccessVectorWidth(const LinearLayout &layout, const SharedTileLayout &tile,
+                            int elemBytes);
+
+} // namespace tessera

@@ -1,0 +1,195 @@
+// Shared-memory tile offsets (swizzled or padded) and the bank-conflict simulator.
+//
+// offsetOf is the single source of truth for placement; toLinearLayout derives the linear
+// form from it, so the two cannot disagree.
+#include "layout/shared_memory.h"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+namespace tessera {
+
+namespace {
+
+bool isPowerOfTwo(int64_t value) { return value > 0 && (value & (value - 1)) == 0; }
+
+constexpr int kNumBanks = 32;
+constexpr int kBankBytes = 4;
+
+} // namespace
+
+SharedTileLayout SharedTileLayout::rowMajor(const std::vector<int64_t> &shape) {
+  SharedTileLayout tile;
+  tile.shape = shape;
+  for (int axis = static_cast<int>(shape.size()) - 1; axis >= 0; --axis)
+    tile.order.push_back(axis);
+  return tile;
+}
+
+void SharedTileLayout::verify() const {
+  auto fail = [&](const std::string &message) {
+    throw std::invalid_argument("SharedTileLayout " + str() + ": " + message);
+  };
+  if (shape.empty() || order.size() != shape.size())
+    fail("order must list every dim");
+  std::vector<int> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int>(i))
+      fail("order is not a permutation");
+  for (int64_t extent : shape)
+    if (!isPowerOfTwo(extent))
+      fail("extents must be powers of two");
+  if (!isPowerOfTwo(vec) || !isPowerOfTwo(perPhase) || !isPowerOfTwo(maxPhase))
+    fail("vec, perPhase and maxPhase must be powers of two");
+  if (maxPhase > 1 && int64_t(vec) * maxPhase > shape[order[0]])
+    fail("vec * maxPhase exceeds the row length");
+  if (padElements < 0 || (padElements > 0 && maxPhase > 1))
+    fail("padding must be >= 0 and cannot be combined with a swizzle");
+}
+
+int64_t SharedTileLayout::offsetOf(const std::vector<int64_t> &coords) const {
+  if (coords.size() != shape.size())
+    throw std::invalid_argument("SharedTileLayout::offsetOf: wrong number of coordinates");
+  int64_t rowLength = shape[order[0]];
+  int64_t column = coords[order[0]];
+  if (maxPhase > 1 && order.size() > 1) {
+    // Swizzle whole vec-element chunks so that vectorized accesses stay contiguous.
+    int64_t phase = (coords[order[1]] / perPhase) % maxPhase;
+    column = (((column / vec) ^ phase) * vec) + column % vec;
+  }
+  int64_t row = 0;
+  for (size_t i = order.size(); i-- > 1;)
+    row = row * shape[order[i]] + coords[order[i]];
+  return row * (rowLength + padElements) + column;
+}
+
+int64_t SharedTileLayout::allocationSize() const {
+  int64_t rows = 1;
+  for (size_t i = 1; i < order.size(); ++i)
+    rows *= shape[order[i]];
+  return rows * (shape[order[0]] + padElements);
+}
+
+LinearLayout SharedTileLayout::toLinearLayout() const {
+  verify();
+  if (!isLinear())
+    throw std::invalid_argument("SharedTileLayout: a padded tile is not a linear layout");
+  // Build tensor coords -> offset from the offsets of single-bit coordinates, then invert.
+  LinearLayout::Bases bases;
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    std::vector<LinearLayout::BasisVector> vectors;
+    for (int64_t value = 1; value < shape[axis]; value *= 2) {
+      std::vector<int64_t> coords(shape.size(), 0);
+      coords[axis] = value;
+      vectors.push_back({static_cast<int32_t>(offsetOf(coords))});
+    }
+    bases.emplace_back(tensorDimName(static_cast<int>(axis)), std::move(vectors));
+  }
+  LinearLayout toOffset(std::move(bases), {{kOffsetDim, static_cast<int32_t>(allocationSize())}},
+                        /*requireSurjective=*/true);
+  return toOffset.invert();
+}
+
+std::string SharedTileLayout::str() const {
+  std::ostringstream os;
+  os << "shared<shape = [";
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << "], order = [";
+  for (size_t i = 0; i < order.size(); ++i)
+    os << (i ? ", " : "") << order[i];
+  os << "], vec = " << vec << ", perPhase = " << perPhase << ", maxPhase = " << maxPhase
+     << ", pad = " << padElements << ">";
+  return os.str();
+}
+
+SharedAccessTable computeSharedOffsets(const LinearLayout &registerLayout,
+                                       const SharedTileLayout &tile) {
+  tile.verify();
+  for (size_t axis = 0; axis < tile.shape.size(); ++axis) {
+    std::string name = tensorDimName(static_cast<int>(axis));
+    if (!registerLayout.hasOutDim(name) || registerLayout.getOutDimSize(name) != tile.shape[axis])
+      throw std::invalid_argument("computeSharedOffsets: layout " + registerLayout.str() +
+                                  " does not cover tile " + tile.str());
+  }
+  if (registerLayout.getNumOutDims() != static_cast<int>(tile.shape.size()))
+    throw std::invalid_argument("computeSharedOffsets: layout has extra output dims");
+  auto sizeOf = [&](const char *dim) {
+    return registerLayout.hasInDim(dim) ? registerLayout.getInDimSize(dim) : 1;
+  };
+  SharedAccessTable table;
+  table.numRegisters = sizeOf(kRegisterDim);
+  table.numLanes = sizeOf(kLaneDim);
+  table.numWarps = sizeOf(kWarpDim);
+  std::vector<int64_t> coords(tile.shape.size());
+  for (int warp = 0; warp < table.numWarps; ++warp)
+    for (int lane = 0; lane < table.numLanes; ++lane)
+      for (int reg = 0; reg < table.numRegisters; ++reg) {
+        LinearLayout::DimValues ins;
+        if (registerLayout.hasInDim(kRegisterDim))
+          ins.emplace_back(kRegisterDim, reg);
+        if (registerLayout.hasInDim(kLaneDim))
+          ins.emplace_back(kLaneDim, lane);
+        if (registerLayout.hasInDim(kWarpDim))
+          ins.emplace_back(kWarpDim, warp);
+        for (const auto &[name, value] : registerLayout.apply(ins))
+          coords[registerLayout.getOutDimIndex(name)] = value;
+        table.offsets.push_back(tile.offsetOf(coords));
+      }
+  return table;
+}
+
+LinearLayout sharedOffsetLayout(const LinearLayout &registerLayout, const SharedTileLayout &tile) {
+  return registerLayout.invertAndCompose(tile.toLinearLayout());
+}
+
+std::vector<int> countBankConflicts(const SharedAccessTable &table,
+                                    const BankConflictOptions &options) {
+  int bytesPerLane = options.elemBytes * options.vectorWidth;
+  if (!isPowerOfTwo(options.elemBytes) || !isPowerOfTwo(options.vectorWidth) ||
+      bytesPerLane > 16 || table.numRegisters % options.vectorWidth != 0)
+    throw std::invalid_argument("countBankConflicts: accesses must be 1 to 16 bytes per lane and "
+                                "vectorWidth must divide the register count");
+  if (options.warp < 0 || options.warp >= table.numWarps)
+    throw std::invalid_argument("countBankConflicts: no warp " + std::to_string(options.warp));
+
+  // Wide accesses are split into phases of lanes that together move at most 128 bytes.
+  int lanesPerPhase = bytesPerLane <= kBankBytes ? kNumBanks : kNumBanks * kBankBytes / bytesPerLane;
+  std::vector<int> conflicts;
+  for (int first = 0; first < table.numRegisters; first += options.vectorWidth) {
+    int wavefronts = 0, phases = 0;
+    for (int phaseStart = 0; phaseStart < table.numLanes; phaseStart += lanesPerPhase) {
+      std::vector<std::vector<int64_t>> wordsInBank(kNumBanks);
+      int phaseEnd = std::min(table.numLanes, phaseStart + lanesPerPhase);
+      for (int lane = phaseStart; lane < phaseEnd; ++lane)
+        for (int reg = first; reg < first + options.vectorWidth; ++reg) {
+          int64_t byte = table.offset(reg, lane, options.warp) * options.elemBytes;
+          for (int64_t word = byte / kBankBytes; word <= (byte + options.elemBytes - 1) / kBankBytes;
+               ++word)
+            wordsInBank[word % kNumBanks].push_back(word);
+        }
+      // A bank serves one distinct word per wavefront; equal words are broadcast.
+      int worst = 0;
+      for (auto &words : wordsInBank) {
+        std::sort(words.begin(), words.end());
+        words.erase(std::unique(words.begin(), words.end()), words.end());
+        worst = std::max(worst, static_cast<int>(words.size()));
+      }
+      wavefronts += worst;
+      ++phases;
+    }
+    conflicts.push_back(wavefronts - phases);
+  }
+  return conflicts;
+}
+
+int totalBankConflicts(const SharedAccessTable &table, const BankConflictOptions &options) {
+  int total = 0;
+  for (int conflicts : countBankConflicts(table, options))
+    total += conflicts;
+  return total;
+}
+
+} // namespace tessera
