@@ -25,7 +25,7 @@ test-cpp: build
 	$(BUILD_DIR)/bin/tessera-cpp-tests --gtest_brief=1
 
 test-lit: build
-	$(PYTHON) -m lit -sv tests/lit --param tessera_opt=$(CURDIR)/$(BUILD_DIR)/bin/tessera-opt
+	$(PYTHON) -c "from lit.main import main; main()" -sv tests/lit --param tessera_opt=$(abspath $(BUILD_DIR))/bin/tessera-opt
 
 test-python: build
 	$(PYTHON) -m pytest -q tests/python

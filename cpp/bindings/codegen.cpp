@@ -1,3 +1,45 @@
-// TEMPORARY stub, replaced by the codegen bindings.
+// Python bindings of code generation (submodule tessera._tessera.codegen): tile IR with
+// layouts -> LLVM IR -> PTX. Thin wrappers over codegen/codegen.h.
 #include "bindings.h"
-namespace tessera::bindings { void bindCodegen(pybind11::module_ &) {} }
+
+#include "codegen/codegen.h"
+
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
+
+namespace tessera::bindings {
+
+void bindCodegen(py::module_ &m) {
+  m.def(
+      "generate",
+      [](const ir::Module &module, const std::string &arch, int numWarps, int optLevel,
+         bool enableFpFusion) {
+        codegen::CodegenOptions options;
+        options.arch = arch;
+        options.numWarps = numWarps;
+        options.optLevel = optLevel;
+        options.enableFpFusion = enableFpFusion;
+        codegen::CodegenResult result;
+        {
+          py::gil_scoped_release release; // LLVM's O3 + backend can take a while
+          result = codegen::generate(module, options);
+        }
+        py::dict out;
+        out["llvm_ir"] = result.llvmIR;
+        out["unoptimized_llvm_ir"] = result.unoptimizedLLVMIR;
+        out["ptx"] = result.ptx;
+        out["kernel_name"] = result.kernelName;
+        out["shared_bytes"] = result.sharedBytes;
+        out["num_warps"] = result.numWarps;
+        return out;
+      },
+      py::arg("module"), py::arg("arch") = "sm_90a", py::arg("num_warps") = 4,
+      py::arg("opt_level") = 3, py::arg("enable_fp_fusion") = true,
+      "Compiles the module's kernel to PTX. Returns a dict with llvm_ir (optimized), "
+      "unoptimized_llvm_ir, ptx, kernel_name, shared_bytes and num_warps. Raises "
+      "ir.CompileError naming the op's location for anything unsupported.");
+  m.def("llvm_version", &codegen::llvmVersion, "The LLVM version the core was built with.");
+}
+
+} // namespace tessera::bindings

@@ -9,6 +9,17 @@
 
 namespace tessera::ir {
 
+struct ParserOptions {
+  /// Prefixed to "line:col" in error locations (tessera-opt passes its input file's name).
+  std::string fileName;
+  /// Gives each op without an explicit loc("...") the position of its text
+  /// ("file:line:col"), so that verifier and pass errors point into the parsed file.
+  bool locateOps = false;
+};
+
 std::unique_ptr<Module> parseModule(const std::string &text);
+/// As parseModule, with a file name for error locations and optional op locations.
+std::unique_ptr<Module> parseModuleWithOptions(const std::string &text,
+                                               const ParserOptions &options);
 
 } // namespace tessera::ir

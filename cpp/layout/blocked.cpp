@@ -40,8 +40,8 @@ int product(const std::vector<int> &values) {
 } // namespace
 
 BlockedEncoding::BlockedEncoding(std::vector<int> sizePerThreadIn,
-                                 std::vector<int> threadsPerWarpIn,
-                                 std::vector<int> warpsPerCTAIn, std::vector<int> orderIn)
+                                 std::vector<int> threadsPerWarpIn, std::vector<int> warpsPerCTAIn,
+                                 std::vector<int> orderIn)
     : sizePerThread(std::move(sizePerThreadIn)), threadsPerWarp(std::move(threadsPerWarpIn)),
       warpsPerCTA(std::move(warpsPerCTAIn)), order(std::move(orderIn)) {
   size_t rank = order.size();
@@ -72,8 +72,8 @@ std::vector<int64_t> BlockedEncoding::getShapePerCTATile() const {
 
 std::string BlockedEncoding::str() const {
   return "#blocked<{sizePerThread = " + joinInts(sizePerThread) +
-         ", threadsPerWarp = " + joinInts(threadsPerWarp) + ", warpsPerCTA = " +
-         joinInts(warpsPerCTA) + ", order = " + joinInts(order) + "}>";
+         ", threadsPerWarp = " + joinInts(threadsPerWarp) +
+         ", warpsPerCTA = " + joinInts(warpsPerCTA) + ", order = " + joinInts(order) + "}>";
 }
 
 bool BlockedEncoding::equals(const Encoding &other) const {
@@ -91,7 +91,8 @@ LinearLayout BlockedEncoding::toLinearLayout(const std::vector<int64_t> &shape) 
   for (int64_t extent : shape)
     if (!isPowerOfTwo(extent) || extent > (int64_t(1) << 30))
       throw std::invalid_argument("BlockedEncoding::toLinearLayout: extents must be powers of "
-                                  "two up to 2^30, got " + std::to_string(extent));
+                                  "two up to 2^30, got " +
+                                  std::to_string(extent));
 
   // covered[axis]: elements along axis spanned by the levels built so far. Bases of the next
   // level start there; a basis that lands at or past the extent is broadcast (zero).
@@ -125,16 +126,13 @@ LinearLayout BlockedEncoding::toLinearLayout(const std::vector<int64_t> &shape) 
   LinearLayout::DimSizes outDims;
   for (int axis = 0; axis < rank(); ++axis)
     outDims.emplace_back(tensorDimName(axis), static_cast<int32_t>(shape[axis]));
-  return LinearLayout({{kRegisterDim, registers},
-                       {kLaneDim, lanes},
-                       {kWarpDim, warps},
-                       {kBlockDim, {}}},
-                      outDims, /*requireSurjective=*/true);
+  return LinearLayout(
+      {{kRegisterDim, registers}, {kLaneDim, lanes}, {kWarpDim, warps}, {kBlockDim, {}}}, outDims,
+      /*requireSurjective=*/true);
 }
 
-std::shared_ptr<const BlockedEncoding> defaultBlocked(const std::vector<int64_t> &shape,
-                                                      int numWarps, int threadsPerWarp,
-                                                      int elemBits) {
+std::shared_ptr<const BlockedEncoding>
+defaultBlocked(const std::vector<int64_t> &shape, int numWarps, int threadsPerWarp, int elemBits) {
   int rank = static_cast<int>(shape.size());
   if (rank == 0 || !isPowerOfTwo(numWarps) || !isPowerOfTwo(threadsPerWarp) ||
       !isPowerOfTwo(elemBits))
@@ -153,7 +151,8 @@ std::shared_ptr<const BlockedEncoding> defaultBlocked(const std::vector<int64_t>
   // 16-byte vectors along the fastest dim, but never so wide that some threads sit idle.
   int fastest = order[0];
   int64_t perThread = std::max(1, 128 / elemBits);
-  perThread = std::min(perThread, std::max<int64_t>(1, numElements / (int64_t(numWarps) * threadsPerWarp)));
+  perThread =
+      std::min(perThread, std::max<int64_t>(1, numElements / (int64_t(numWarps) * threadsPerWarp)));
   perThread = std::min(perThread, shape[fastest]);
   std::vector<int> sizePerThread(rank, 1);
   sizePerThread[fastest] = static_cast<int>(perThread);
@@ -168,8 +167,8 @@ std::shared_ptr<const BlockedEncoding> defaultBlocked(const std::vector<int64_t>
     int64_t useful = std::max<int64_t>(1, shape[axis] / sizePerThread[axis]);
     int64_t threadsAlongAxis = std::clamp<int64_t>(remainingThreads, 1, useful);
     lanes[axis] = static_cast<int>(std::min<int64_t>(threadsAlongAxis, remainingLanes));
-    warps[axis] = static_cast<int>(
-        std::clamp<int64_t>(threadsAlongAxis / lanes[axis], 1, remainingWarps));
+    warps[axis] =
+        static_cast<int>(std::clamp<int64_t>(threadsAlongAxis / lanes[axis], 1, remainingWarps));
     remainingLanes /= lanes[axis];
     remainingWarps /= warps[axis];
     remainingThreads /= threadsAlongAxis;

@@ -1,6 +1,6 @@
 // LinearLayout construction, accessors, evaluation, products and reshuffling of dims.
 //
-// The GF(2) algebra that needs row reduction (compose, invert, quotient, rank) lives in
+// The GF(2) algebra (rank, compose, invert, sublayouts and quotients) lives in
 // linear_layout_algebra.cpp. See linear_layout.h for the semantics of each operation.
 #include "layout/linear_layout.h"
 
@@ -16,20 +16,23 @@ bool isPowerOfTwo(int64_t value) { return value > 0 && (value & (value - 1)) == 
 
 int log2Exact(int64_t value, const char *what) {
   if (!isPowerOfTwo(value))
-    throw std::invalid_argument(std::string("LinearLayout: ") + what + " must be a power of two, got " +
-                                std::to_string(value));
+    throw std::invalid_argument(std::string("LinearLayout: ") + what +
+                                " must be a power of two, got " + std::to_string(value));
   return __builtin_ctzll(static_cast<uint64_t>(value));
 }
 
+/// The smallest power of two above `value` (an output size that fits it).
 int32_t nextPowerOfTwo(int32_t value) {
-  int32_t result = 1;
+  int64_t result = 1;
   while (result <= value)
     result <<= 1;
-  return result;
+  if (result > (int64_t(1) << 30))
+    throw std::invalid_argument("LinearLayout: basis value " + std::to_string(value) +
+                                " needs an output dim larger than 2^30");
+  return static_cast<int32_t>(result);
 }
 
-template <typename Pairs>
-int findName(const Pairs &pairs, const std::string &name) {
+template <typename Pairs> int findName(const Pairs &pairs, const std::string &name) {
   for (size_t i = 0; i < pairs.size(); ++i)
     if (pairs[i].first == name)
       return static_cast<int>(i);
@@ -208,8 +211,7 @@ const LinearLayout::BasisVector &LinearLayout::getBasis(const std::string &inDim
   return vectors[pos];
 }
 
-int32_t LinearLayout::getBasis(const std::string &inDim, int pos,
-                               const std::string &outDim) const {
+int32_t LinearLayout::getBasis(const std::string &inDim, int pos, const std::string &outDim) const {
   return getBasis(inDim, pos)[getOutDimIndex(outDim)];
 }
 
@@ -272,8 +274,8 @@ LinearLayout::DimValues LinearLayout::apply(const DimValues &ins) const {
   for (const auto &[inDim, value] : ins) {
     const auto &vectors = basesOf(inDim);
     if (value < 0 || (value >> vectors.size()) != 0)
-      throw std::invalid_argument("LinearLayout::apply: " + inDim + " = " +
-                                  std::to_string(value) + " is out of range");
+      throw std::invalid_argument("LinearLayout::apply: " + inDim + " = " + std::to_string(value) +
+                                  " is out of range");
     for (size_t bit = 0; bit < vectors.size(); ++bit)
       if ((value >> bit) & 1)
         for (size_t d = 0; d < out.size(); ++d)
@@ -326,53 +328,6 @@ LinearLayout operator*(const LinearLayout &inner, const LinearLayout &outer) {
   return LinearLayout(std::move(bases), std::move(outDims), /*requireSurjective=*/false);
 }
 
-LinearLayout LinearLayout::sublayout(const std::vector<std::string> &inDimNames,
-                                     const std::vector<std::string> &outDimNames) const {
-  std::vector<int> keptOut;
-  DimSizes newOutDims;
-  for (size_t d = 0; d < outDims.size(); ++d)
-    if (contains(outDimNames, outDims[d].first)) {
-      keptOut.push_back(static_cast<int>(d));
-      newOutDims.push_back(outDims[d]);
-    }
-  Bases newBases;
-  for (const auto &[inDim, vectors] : bases) {
-    if (!contains(inDimNames, inDim))
-      continue;
-    std::vector<BasisVector> newVectors;
-    for (const BasisVector &vector : vectors) {
-      BasisVector kept;
-      for (int d : keptOut)
-        kept.push_back(vector[d]);
-      newVectors.push_back(std::move(kept));
-    }
-    newBases.emplace_back(inDim, std::move(newVectors));
-  }
-  return LinearLayout(std::move(newBases), std::move(newOutDims), /*requireSurjective=*/false);
-}
-
-bool LinearLayout::sublayoutIsZero(const std::vector<std::string> &inDimNames,
-                                   const std::vector<std::string> &outDimNames) const {
-  LinearLayout part = sublayout(inDimNames, outDimNames);
-  for (const auto &entry : part.bases)
-    for (const BasisVector &vector : entry.second)
-      for (int32_t value : vector)
-        if (value != 0)
-          return false;
-  return true;
-}
-
-LinearLayout LinearLayout::removeZeroBasesAlongDim(const std::string &inDim) const {
-  basesOf(inDim); // throws when the dim is absent
-  Bases newBases = bases;
-  auto &vectors = newBases[findName(newBases, inDim)].second;
-  auto isZero = [](const BasisVector &vector) {
-    return std::all_of(vector.begin(), vector.end(), [](int32_t v) { return v == 0; });
-  };
-  vectors.erase(std::remove_if(vectors.begin(), vectors.end(), isZero), vectors.end());
-  return LinearLayout(std::move(newBases), outDims, /*requireSurjective=*/false);
-}
-
 LinearLayout LinearLayout::transposeIns(const std::vector<std::string> &newInDimOrder) const {
   std::vector<std::string> sortedNew = newInDimOrder, sortedOld = getInDimNames();
   std::sort(sortedNew.begin(), sortedNew.end());
@@ -390,7 +345,8 @@ LinearLayout LinearLayout::transposeOuts(const std::vector<std::string> &newOutD
   std::sort(sortedNew.begin(), sortedNew.end());
   std::sort(sortedOld.begin(), sortedOld.end());
   if (sortedNew != sortedOld)
-    throw std::invalid_argument("LinearLayout::transposeOuts: not a permutation of the output dims");
+    throw std::invalid_argument(
+        "LinearLayout::transposeOuts: not a permutation of the output dims");
   std::vector<int> permutation;
   DimSizes newOutDims;
   for (const std::string &name : newOutDimOrder) {

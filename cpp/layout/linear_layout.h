@@ -55,8 +55,7 @@ public:
   LinearLayout(Bases bases, DimSizes outDims, bool requireSurjective);
 
   /// L(x) = x for x in [0, size).
-  static LinearLayout identity1D(int32_t size, const std::string &inDim,
-                                 const std::string &outDim);
+  static LinearLayout identity1D(int32_t size, const std::string &inDim, const std::string &outDim);
   /// L(x) = stride * x for x in [0, size); the output size is size * stride.
   static LinearLayout strided1D(int32_t size, int32_t stride, const std::string &inDim,
                                 const std::string &outDim);
@@ -78,9 +77,7 @@ public:
   int getInDimSizeLog2(const std::string &inDim) const; // throws if absent
   int32_t getInDimSize(const std::string &inDim) const { return 1 << getInDimSizeLog2(inDim); }
   int getOutDimSizeLog2(const std::string &outDim) const; // throws if absent
-  int32_t getOutDimSize(const std::string &outDim) const {
-    return 1 << getOutDimSizeLog2(outDim);
-  }
+  int32_t getOutDimSize(const std::string &outDim) const { return 1 << getOutDimSizeLog2(outDim); }
   int getTotalInDimSizeLog2() const;
   int64_t getTotalInDimSize() const { return int64_t(1) << getTotalInDimSizeLog2(); }
   int getTotalOutDimSizeLog2() const;
@@ -139,6 +136,8 @@ public:
   /// For a layout conversion, dst.invertAndCompose(src) maps each destination hardware index
   /// to a source hardware index holding the same element.
   LinearLayout invertAndCompose(const LinearLayout &outer) const;
+  /// Same, but nullopt instead of an exception when no such C exists.
+  std::optional<LinearLayout> tryInvertAndCompose(const LinearLayout &outer) const;
   /// L^-1 for a bijective layout (throws otherwise): input and output dims swap roles.
   LinearLayout invert() const;
   /// A right inverse of a surjective layout: this(pseudoinvert()(y)) == y, choosing the
@@ -172,9 +171,7 @@ public:
 
   /// Same dims in the same order with the same bases and output sizes.
   friend bool operator==(const LinearLayout &lhs, const LinearLayout &rhs);
-  friend bool operator!=(const LinearLayout &lhs, const LinearLayout &rhs) {
-    return !(lhs == rhs);
-  }
+  friend bool operator!=(const LinearLayout &lhs, const LinearLayout &rhs) { return !(lhs == rhs); }
 
 private:
   /// Flattened view: output dims packed into one bit vector, first dim in the low bits.

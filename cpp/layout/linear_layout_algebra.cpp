@@ -1,8 +1,9 @@
-// LinearLayout algebra over GF(2): rank, composition, inversion, quotients, vector widths.
+// LinearLayout algebra over GF(2): rank, composition, inversion, sublayouts and quotients,
+// vector widths.
 //
 // Each layout is flattened to one packed output word per input bit (see flatColumns) and
 // reduced with gf2::XorBasis. Layout conversion planning (conversion.cpp) is built on
-// invertAndCompose and quotient from this file.
+// tryInvertAndCompose from this file.
 #include "layout/gf2_basis.h"
 #include "layout/linear_layout.h"
 
@@ -10,6 +11,18 @@
 #include <stdexcept>
 
 namespace tessera {
+
+namespace {
+
+bool isListed(const std::vector<std::string> &names, const std::string &name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+bool isZeroVector(const LinearLayout::BasisVector &vector) {
+  return std::all_of(vector.begin(), vector.end(), [](int32_t value) { return value == 0; });
+}
+
+} // namespace
 
 int LinearLayout::getRank() const {
   gf2::XorBasis basis;
@@ -99,6 +112,14 @@ LinearLayout LinearLayout::compose(const LinearLayout &outer) const {
 }
 
 LinearLayout LinearLayout::invertAndCompose(const LinearLayout &outer) const {
+  std::optional<LinearLayout> result = tryInvertAndCompose(outer);
+  if (!result)
+    throw std::invalid_argument("LinearLayout::invertAndCompose: " + str() +
+                                " produces values that " + outer.str() + " never does");
+  return *result;
+}
+
+std::optional<LinearLayout> LinearLayout::tryInvertAndCompose(const LinearLayout &outer) const {
   std::vector<std::string> mine = getOutDimNames(), theirs = outer.getOutDimNames();
   std::sort(mine.begin(), mine.end());
   std::sort(theirs.begin(), theirs.end());
@@ -138,8 +159,8 @@ LinearLayout LinearLayout::invertAndCompose(const LinearLayout &outer) const {
   for (const auto &[inDim, vectors] : bases) {
     std::vector<BasisVector> newVectors;
     for (const BasisVector &vector : vectors) {
-      bool isZero = std::all_of(vector.begin(), vector.end(), [](int32_t v) { return v == 0; });
-      std::optional<uint64_t> keep = isZero ? sharedZeroBit(inDim, newVectors.size()) : std::nullopt;
+      std::optional<uint64_t> keep =
+          isZeroVector(vector) ? sharedZeroBit(inDim, newVectors.size()) : std::nullopt;
       if (keep) {
         newVectors.push_back(outer.unflattenInValue(*keep));
         continue;
@@ -149,12 +170,10 @@ LinearLayout LinearLayout::invertAndCompose(const LinearLayout &outer) const {
         inOuterOrder[outer.getOutDimIndex(outDims[d].first)] = vector[d];
       for (size_t d = 0; d < inOuterOrder.size(); ++d)
         if (inOuterOrder[d] >= outer.outDims[d].second)
-          throw std::invalid_argument("LinearLayout::invertAndCompose: " + str() +
-                                      " reaches outside the output dims of " + outer.str());
+          return std::nullopt; // beyond outer's output dims
       gf2::XorBasis::Reduction solved = image.reduce(outer.flattenOutValue(inOuterOrder));
       if (solved.remainder != 0)
-        throw std::invalid_argument("LinearLayout::invertAndCompose: " + str() +
-                                    " produces values that " + outer.str() + " never does");
+        return std::nullopt; // not in outer's image
       uint64_t smallest = kernel.reduce(solved.combination).remainder;
       newVectors.push_back(outer.unflattenInValue(smallest));
     }
@@ -182,13 +201,56 @@ LinearLayout LinearLayout::invert() const {
   return pseudoinvert();
 }
 
+LinearLayout LinearLayout::sublayout(const std::vector<std::string> &inDimNames,
+                                     const std::vector<std::string> &outDimNames) const {
+  std::vector<int> keptOut;
+  DimSizes newOutDims;
+  for (size_t d = 0; d < outDims.size(); ++d)
+    if (isListed(outDimNames, outDims[d].first)) {
+      keptOut.push_back(static_cast<int>(d));
+      newOutDims.push_back(outDims[d]);
+    }
+  Bases newBases;
+  for (const auto &[inDim, vectors] : bases) {
+    if (!isListed(inDimNames, inDim))
+      continue;
+    std::vector<BasisVector> newVectors;
+    for (const BasisVector &vector : vectors) {
+      BasisVector kept;
+      for (int d : keptOut)
+        kept.push_back(vector[d]);
+      newVectors.push_back(std::move(kept));
+    }
+    newBases.emplace_back(inDim, std::move(newVectors));
+  }
+  return LinearLayout(std::move(newBases), std::move(newOutDims), /*requireSurjective=*/false);
+}
+
+bool LinearLayout::sublayoutIsZero(const std::vector<std::string> &inDimNames,
+                                   const std::vector<std::string> &outDimNames) const {
+  for (const auto &entry : sublayout(inDimNames, outDimNames).bases)
+    if (!std::all_of(entry.second.begin(), entry.second.end(), isZeroVector))
+      return false;
+  return true;
+}
+
+LinearLayout LinearLayout::removeZeroBasesAlongDim(const std::string &inDim) const {
+  basesOf(inDim); // throws when the dim is absent
+  Bases newBases = bases;
+  auto &vectors = std::find_if(newBases.begin(), newBases.end(), [&](const auto &entry) {
+                    return entry.first == inDim;
+                  })->second;
+  vectors.erase(std::remove_if(vectors.begin(), vectors.end(), isZeroVector), vectors.end());
+  return LinearLayout(std::move(newBases), outDims, /*requireSurjective=*/false);
+}
+
 bool LinearLayout::isTrivialOver(const std::vector<std::string> &dimNames) const {
   std::vector<std::string> otherIns, otherOuts;
   for (const auto &entry : bases)
-    if (std::find(dimNames.begin(), dimNames.end(), entry.first) == dimNames.end())
+    if (!isListed(dimNames, entry.first))
       otherIns.push_back(entry.first);
   for (const auto &entry : outDims)
-    if (std::find(dimNames.begin(), dimNames.end(), entry.first) == dimNames.end())
+    if (!isListed(dimNames, entry.first))
       otherOuts.push_back(entry.first);
   // Block matrix [[A, B], [C, D]] with D the dims themselves: need B = 0, C = 0, D = I.
   if (!sublayoutIsZero(otherIns, dimNames) || !sublayoutIsZero(dimNames, otherOuts))
@@ -215,10 +277,10 @@ std::optional<LinearLayout> LinearLayout::quotient(const std::vector<std::string
     return std::nullopt;
   std::vector<std::string> keptIns, keptOuts;
   for (const auto &entry : bases)
-    if (std::find(dimNames.begin(), dimNames.end(), entry.first) == dimNames.end())
+    if (!isListed(dimNames, entry.first))
       keptIns.push_back(entry.first);
   for (const auto &entry : outDims)
-    if (std::find(dimNames.begin(), dimNames.end(), entry.first) == dimNames.end())
+    if (!isListed(dimNames, entry.first))
       keptOuts.push_back(entry.first);
   return sublayout(keptIns, keptOuts);
 }

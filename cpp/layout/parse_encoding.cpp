@@ -24,7 +24,7 @@ struct FieldValue {
 
 class EncodingParser {
 public:
-  explicit EncodingParser(const std::string &text) : text(text) {}
+  explicit EncodingParser(const std::string &input) : text(input) {}
 
   EncodingPtr parseAll() {
     EncodingPtr encoding = parseEncodingAt();
@@ -146,8 +146,8 @@ private:
         std::vector<int> threadsPerWarp = takeList(fields, "threadsPerWarp");
         std::vector<int> warpsPerCTA = takeList(fields, "warpsPerCTA");
         std::vector<int> order = takeList(fields, "order");
-        result = std::make_shared<const BlockedEncoding>(sizePerThread, threadsPerWarp,
-                                                         warpsPerCTA, order);
+        result = std::make_shared<const BlockedEncoding>(sizePerThread, threadsPerWarp, warpsPerCTA,
+                                                         order);
       } else if (name == "slice") {
         auto dimField = fields.find("dim");
         auto parentField = fields.find("parent");

@@ -105,90 +105,136 @@ std::string SharedTileLayout::str() const {
   return os.str();
 }
 
+HeldElements listHeldElements(const LinearLayout &registerLayout) {
+  std::vector<std::string> tensorDims;
+  for (int axis = 0; axis < registerLayout.getNumOutDims(); ++axis)
+    tensorDims.push_back(tensorDimName(axis));
+  // Hardware bits in table order (register fastest, then lane, then warp), each with its
+  // basis vector in tensor dim order.
+  HeldElements held;
+  std::vector<std::vector<int64_t>> columns;
+  auto addDim = [&](const char *dim, int &size) {
+    size = registerLayout.hasInDim(dim) ? registerLayout.getInDimSize(dim) : 1;
+    for (int bit = 0; (1 << bit) < size; ++bit) {
+      std::vector<int64_t> column;
+      for (const std::string &tensorDim : tensorDims)
+        column.push_back(registerLayout.getBasis(dim, bit, tensorDim)); // throws if not dimN
+      columns.push_back(std::move(column));
+    }
+  };
+  addDim(kRegisterDim, held.numRegisters);
+  addDim(kLaneDim, held.numLanes);
+  addDim(kWarpDim, held.numWarps);
+  for (const std::string &tensorDim : tensorDims)
+    held.shape.push_back(registerLayout.getOutDimSize(tensorDim));
+
+  // Each index's coordinates are those of the index with its lowest set bit cleared, XORed
+  // with that bit's basis vector (linearity), so nothing is evaluated twice.
+  int64_t count = int64_t(held.numRegisters) * held.numLanes * held.numWarps;
+  held.coords.assign(count, std::vector<int64_t>(tensorDims.size(), 0));
+  for (int64_t index = 1; index < count; ++index) {
+    const std::vector<int64_t> &column = columns[__builtin_ctzll(static_cast<uint64_t>(index))];
+    const std::vector<int64_t> &previous = held.coords[index & (index - 1)];
+    for (size_t axis = 0; axis < column.size(); ++axis)
+      held.coords[index][axis] = previous[axis] ^ column[axis];
+  }
+  return held;
+}
+
+SharedAccessTable computeSharedOffsets(const HeldElements &held, const SharedTileLayout &tile) {
+  tile.verify();
+  if (held.shape != tile.shape)
+    throw std::invalid_argument("computeSharedOffsets: the layout's tensor does not match tile " +
+                                tile.str());
+  SharedAccessTable table;
+  table.numRegisters = held.numRegisters;
+  table.numLanes = held.numLanes;
+  table.numWarps = held.numWarps;
+  for (const std::vector<int64_t> &coords : held.coords)
+    table.offsets.push_back(tile.offsetOf(coords));
+  return table;
+}
+
 SharedAccessTable computeSharedOffsets(const LinearLayout &registerLayout,
                                        const SharedTileLayout &tile) {
-  tile.verify();
-  for (size_t axis = 0; axis < tile.shape.size(); ++axis) {
-    std::string name = tensorDimName(static_cast<int>(axis));
-    if (!registerLayout.hasOutDim(name) || registerLayout.getOutDimSize(name) != tile.shape[axis])
-      throw std::invalid_argument("computeSharedOffsets: layout " + registerLayout.str() +
-                                  " does not cover tile " + tile.str());
-  }
-  if (registerLayout.getNumOutDims() != static_cast<int>(tile.shape.size()))
-    throw std::invalid_argument("computeSharedOffsets: layout has extra output dims");
-  auto sizeOf = [&](const char *dim) {
-    return registerLayout.hasInDim(dim) ? registerLayout.getInDimSize(dim) : 1;
-  };
-  SharedAccessTable table;
-  table.numRegisters = sizeOf(kRegisterDim);
-  table.numLanes = sizeOf(kLaneDim);
-  table.numWarps = sizeOf(kWarpDim);
-  std::vector<int64_t> coords(tile.shape.size());
-  for (int warp = 0; warp < table.numWarps; ++warp)
-    for (int lane = 0; lane < table.numLanes; ++lane)
-      for (int reg = 0; reg < table.numRegisters; ++reg) {
-        LinearLayout::DimValues ins;
-        if (registerLayout.hasInDim(kRegisterDim))
-          ins.emplace_back(kRegisterDim, reg);
-        if (registerLayout.hasInDim(kLaneDim))
-          ins.emplace_back(kLaneDim, lane);
-        if (registerLayout.hasInDim(kWarpDim))
-          ins.emplace_back(kWarpDim, warp);
-        for (const auto &[name, value] : registerLayout.apply(ins))
-          coords[registerLayout.getOutDimIndex(name)] = value;
-        table.offsets.push_back(tile.offsetOf(coords));
-      }
-  return table;
+  return computeSharedOffsets(listHeldElements(registerLayout), tile);
 }
 
 LinearLayout sharedOffsetLayout(const LinearLayout &registerLayout, const SharedTileLayout &tile) {
   return registerLayout.invertAndCompose(tile.toLinearLayout());
 }
 
-std::vector<int> countBankConflicts(const SharedAccessTable &table,
-                                    const BankConflictOptions &options) {
+namespace {
+
+struct AccessCost {
+  int wavefronts = 0; // shared-memory cycles the access takes
+  int phases = 0;     // cycles it would take without conflicts
+};
+
+/// One AccessCost per access of one warp (see countBankConflicts for the model).
+std::vector<AccessCost> simulateWarp(const SharedAccessTable &table,
+                                     const BankConflictOptions &options) {
   int bytesPerLane = options.elemBytes * options.vectorWidth;
-  if (!isPowerOfTwo(options.elemBytes) || !isPowerOfTwo(options.vectorWidth) ||
-      bytesPerLane > 16 || table.numRegisters % options.vectorWidth != 0)
+  if (!isPowerOfTwo(options.elemBytes) || !isPowerOfTwo(options.vectorWidth) || bytesPerLane > 16 ||
+      table.numRegisters % options.vectorWidth != 0)
     throw std::invalid_argument("countBankConflicts: accesses must be 1 to 16 bytes per lane and "
                                 "vectorWidth must divide the register count");
   if (options.warp < 0 || options.warp >= table.numWarps)
     throw std::invalid_argument("countBankConflicts: no warp " + std::to_string(options.warp));
 
   // Wide accesses are split into phases of lanes that together move at most 128 bytes.
-  int lanesPerPhase = bytesPerLane <= kBankBytes ? kNumBanks : kNumBanks * kBankBytes / bytesPerLane;
-  std::vector<int> conflicts;
+  int lanesPerPhase =
+      bytesPerLane <= kBankBytes ? kNumBanks : kNumBanks * kBankBytes / bytesPerLane;
+  std::vector<AccessCost> costs;
+  std::vector<int64_t> words; // reused: the distinct 4-byte words of one phase
   for (int first = 0; first < table.numRegisters; first += options.vectorWidth) {
-    int wavefronts = 0, phases = 0;
+    AccessCost cost;
     for (int phaseStart = 0; phaseStart < table.numLanes; phaseStart += lanesPerPhase) {
-      std::vector<std::vector<int64_t>> wordsInBank(kNumBanks);
+      words.clear();
       int phaseEnd = std::min(table.numLanes, phaseStart + lanesPerPhase);
       for (int lane = phaseStart; lane < phaseEnd; ++lane)
         for (int reg = first; reg < first + options.vectorWidth; ++reg) {
           int64_t byte = table.offset(reg, lane, options.warp) * options.elemBytes;
-          for (int64_t word = byte / kBankBytes; word <= (byte + options.elemBytes - 1) / kBankBytes;
-               ++word)
-            wordsInBank[word % kNumBanks].push_back(word);
+          int64_t lastWord = (byte + options.elemBytes - 1) / kBankBytes;
+          for (int64_t word = byte / kBankBytes; word <= lastWord; ++word)
+            words.push_back(word);
         }
       // A bank serves one distinct word per wavefront; equal words are broadcast.
+      std::sort(words.begin(), words.end());
+      words.erase(std::unique(words.begin(), words.end()), words.end());
+      int wordsPerBank[kNumBanks] = {};
       int worst = 0;
-      for (auto &words : wordsInBank) {
-        std::sort(words.begin(), words.end());
-        words.erase(std::unique(words.begin(), words.end()), words.end());
-        worst = std::max(worst, static_cast<int>(words.size()));
-      }
-      wavefronts += worst;
-      ++phases;
+      for (int64_t word : words)
+        worst = std::max(worst, ++wordsPerBank[word % kNumBanks]);
+      cost.wavefronts += worst;
+      ++cost.phases;
     }
-    conflicts.push_back(wavefronts - phases);
+    costs.push_back(cost);
   }
+  return costs;
+}
+
+} // namespace
+
+std::vector<int> countBankConflicts(const SharedAccessTable &table,
+                                    const BankConflictOptions &options) {
+  std::vector<int> conflicts;
+  for (const AccessCost &cost : simulateWarp(table, options))
+    conflicts.push_back(cost.wavefronts - cost.phases);
   return conflicts;
 }
 
 int totalBankConflicts(const SharedAccessTable &table, const BankConflictOptions &options) {
-  int total = 0;
-  for (int conflicts : countBankConflicts(table, options))
-    total += conflicts;
+  return measureSharedAccesses(table, options).conflicts;
+}
+
+SharedAccessCost measureSharedAccesses(const SharedAccessTable &table,
+                                       const BankConflictOptions &options) {
+  SharedAccessCost total;
+  for (const AccessCost &cost : simulateWarp(table, options)) {
+    total.wavefronts += cost.wavefronts;
+    total.conflicts += cost.wavefronts - cost.phases;
+  }
   return total;
 }
 

@@ -58,10 +58,23 @@ struct SharedAccessTable {
   }
 };
 
+/// The tensor coordinates of every (register, lane, warp) of a register layout (output dims
+/// dim0, dim1, ...), in SharedAccessTable order. Computing them once lets a caller try many
+/// tiles cheaply.
+struct HeldElements {
+  int numRegisters = 0;
+  int numLanes = 0;
+  int numWarps = 0;
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> coords;
+};
+HeldElements listHeldElements(const LinearLayout &registerLayout);
+
 /// Works for every tile (padded too). The register layout's output dims must be the tile's
 /// dims (dim0, dim1, ...) with the same extents.
 SharedAccessTable computeSharedOffsets(const LinearLayout &registerLayout,
                                        const SharedTileLayout &tile);
+SharedAccessTable computeSharedOffsets(const HeldElements &held, const SharedTileLayout &tile);
 /// The same map as a linear layout (register, lane, warp, block) -> offset, for unpadded
 /// tiles: codegen can emit it as shifts and XORs of the thread id.
 LinearLayout sharedOffsetLayout(const LinearLayout &registerLayout, const SharedTileLayout &tile);
@@ -84,5 +97,15 @@ std::vector<int> countBankConflicts(const SharedAccessTable &table,
                                     const BankConflictOptions &options = {});
 /// Sum of countBankConflicts over all accesses of the warp.
 int totalBankConflicts(const SharedAccessTable &table, const BankConflictOptions &options = {});
+
+struct SharedAccessCost {
+  /// Shared-memory cycles the warp's accesses take in all: the phases of each access plus
+  /// its conflicts. The fair cost for comparing tiles whose accesses differ in width.
+  int wavefronts = 0;
+  /// Sum of countBankConflicts.
+  int conflicts = 0;
+};
+SharedAccessCost measureSharedAccesses(const SharedAccessTable &table,
+                                       const BankConflictOptions &options = {});
 
 } // namespace tessera

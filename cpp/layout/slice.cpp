@@ -40,8 +40,7 @@ LinearLayout SliceEncoding::toLinearLayout(const std::vector<int64_t> &shape) co
   std::vector<std::string> parentDimNames;
   for (int axis = 0; axis < parent->rank(); ++axis)
     parentDimNames.push_back(tensorDimName(axis));
-  LinearLayout parentLayout =
-      parent->toLinearLayout(parentShape).transposeOuts(parentDimNames);
+  LinearLayout parentLayout = parent->toLinearLayout(parentShape).transposeOuts(parentDimNames);
 
   LinearLayout::Bases bases;
   for (const auto &[inDim, vectors] : parentLayout.getBases()) {

@@ -113,9 +113,10 @@ std::pair<bool, std::string> driverAvailable() {
     int count = deviceCount();
     if (count == 0)
       return {false, "CUDA driver loaded but no CUDA device is visible"};
-    return {true, "CUDA driver " + std::to_string(driverVersion() / 1000) + "." +
-                      std::to_string(driverVersion() % 1000 / 10) + ", " +
-                      std::to_string(count) + " device(s)"};
+    int version = driverVersion(); // 13000 for CUDA 13.0
+    return {true, "CUDA driver " + std::to_string(version / 1000) + "." +
+                      std::to_string(version % 1000 / 10) + ", " + std::to_string(count) +
+                      " device(s)"};
   } catch (const CudaError &error) {
     return {false, error.what()};
   }

@@ -168,11 +168,11 @@ KernelLauncher::KernelLauncher(std::vector<ArgKind> signature, std::shared_ptr<F
 }
 
 void KernelLauncher::launch(const LaunchGrid &grid, CUstream stream, void **params) const {
+  if (grid.empty())
+    return;
   if (handle_ == nullptr)
     throw CudaError("cuLaunchKernel", -1,
                     "this KernelLauncher has no loaded kernel (it was built with function=None)");
-  if (grid.empty())
-    return;
   // One cheap driver call per launch: the kernel belongs to one context, and the caller's thread
   // may have another (or none) current.
   CUcontext current = nullptr;

@@ -1,11 +1,11 @@
 // Python objects -> kernel parameters, for the launch path bound in cpp/bindings/runtime.cpp.
 // Header-only on purpose: libtessera_core does not link Python, so only the binding includes it.
 //
-// A pointer argument is an int (an address), None (null), a torch.Tensor, or any object with the
-// DLPack C exchange table, __cuda_array_interface__ (CuPy, Numba, JAX) or __dlpack__ (JAX,
-// NumPy, ...). Which extraction works is decided once per Python type and cached, so the common
-// case costs a couple of C calls per argument. Memory that the GPU cannot reach (a CPU tensor) is
-// an ArgumentError naming the argument's index, never a launch.
+// A pointer argument is an int (an address), None (null), a torch.Tensor, a CuPy array, or any
+// object with the DLPack C exchange table, __cuda_array_interface__ (Numba, JAX) or __dlpack__
+// (JAX, NumPy, ...). Which extraction works is decided once per Python type and cached, so the
+// common case costs a couple of C calls per argument. Memory that the GPU cannot reach (a CPU
+// tensor) is an ArgumentError naming the argument's index, never a launch.
 #pragma once
 
 #include "runtime/dlpack.h"
@@ -14,6 +14,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <unordered_map>
 
@@ -28,13 +29,21 @@ struct ArgumentError {
   std::string reason;
 };
 
-enum class PointerSource : uint8_t { Torch, ExchangeApi, CudaArrayInterface, DLPack, Unsupported };
+enum class PointerSource : uint8_t {
+  Torch,
+  CupyArray,
+  ExchangeApi,
+  CudaArrayInterface,
+  DLPack,
+  Unsupported
+};
 
 /// What Tessera knows about one Python type, found on first sight and kept for the process.
 struct TypeStrategy {
   PointerSource source = PointerSource::Unsupported;
   PyObject *dataPtr = nullptr; // torch: the unbound `data_ptr` of the type
   PyObject *isCuda = nullptr;  // torch: the `is_cuda` descriptor of the type
+  PyObject *data = nullptr;    // CuPy: the `data` descriptor (a MemoryPointer with `.ptr`)
   const dlpack::DLPackExchangeAPI *exchange = nullptr;
   bool hasCudaArrayInterface = false;
   bool hasDlpack = false;
@@ -50,9 +59,8 @@ struct Names {
   PyObject *dtype = PyUnicode_InternFromString("dtype");
   PyObject *shape = PyUnicode_InternFromString("shape");
   PyObject *stride = PyUnicode_InternFromString("stride");
-  PyObject *strides = PyUnicode_InternFromString("strides");
   PyObject *data = PyUnicode_InternFromString("data");
-  PyObject *typestr = PyUnicode_InternFromString("typestr");
+  PyObject *ptr = PyUnicode_InternFromString("ptr");
   PyObject *cudaArrayInterface = PyUnicode_InternFromString("__cuda_array_interface__");
   PyObject *dlpack = PyUnicode_InternFromString("__dlpack__");
   PyObject *exchangeApi = PyUnicode_InternFromString("__c_dlpack_exchange_api__");
@@ -63,7 +71,15 @@ inline const Names &names() {
   return *instance;
 }
 
-inline std::string typeName(PyObject *obj) { return Py_TYPE(obj)->tp_name; }
+/// "torch.Tensor", "numpy.ndarray", ...: for error messages only (it allocates).
+inline std::string typeName(PyObject *obj) {
+  py::handle type(reinterpret_cast<PyObject *>(Py_TYPE(obj)));
+  if (!(Py_TYPE(obj)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+    return Py_TYPE(obj)->tp_name; // static types already carry their module: "numpy.ndarray"
+  std::string module = py::str(type.attr("__module__"));
+  std::string name = py::str(type.attr("__qualname__"));
+  return module == "builtins" || module == "__main__" ? name : module + "." + name;
+}
 
 /// The pending Python exception as "Type: message", clearing it.
 inline std::string takePythonError() {
@@ -71,13 +87,14 @@ inline std::string takePythonError() {
   return error.what();
 }
 
-inline bool isTorchTensorType(PyTypeObject *type) {
+/// Whether `type` or a base has one of `names` (C type names, e.g. "torch._C.TensorBase").
+inline bool derivesFrom(PyTypeObject *type, std::initializer_list<const char *> names) {
   PyObject *mro = type->tp_mro;
   for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
     const char *name = reinterpret_cast<PyTypeObject *>(PyTuple_GET_ITEM(mro, i))->tp_name;
-    if (std::strcmp(name, "torch._C.TensorBase") == 0 ||
-        std::strcmp(name, "torch._C._TensorBase") == 0)
-      return true;
+    for (const char *wanted : names)
+      if (std::strcmp(name, wanted) == 0)
+        return true;
   }
   return false;
 }
@@ -104,11 +121,19 @@ inline TypeStrategy makeStrategy(PyTypeObject *type) {
   strategy.hasCudaArrayInterface = PyObject_HasAttr(typeObject, names().cudaArrayInterface);
   strategy.hasDlpack = PyObject_HasAttr(typeObject, names().dlpack);
   strategy.exchange = exchangeApiOf(type);
-  if (isTorchTensorType(type)) {
+  // The frameworks' own accessors are faster than the generic protocols (CuPy builds a new
+  // __cuda_array_interface__ dict on every access).
+  if (derivesFrom(type, {"torch._C.TensorBase", "torch._C._TensorBase"})) {
     strategy.dataPtr = PyObject_GetAttr(typeObject, names().dataPtr);
     strategy.isCuda = PyObject_GetAttr(typeObject, names().isCuda);
     if (strategy.dataPtr && strategy.isCuda)
       strategy.source = PointerSource::Torch;
+    PyErr_Clear();
+  } else if (derivesFrom(type, {"cupy._core.core._ndarray_base", "cupy._core.core.ndarray",
+                                "cupy.ndarray"})) {
+    strategy.data = PyObject_GetAttr(typeObject, names().data);
+    if (strategy.data)
+      strategy.source = PointerSource::CupyArray;
     PyErr_Clear();
   }
   if (strategy.source == PointerSource::Unsupported) {
@@ -119,6 +144,15 @@ inline TypeStrategy makeStrategy(PyTypeObject *type) {
     else if (strategy.hasDlpack)
       strategy.source = PointerSource::DLPack;
   }
+  return strategy;
+}
+
+/// Protocols found on an object itself rather than on its type (a plain holder object given a
+/// __cuda_array_interface__ attribute): looked up on every call, which is slower but rare.
+inline TypeStrategy instanceStrategy(PyObject *obj) {
+  TypeStrategy strategy;
+  strategy.hasCudaArrayInterface = PyObject_HasAttr(obj, names().cudaArrayInterface);
+  strategy.hasDlpack = PyObject_HasAttr(obj, names().dlpack);
   return strategy;
 }
 
@@ -224,6 +258,17 @@ inline uint64_t torchPointer(size_t index, PyObject *obj, const TypeStrategy &st
   return value;
 }
 
+/// CuPy arrays always live in GPU memory; `a.data.ptr` already includes a view's offset.
+inline uint64_t cupyPointer(size_t index, PyObject *obj, const TypeStrategy &strategy) {
+  py::object memory = py::reinterpret_steal<py::object>(bindDescriptor(strategy.data, obj));
+  PyObject *address = memory ? PyObject_GetAttr(memory.ptr(), names().ptr) : nullptr;
+  if (address == nullptr)
+    throw ArgumentError{index, takePythonError()};
+  uint64_t value = PyLong_AsUnsignedLongLong(address);
+  Py_DECREF(address);
+  return value;
+}
+
 inline uint64_t cudaArrayInterfacePointer(size_t index, PyObject *obj,
                                           const TypeStrategy &strategy, uint64_t stream) {
   py::object interface =
@@ -268,6 +313,7 @@ inline uint64_t pointerArgument(size_t index, PyObject *obj, uint64_t stream) {
   const TypeStrategy &strategy = strategyFor(Py_TYPE(obj));
   switch (strategy.source) {
   case PointerSource::Torch: return torchPointer(index, obj, strategy);
+  case PointerSource::CupyArray: return cupyPointer(index, obj, strategy);
   case PointerSource::ExchangeApi: {
     dlpack::DLTensor tensor;
     if (strategy.exchange->dltensor_from_py_object_no_sync(obj, &tensor) != 0)
@@ -281,6 +327,11 @@ inline uint64_t pointerArgument(size_t index, PyObject *obj, uint64_t stream) {
   }
   if (PyLong_Check(obj) && !PyBool_Check(obj))
     return addressFromInt(index, obj);
+  TypeStrategy instance = instanceStrategy(obj);
+  if (instance.hasCudaArrayInterface)
+    return cudaArrayInterfacePointer(index, obj, instance, stream);
+  if (instance.hasDlpack)
+    return dlpackPointer(index, obj, stream);
   throw ArgumentError{index, "expected a GPU tensor (torch, CuPy, JAX, any DLPack or CUDA array "
                              "interface object) or an int address, got " + typeName(obj)};
 }

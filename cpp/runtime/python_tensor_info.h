@@ -146,10 +146,13 @@ inline TensorInfo cudaArrayInterfaceInfo(PyObject *obj) {
   info.shape = interface["shape"].cast<std::vector<int64_t>>();
   int64_t itemBytes = std::stoll(interface["typestr"].cast<std::string>().substr(2));
   info.strides.resize(info.shape.size());
-  py::object strides = interface.contains("strides") ? interface["strides"] : py::none();
+  py::object strides = py::none();
+  if (interface.contains("strides"))
+    strides = interface["strides"];
   int64_t compact = 1;
   for (int d = static_cast<int>(info.shape.size()) - 1; d >= 0; --d) {
-    info.strides[d] = strides.is_none() ? compact : py::tuple(strides)[d].cast<int64_t>() / itemBytes;
+    info.strides[d] =
+        strides.is_none() ? compact : py::tuple(strides)[d].cast<int64_t>() / itemBytes;
     compact *= info.shape[d];
   }
   try {
@@ -171,17 +174,19 @@ inline py::tuple tensorInfo(py::handle handle) {
       throw py::error_already_set();
     return infoFromDLTensor(tensor).toTuple();
   }
-  if (strategy.hasDlpack) {
+  const TypeStrategy fallback =
+      strategy.source == PointerSource::Unsupported ? instanceStrategy(obj) : strategy;
+  if (fallback.hasDlpack) {
     try {
       py::object capsule = dlpackCapsule(0, obj, nullptr);
       if (const dlpack::DLTensor *tensor = tensorOfCapsule(capsule.ptr()))
         return infoFromDLTensor(*tensor).toTuple();
-    } catch (const ArgumentError &) {
-      if (!strategy.hasCudaArrayInterface)
-        throw;
+    } catch (const ArgumentError &error) {
+      if (!fallback.hasCudaArrayInterface)
+        throw py::type_error(error.reason);
     }
   }
-  if (strategy.hasCudaArrayInterface)
+  if (fallback.hasCudaArrayInterface)
     return cudaArrayInterfaceInfo(obj).toTuple();
   throw py::type_error("tensor_info needs a tensor (torch, CuPy, JAX, NumPy or any DLPack or "
                        "CUDA array interface object), got " + typeName(obj));

@@ -1,0 +1,75 @@
+// generate(): the codegen stage as one function of named steps.
+//
+// tile IR (with layouts) --lower--> LLVM IR --verify--> O3 --> NVPTX --> PTX text.
+#include "codegen/codegen.h"
+
+#include "codegen/lower_to_llvm.h"
+#include "codegen/nvptx_target.h"
+#include "ir/diagnostics.h"
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+namespace tessera::codegen {
+
+namespace {
+
+std::string printModule(const llvm::Module &module) {
+  std::string text;
+  llvm::raw_string_ostream stream(text);
+  module.print(stream, nullptr);
+  return text;
+}
+
+void verifyModule(const llvm::Module &module, const char *stage) {
+  std::string message;
+  llvm::raw_string_ostream stream(message);
+  if (llvm::verifyModule(module, &stream))
+    throw ir::CompileError(std::string("codegen: internal error: invalid LLVM IR ") + stage +
+                           ": " + message);
+}
+
+int numWarpsOf(const ir::Module &module, const CodegenOptions &options) {
+  auto it = module.attributes().find("num_warps");
+  if (it == module.attributes().end())
+    return options.numWarps;
+  const int64_t *value = std::get_if<int64_t>(&it->second);
+  if (!value || *value <= 0 || (*value & (*value - 1)) != 0 || *value > 32)
+    throw ir::CompileError("codegen: module attribute num_warps must be a power of two <= 32");
+  return static_cast<int>(*value);
+}
+
+} // namespace
+
+CodegenResult generate(const ir::Module &module, const CodegenOptions &options) {
+  std::vector<ir::Operation *> functions = module.functions();
+  if (functions.size() != 1)
+    throw ir::CompileError("codegen: expected exactly one func in the module, found " +
+                           std::to_string(functions.size()));
+  const ir::Operation &func = *functions.front();
+  CodegenResult result;
+  result.numWarps = numWarpsOf(module, options);
+  result.kernelName = func.stringAttr("sym_name");
+
+  std::unique_ptr<llvm::TargetMachine> machine = createTargetMachine(options);
+  llvm::LLVMContext context;
+  llvm::Module llvmModule("tessera." + result.kernelName, context);
+  configureModule(llvmModule, *machine);
+
+  KernelLowering lowering(llvmModule, result.numWarps);
+  lowering.lowerFunction(func);
+  result.sharedBytes = lowering.sharedBytes();
+  result.unoptimizedLLVMIR = printModule(llvmModule);
+  verifyModule(llvmModule, "after lowering");
+
+  optimizeModule(llvmModule, *machine, options.optLevel);
+  verifyModule(llvmModule, "after optimization");
+  result.llvmIR = printModule(llvmModule);
+  result.ptx = emitPTX(llvmModule, *machine);
+  return result;
+}
+
+std::string llvmVersion() { return TESSERA_LLVM_VERSION; }
+
+} // namespace tessera::codegen

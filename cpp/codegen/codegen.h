@@ -1,0 +1,45 @@
+// Code generation, the last compiler stage: tile IR with layouts -> LLVM IR -> O3 -> PTX.
+//
+// Input: a module whose every tensor type carries an encoding (after the layout passes).
+// Output: the PTX of its one kernel plus what the launcher needs (name, threads, shared bytes).
+// Lowering lives in lower_*.cpp; the NVPTX target machine and pipeline in nvptx_target.cpp.
+#pragma once
+
+#include "ir/ir.h"
+
+#include <string>
+
+namespace tessera::codegen {
+
+struct CodegenOptions {
+  /// "sm_80", "sm_86", "sm_89", "sm_90" or "sm_90a".
+  std::string arch = "sm_90a";
+  /// Used when the module has no `num_warps` attribute; the module's attribute wins (its
+  /// layouts were built for it).
+  int numWarps = 4;
+  /// 0..3, for both the LLVM pipeline and the NVPTX backend.
+  int optLevel = 3;
+  /// Contract a*b+c into fma, as Triton's default enable_fp_fusion=True.
+  bool enableFpFusion = true;
+};
+
+struct CodegenResult {
+  /// LLVM IR after the optimization pipeline, and as lowered (before it).
+  std::string llvmIR;
+  std::string unoptimizedLLVMIR;
+  std::string ptx;
+  std::string kernelName;
+  /// Dynamic shared memory the kernel needs at launch, in bytes.
+  int sharedBytes = 0;
+  /// Warps per CTA: launch with numWarps * 32 threads.
+  int numWarps = 4;
+};
+
+/// Generates PTX for the module's single `func`. Throws ir::CompileError naming the op and
+/// its location for anything unsupported (a tensor without a layout, an unknown arch, ...).
+CodegenResult generate(const ir::Module &module, const CodegenOptions &options = {});
+
+/// The LLVM version Tessera was built against, e.g. "22.1.8".
+std::string llvmVersion();
+
+} // namespace tessera::codegen

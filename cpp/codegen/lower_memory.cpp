@@ -1,0 +1,213 @@
+// Lowering of load and store: vectorized global accesses, masks, and duplicate owners.
+//
+// Plan per access:
+//  1. Width: the registers that hold consecutive elements of the fastest dim (the layout's
+//     getNumConsecutiveInOut), limited by pointer contiguity and alignment and by mask
+//     constancy (analysis/axis_info.h, accessVectorWidth), and by 16 bytes. A vector-add tile of f32 with sizePerThread
+//     4 and 16-byte-aligned pointers gives ld.global.v4.b32 / st.global.v4.b32.
+//  2. Each group of `width` registers becomes one LLVM vector load/store of the group's first
+//     pointer. A mask is constant over the group (1. guarantees it): one branch skips the
+//     access, and a phi supplies `other` (zero when absent) to masked-off loads.
+//  3. Stores are issued only by the first owner of each element: registers, lanes and warps
+//     that merely duplicate data (free variables of the layout) skip them, as in Triton; a
+//     scalar store is issued by thread 0 alone.
+#include "codegen/lower_to_llvm.h"
+
+#include "ir/diagnostics.h"
+
+namespace tessera::codegen {
+
+namespace {
+
+bool isTrue(const ir::Operation &op, const std::string &name) {
+  if (!op.hasAttr(name))
+    return false;
+  const ir::Attribute &value = op.attr(name);
+  if (const bool *flag = std::get_if<bool>(&value))
+    return *flag;
+  if (const int64_t *integer = std::get_if<int64_t>(&value))
+    return *integer != 0;
+  return false;
+}
+
+/// Runs `body` under `predicate` (directly when null). Returns the block that `body` ended in,
+/// and the block the caller continues in (the same block when unpredicated).
+template <typename Fn>
+std::pair<llvm::BasicBlock *, llvm::BasicBlock *>
+emitPredicated(llvm::IRBuilder<> &b, llvm::Value *predicate, const char *name, Fn &&body) {
+  if (!predicate) {
+    body();
+    return {b.GetInsertBlock(), b.GetInsertBlock()};
+  }
+  llvm::BasicBlock *current = b.GetInsertBlock();
+  llvm::Function *function = current->getParent();
+  auto *then = llvm::BasicBlock::Create(b.getContext(), std::string(name) + ".then", function,
+                                        current->getNextNode());
+  auto *end = llvm::BasicBlock::Create(b.getContext(), std::string(name) + ".end", function,
+                                       then->getNextNode());
+  b.CreateCondBr(predicate, then, end);
+  b.SetInsertPoint(then);
+  body();
+  llvm::BasicBlock *bodyEnd = b.GetInsertBlock();
+  b.CreateBr(end);
+  b.SetInsertPoint(end);
+  return {bodyEnd, current};
+}
+
+/// Register i of every operand must hold the same element as register i of the result.
+void requireLayout(KernelLowering &lowering, const ir::Operation &op, const LinearLayout &layout) {
+  for (const ir::Value *operand : op.operands())
+    if (!operand->type().isTensor() || lowering.layoutOf(operand->type(), op) != layout)
+      ir::emitError(op, "codegen: operand " + operand->type().str() +
+                            " does not have the layout of the accessed tensor");
+}
+
+llvm::Value *andPredicates(llvm::IRBuilder<> &b, llvm::Value *lhs, llvm::Value *rhs) {
+  if (!lhs)
+    return rhs;
+  if (!rhs)
+    return lhs;
+  return b.CreateAnd(lhs, rhs);
+}
+
+void lowerLoad(KernelLowering &lowering, const ir::Operation &op) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  const ir::Type &resultType = op.result()->type();
+  const ir::Value *mask = op.numOperands() >= 2 ? op.operand(1) : nullptr;
+  llvm::Type *registerType = lowering.registerType(resultType, op);
+  llvm::Type *memoryType = lowering.memoryType(resultType, op);
+  int numRegs = lowering.numRegisters(resultType, op);
+  int width = 1;
+  if (resultType.isTensor()) {
+    const LinearLayout &layout = lowering.layoutOf(resultType, op);
+    requireLayout(lowering, op, layout);
+    width = analysis::accessVectorWidth(lowering.axisInfo(), op);
+  }
+  const Registers &pointers = lowering.registersOf(op.operand(0));
+  const Registers *masks = mask ? &lowering.registersOf(mask) : nullptr;
+  const Registers *others = op.numOperands() >= 3 ? &lowering.registersOf(op.operand(2)) : nullptr;
+  bool isVolatile = isTrue(op, "volatile");
+
+  Registers result(numRegs);
+  for (int first = 0; first < numRegs; first += width) {
+    std::vector<llvm::Value *> loaded;
+    auto [loadEnd, skipFrom] = emitPredicated(b, masks ? (*masks)[first] : nullptr, "load", [&] {
+      loaded = emitVectorLoad(lowering, pointers[first], memoryType, registerType, width,
+                              isVolatile);
+    });
+    for (int i = 0; i < width; ++i) {
+      if (!masks) {
+        result[first + i] = loaded[i];
+        continue;
+      }
+      llvm::PHINode *phi = b.CreatePHI(registerType, 2);
+      phi->addIncoming(loaded[i], loadEnd);
+      phi->addIncoming(others ? (*others)[first + i] : llvm::Constant::getNullValue(registerType),
+                       skipFrom);
+      result[first + i] = phi;
+    }
+  }
+  lowering.setRegisters(op.result(), std::move(result));
+}
+
+void lowerStore(KernelLowering &lowering, const ir::Operation &op) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  const ir::Type &valueType = op.operand(1)->type();
+  const ir::Value *mask = op.numOperands() >= 3 ? op.operand(2) : nullptr;
+  llvm::Type *memoryType = lowering.memoryType(valueType, op);
+  int numRegs = lowering.numRegisters(valueType, op);
+  int width = 1;
+  int32_t duplicateRegisters = 0;
+  llvm::Value *owner = nullptr;
+  if (valueType.isTensor()) {
+    const LinearLayout &layout = lowering.layoutOf(valueType, op);
+    requireLayout(lowering, op, layout);
+    width = analysis::accessVectorWidth(lowering.axisInfo(), op);
+    duplicateRegisters = KernelLowering::duplicateRegisterMask(layout);
+    while (duplicateRegisters & (width - 1)) // never split a vector between owners
+      width /= 2;
+    owner = lowering.emitOwnerPredicate(layout);
+  } else {
+    owner = b.CreateICmpEQ(lowering.threadId(), lowering.i32(0));
+  }
+  const Registers &pointers = lowering.registersOf(op.operand(0));
+  const Registers &values = lowering.registersOf(op.operand(1));
+  const Registers *masks = mask ? &lowering.registersOf(mask) : nullptr;
+  bool isVolatile = isTrue(op, "volatile");
+
+  for (int first = 0; first < numRegs; first += width) {
+    if (first & duplicateRegisters)
+      continue; // another register of this thread stores the same element
+    llvm::Value *predicate = andPredicates(b, masks ? (*masks)[first] : nullptr, owner);
+    emitPredicated(b, predicate, "store", [&] {
+      emitVectorStore(lowering, pointers[first],
+                      llvm::ArrayRef<llvm::Value *>(values).slice(first, width), memoryType,
+                      isVolatile);
+    });
+  }
+}
+
+} // namespace
+
+namespace {
+
+/// The LLVM type of one access of `count` elements: sub-word elements are packed into i32
+/// words (so 8 x f16 is one ld.global.v4.b32), wider ones form a plain vector.
+llvm::Type *accessType(llvm::LLVMContext &context, llvm::Type *memoryType, int count,
+                       int elementBytes) {
+  if (count == 1)
+    return memoryType;
+  if (elementBytes >= 4)
+    return llvm::FixedVectorType::get(memoryType, count);
+  int totalBytes = count * elementBytes;
+  int wordBytes = std::min(totalBytes, 4);
+  llvm::Type *word = llvm::IntegerType::get(context, 8 * wordBytes);
+  return totalBytes == wordBytes ? word : llvm::FixedVectorType::get(word, totalBytes / wordBytes);
+}
+
+} // namespace
+
+std::vector<llvm::Value *> emitVectorLoad(KernelLowering &lowering, llvm::Value *address,
+                                          llvm::Type *memoryType, llvm::Type *registerType,
+                                          int width, bool isVolatile) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  int elementBytes = static_cast<int>(memoryType->getPrimitiveSizeInBits() / 8);
+  llvm::Type *type = accessType(lowering.context(), memoryType, width, elementBytes);
+  llvm::Value *value =
+      b.CreateAlignedLoad(type, address, llvm::Align(width * elementBytes), isVolatile);
+  std::vector<llvm::Value *> elements;
+  if (width == 1)
+    return {lowering.fromMemory(value, registerType)};
+  value = b.CreateBitCast(value, llvm::FixedVectorType::get(memoryType, width));
+  for (int i = 0; i < width; ++i)
+    elements.push_back(lowering.fromMemory(b.CreateExtractElement(value, i), registerType));
+  return elements;
+}
+
+void emitVectorStore(KernelLowering &lowering, llvm::Value *address,
+                     llvm::ArrayRef<llvm::Value *> values, llvm::Type *memoryType,
+                     bool isVolatile) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  int width = static_cast<int>(values.size());
+  int elementBytes = static_cast<int>(memoryType->getPrimitiveSizeInBits() / 8);
+  llvm::Value *value;
+  if (width == 1) {
+    value = lowering.toMemory(values[0], memoryType);
+  } else {
+    value = llvm::PoisonValue::get(llvm::FixedVectorType::get(memoryType, width));
+    for (int i = 0; i < width; ++i)
+      value = b.CreateInsertElement(value, lowering.toMemory(values[i], memoryType), i);
+    value = b.CreateBitCast(value, accessType(lowering.context(), memoryType, width, elementBytes));
+  }
+  b.CreateAlignedStore(value, address, llvm::Align(width * elementBytes), isVolatile);
+}
+
+void lowerMemoryOp(KernelLowering &lowering, const ir::Operation &op) {
+  if (op.code() == ir::OpCode::Load)
+    return lowerLoad(lowering, op);
+  if (op.code() == ir::OpCode::Store)
+    return lowerStore(lowering, op);
+  ir::emitError(op, std::string("codegen: no memory lowering for op '") + op.name() + "'");
+}
+
+} // namespace tessera::codegen

@@ -1,0 +1,131 @@
+// Internal interface of the tile IR -> LLVM IR lowering, shared by the lower_*.cpp files.
+//
+// A tile IR value becomes, in each thread, one LLVM value per register of its linear layout
+// (index = the layout's "register" input); a scalar becomes one value that every thread
+// holds. KernelLowering owns that mapping plus the per-thread context (lane, warp, shared
+// scratch); lower_to_llvm.cpp walks the function and hands each op to the file for its kind.
+#pragma once
+
+#include "analysis/axis_info.h"
+#include "ir/ir.h"
+#include "layout/linear_layout.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessera::codegen {
+
+/// The per-thread LLVM values of one tile IR value.
+using Registers = std::vector<llvm::Value *>;
+
+class KernelLowering {
+public:
+  KernelLowering(llvm::Module &module, int numWarps);
+  KernelLowering(const KernelLowering &) = delete;
+
+  /// Emits `func` as a ptx_kernel.
+  llvm::Function *lowerFunction(const ir::Operation &func);
+  /// Bytes of dynamic shared memory the kernel uses (its scratch region).
+  int sharedBytes() const { return static_cast<int>(sharedBytes_); }
+
+  // ---- Used by the per-op lowering files --------------------------------------------------
+  llvm::IRBuilder<> &builder() { return builder_; }
+  llvm::LLVMContext &context() { return module_.getContext(); }
+  int numWarps() const { return numWarps_; }
+  const analysis::AxisInfoAnalysis &axisInfo() const { return *axisInfo_; }
+
+  const Registers &registersOf(const ir::Value *value) const;
+  void setRegisters(const ir::Value *value, Registers registers);
+
+  /// LLVM type of a scalar or pointer (of a tensor's element) as held in registers.
+  llvm::Type *registerType(const ir::Type &type, const ir::Operation &op);
+  /// The type an element has in memory: i1 -> i8 (bytes), pointers -> i64.
+  llvm::Type *memoryType(const ir::Type &type, const ir::Operation &op);
+  llvm::Value *toMemory(llvm::Value *value, llvm::Type *memoryType);
+  llvm::Value *fromMemory(llvm::Value *value, llvm::Type *registerType);
+  int memoryBytes(const ir::Type &type, const ir::Operation &op);
+
+  /// Linear layout of a tensor type, from its encoding (cached). Throws a CompileError about
+  /// `op` when the tensor has no encoding or the layout does not fit the CTA.
+  const LinearLayout &layoutOf(const ir::Type &tensorType, const ir::Operation &op);
+  /// Registers per thread of a value of this type: 1 for scalars.
+  int numRegisters(const ir::Type &type, const ir::Operation &op);
+
+  /// For each register r of `layout`, the i32 value of each output dim in this thread
+  /// (indices[r][outDimIndex]): L(r, lane, warp) as an XOR of basis vectors.
+  std::vector<std::vector<llvm::Value *>> emitIndices(const LinearLayout &layout);
+  /// One output dim of L(0, lane, warp) for this thread (the register-independent part).
+  llvm::Value *emitThreadPart(const LinearLayout &layout, int outDimIndex);
+  /// i1 true in the threads that are the first owner of their elements (lane and warp bits
+  /// that only duplicate data are 0), or nullptr when every thread owns distinct elements.
+  llvm::Value *emitOwnerPredicate(const LinearLayout &layout);
+  /// Register bits that only duplicate data (a register r is a copy when r & mask != 0).
+  static int32_t duplicateRegisterMask(const LinearLayout &layout);
+
+  llvm::Value *threadId() const { return threadId_; }
+  /// tid % 32 and tid / 32, emitted in the entry block on first use.
+  llvm::Value *laneId();
+  llvm::Value *warpId();
+  /// Base of the shared scratch region (dynamic shared memory), growing it to `bytes`.
+  llvm::Value *sharedScratch(int64_t bytes);
+  /// bar.sync 0: every thread of the CTA.
+  void emitBarrier();
+  llvm::Value *callIntrinsic(llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Type *> types,
+                             llvm::ArrayRef<llvm::Value *> args);
+  llvm::Value *i32(int64_t value) { return builder_.getInt32(static_cast<uint32_t>(value)); }
+
+private:
+  void lowerBlock(const ir::Block &block);
+  /// Lowers a region's ops up to its terminator and returns the terminator's operands.
+  std::vector<const Registers *> lowerRegionBody(const ir::Block &block);
+  void lowerOp(const ir::Operation &op);
+  void lowerFor(const ir::Operation &op);
+  void lowerIf(const ir::Operation &op);
+  void lowerWhile(const ir::Operation &op);
+  /// One phi per register of each value type, in `block` (the insertion point).
+  std::vector<Registers> createPhis(const std::vector<ir::Value *> &values,
+                                    const ir::Operation &op);
+  void emitThreadIds();
+  llvm::IRBuilder<> builderAfterThreadId();
+
+  llvm::Module &module_;
+  llvm::IRBuilder<> builder_;
+  int numWarps_;
+  std::unique_ptr<analysis::AxisInfoAnalysis> axisInfo_;
+  std::map<const ir::Value *, Registers> values_;
+  std::map<std::string, LinearLayout> layouts_;
+  llvm::Value *threadId_ = nullptr, *laneId_ = nullptr, *warpId_ = nullptr;
+  llvm::GlobalVariable *sharedMemory_ = nullptr;
+  int64_t sharedBytes_ = 0;
+};
+
+// Per-kind lowering entry points, one file each. Each throws a CompileError about `op` for
+// what it does not support.
+/// constant, program_id, num_programs, make_range, addptr, arithmetic, compares, select,
+/// casts (lower_elementwise.cpp).
+void lowerElementwiseOp(KernelLowering &lowering, const ir::Operation &op);
+/// load, store (lower_memory.cpp).
+void lowerMemoryOp(KernelLowering &lowering, const ir::Operation &op);
+/// splat, broadcast, expand_dims, reshape, convert_layout (lower_layout.cpp).
+void lowerLayoutOp(KernelLowering &lowering, const ir::Operation &op);
+
+/// One access of `width` consecutive elements at `address` (aligned to width * element
+/// bytes), packed so that the backend emits a single ld/st .v2/.v4 (lower_memory.cpp).
+std::vector<llvm::Value *> emitVectorLoad(KernelLowering &lowering, llvm::Value *address,
+                                          llvm::Type *memoryType, llvm::Type *registerType,
+                                          int width, bool isVolatile = false);
+/// `values` in register types, converted to memoryType and stored as one access.
+void emitVectorStore(KernelLowering &lowering, llvm::Value *address,
+                     llvm::ArrayRef<llvm::Value *> values, llvm::Type *memoryType,
+                     bool isVolatile = false);
+
+/// Largest power of two dividing `value` (value > 0), capped at 2^30; 2^30 for 0.
+int64_t largestPowerOfTwoDivisor(int64_t value);
+
+} // namespace tessera::codegen

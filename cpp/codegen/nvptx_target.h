@@ -1,0 +1,35 @@
+// The NVPTX end of codegen (internal): target machine, optimization pipeline, PTX emission.
+//
+// generate() (codegen.cpp) lowers the tile IR into an llvm::Module, then calls these in order.
+#pragma once
+
+#include "codegen/codegen.h"
+
+#include <llvm/IR/Module.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <memory>
+#include <string>
+
+namespace tessera::codegen {
+
+/// nvptx64-nvidia-cuda for options.arch with the PTX ISA version below; 32-bit shared and
+/// local pointers (nvptx-short-ptr). Throws CompileError for an arch LLVM or Tessera does not
+/// support (Tessera needs sm_80 or newer).
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(const CodegenOptions &options);
+
+/// PTX ISA version of the emitted code: 8.6, accepted by ptxas 12.6+ (CUDA 13's ptxas reads
+/// up to 9.0) and by drivers of CUDA 12.6 and newer for JIT.
+inline const char *const kPtxFeatures = "+ptx86";
+
+/// Sets the module's triple and data layout for `machine` (call before building IR that
+/// depends on type sizes).
+void configureModule(llvm::Module &module, llvm::TargetMachine &machine);
+
+/// The default LLVM pipeline at optLevel (O0..O3), in place.
+void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optLevel);
+
+/// Runs the NVPTX backend and returns the PTX text.
+std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine);
+
+} // namespace tessera::codegen

@@ -1,0 +1,231 @@
+// remove_layout_conversions: the last layout pass (after assign_layouts and coalesce). Drops
+// convert_layout ops that do nothing, folds chains of them, and recomputes the cheap values
+// feeding a conversion directly in the encoding it converts to (as the backward
+// rematerialization of Triton's RemoveLayoutConversions), anchored at the loads and stores
+// whose layouts coalesce chose.
+//
+//   %o = addi %s, %r : (tensor<1024xi32, #B4>, tensor<1024xi32, #B4>) -> tensor<1024xi32, #B4>
+//   %c = convert_layout %o : (tensor<1024xi32, #B4>) -> tensor<1024xi32, #B8>
+// becomes (%s a splat, %r a make_range, both recomputed in #B8)
+//   %s8 = splat %n : (i32) -> tensor<1024xi32, #B8>
+//   %r8 = make_range {end = 1024, start = 0} : () -> tensor<1024xi32, #B8>
+//   %c = addi %s8, %r8 : (tensor<1024xi32, #B8>, tensor<1024xi32, #B8>) -> tensor<1024xi32, #B8>
+//
+// Plan (repeated until nothing changes):
+// 1. Fold: a conversion to the encoding its operand already has is the operand; one applied
+//    to another conversion converts the original value.
+// 2. For each conversion, last first: collect the backward slice of its operand that must be
+//    recomputed in the target encoding. The walk stops at values already in that encoding
+//    (or converted from it); it goes through pure ops that can produce any layout
+//    (elementwise, broadcast, expand_dims, splat, make_range, constant) and through values a
+//    `for` carries (its init and yielded value); anything else (a load, a reshape, a while
+//    argument) abandons the slice, leaving the conversion. A closed slice is cloned in the
+//    new encoding, a carried value becoming a new loop-carried value, and the conversion goes.
+// 3. Erase the ops and loop-carried values that the rewrites left without users.
+#include "transforms/layout_passes.h"
+
+#include "ir/pass_manager.h"
+#include "transforms/passes.h"
+
+#include <map>
+#include <set>
+
+namespace tessera::transforms {
+
+using namespace ir;
+
+namespace {
+
+/// A value needed in an encoding (by the encoding's text, which identifies it).
+using Need = std::pair<Value *, std::string>;
+Need needOf(Value *value, const EncodingPtr &encoding) { return {value, encoding->str()}; }
+
+constexpr size_t kMaxSliceSize = 512;
+
+std::vector<Operation *> opsInOrder(Operation *func) {
+  std::vector<Operation *> ops;
+  func->walk([&](Operation *op) {
+    if (op != func)
+      ops.push_back(op);
+  });
+  return ops;
+}
+
+// Plan step 1.
+bool foldConversions(Operation *func) {
+  bool changed = false;
+  for (Operation *op : opsInOrder(func)) {
+    if (op->code() != OpCode::ConvertLayout)
+      continue;
+    while (Operation *def = op->operand(0)->definingOp()) {
+      if (def->code() != OpCode::ConvertLayout)
+        break;
+      op->setOperand(0, def->operand(0));
+      changed = true;
+    }
+    if (sameEncoding(op->operand(0)->type().encoding(), op->result()->type().encoding())) {
+      op->result()->replaceAllUsesWith(op->operand(0));
+      op->erase();
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+/// Plan step 2 for one conversion. `cache` holds values already recomputed in this round.
+class Rematerialization {
+public:
+  explicit Rematerialization(std::map<Need, Value *> &cache) : cache_(cache) {}
+
+  bool collect(Value *root, const EncodingPtr &target) {
+    std::vector<std::pair<Value *, EncodingPtr>> worklist{{root, target}};
+    std::set<Need> visited;
+    while (!worklist.empty()) {
+      auto [value, encoding] = worklist.back();
+      worklist.pop_back();
+      Need need = needOf(value, encoding);
+      if (!visited.insert(need).second)
+        continue;
+      if (visited.size() > kMaxSliceSize)
+        return false;
+      if (sameEncoding(value->type().encoding(), encoding)) {
+        ready_[need] = value;
+        continue;
+      }
+      if (auto it = cache_.find(need); it != cache_.end()) {
+        ready_[need] = it->second;
+        continue;
+      }
+      if (Operation *def = value->definingOp()) {
+        if (def->code() == OpCode::ConvertLayout) { // look through it
+          alias_[need] = needOf(def->operand(0), encoding);
+          worklist.emplace_back(def->operand(0), encoding);
+          continue;
+        }
+        if (!followsResultLayout(*def) || def->code() == OpCode::Load ||
+            !def->hasTrait(trait::PURE))
+          return false;
+        clones_[def].push_back(encoding);
+        for (unsigned i = 0; i < def->numOperands(); ++i)
+          if (EncodingPtr operandLayout = operandEncoding(*def, i, encoding))
+            worklist.emplace_back(def->operand(i), operandLayout);
+        continue;
+      }
+      Operation *loop = value->ownerBlock()->parentOp();
+      if (!loop || loop->code() != OpCode::For || value->index() == 0)
+        return false;
+      unsigned carried = value->index() - 1;
+      newCarried_[loop].push_back({carried, encoding});
+      worklist.emplace_back(loop->operand(3 + carried), encoding);
+      worklist.emplace_back(loop->body().terminator()->operand(carried), encoding);
+    }
+    return true;
+  }
+
+  /// Clones the collected slice (in program order, each clone right after its original) and
+  /// returns `root` in the target encoding.
+  Value *rewrite(Operation *func, Value *root, const EncodingPtr &target) {
+    struct PendingYield {
+      Operation *loop;
+      unsigned carried;
+      EncodingPtr encoding;
+    };
+    std::vector<PendingYield> pending;
+    for (Operation *op : opsInOrder(func)) {
+      if (auto it = newCarried_.find(op); it != newCarried_.end())
+        for (auto &[carried, encoding] : it->second) {
+          std::vector<Value *> operands = op->operands();
+          operands.push_back(lookup(op->operand(3 + carried), encoding));
+          op->setOperands(operands);
+          Type type = op->result(carried)->type().withEncoding(encoding);
+          remember(op->body().argument(carried + 1), encoding, op->body().addArgument(type));
+          op->addResult(type);
+          pending.push_back({op, carried, encoding});
+        }
+      if (auto it = clones_.find(op); it != clones_.end())
+        for (const EncodingPtr &encoding : it->second)
+          cloneIn(op, encoding);
+    }
+    for (const PendingYield &yield : pending) {
+      Operation *terminator = yield.loop->body().terminator();
+      std::vector<Value *> operands = terminator->operands();
+      operands.push_back(lookup(terminator->operand(yield.carried), yield.encoding));
+      terminator->setOperands(operands);
+    }
+    return lookup(root, target);
+  }
+
+private:
+  void remember(Value *original, const EncodingPtr &encoding, Value *recomputed) {
+    Need need = needOf(original, encoding);
+    made_[need] = recomputed;
+    cache_[need] = recomputed;
+  }
+
+  Value *lookup(Value *value, const EncodingPtr &encoding) {
+    Need need = needOf(value, encoding);
+    while (alias_.count(need))
+      need = alias_.at(need);
+    if (auto it = ready_.find(need); it != ready_.end())
+      return it->second;
+    return made_.at(need);
+  }
+
+  void cloneIn(Operation *op, const EncodingPtr &encoding) {
+    std::vector<Value *> operands;
+    for (unsigned i = 0; i < op->numOperands(); ++i) {
+      EncodingPtr operandLayout = operandEncoding(*op, i, encoding);
+      operands.push_back(operandLayout ? lookup(op->operand(i), operandLayout) : op->operand(i));
+    }
+    Builder builder;
+    builder.setInsertionPointAfter(op);
+    Operation *copy = builder.create(op->code(), operands,
+                                     {op->result()->type().withEncoding(encoding)},
+                                     op->attributes());
+    copy->setLocation(op->location());
+    remember(op->result(), encoding, copy->result());
+  }
+
+  std::map<Need, Value *> &cache_;
+  std::map<Need, Value *> ready_, made_;
+  std::map<Need, Need> alias_;
+  std::map<Operation *, std::vector<EncodingPtr>> clones_;
+  std::map<Operation *, std::vector<std::pair<unsigned, EncodingPtr>>> newCarried_;
+};
+
+void removeConversionsInFunction(Operation *func) {
+  bool changed = true;
+  while (changed) {
+    changed = foldConversions(func);
+    std::map<Need, Value *> cache; // valid until dead ops are erased
+    std::vector<Operation *> ops = opsInOrder(func);
+    for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+      Operation *convert = *it;
+      if (convert->code() != OpCode::ConvertLayout || !convert->result()->hasUses())
+        continue;
+      EncodingPtr target = convert->result()->type().encoding();
+      Rematerialization slice(cache);
+      if (!target || !slice.collect(convert->operand(0), target))
+        continue;
+      Value *replacement = slice.rewrite(func, convert->operand(0), target);
+      convert->result()->replaceAllUsesWith(replacement);
+      convert->erase();
+      changed = true;
+    }
+    eraseDeadOps(func->body()); // plan step 3 (dce's helper: dead ops and carried values)
+  }
+}
+
+} // namespace
+
+void removeLayoutConversions(Module &module) {
+  for (Operation *func : module.functions())
+    removeConversionsInFunction(func);
+}
+
+TESSERA_REGISTER_PASS(remove_layout_conversions, "remove_layout_conversions",
+                      "Fold convert_layout ops and recompute cheap producers (splat, make_range, "
+                      "elementwise chains, loop-carried pointers) in the needed encoding",
+                      removeLayoutConversions);
+
+} // namespace tessera::transforms

@@ -1,0 +1,92 @@
+"""Errors the front end raises while compiling a @tessera.jit kernel to tile IR.
+
+Every error names the kernel and points at file:line:col of the kernel's source, followed by
+the source line and a caret under the column, so that a message reads like a compiler's:
+
+    add_kernel: /src/kernels.py:12:11: invalid operands of type pointer<fp32> and fp32
+        out = x_ptr + 1.5
+              ^
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+
+class CompilationError(Exception):
+    """A kernel could not be compiled: a type or shape error, an unsupported construct, ...
+
+    Attributes: ``kernel_name``, ``filename``, ``lineno`` (1-based), ``col`` (1-based),
+    ``message`` (the bare message), ``source_line`` (the kernel's source line, may be empty).
+    """
+
+    def __init__(self, kernel_name: str, filename: str, lineno: int, col: int, message: str,
+                 source_line: str = "", notes: Sequence[str] = ()) -> None:
+        self.kernel_name = kernel_name
+        self.filename = filename
+        self.lineno = lineno
+        self.col = col
+        self.message = message
+        self.source_line = source_line.rstrip("\n")
+        self.notes = list(notes)
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        text = f"{self.kernel_name}: {self.filename}:{self.lineno}:{self.col}: {self.message}"
+        if self.source_line:
+            text += "\n" + self.source_line + "\n" + " " * max(self.col - 1, 0) + "^"
+        for note in self.notes:
+            text += "\n" + note
+        return text
+
+    def with_note(self, note: str) -> "CompilationError":
+        """Adds a trailing line (e.g. where an inlined @jit function was called from)."""
+        self.notes.append(note)
+        self.args = (self._format(),)
+        return self
+
+    @classmethod
+    def from_core_error(cls, kernel_name: str, error: Exception) -> "CompilationError":
+        """Wraps an error of the C++ core (``tessera._tessera.ir.CompileError``, whose message
+        starts with the op's "file:line:col: "), reading the source line from the file."""
+        import linecache
+
+        where = parse_location(str(error))
+        if where is None:
+            return cls(kernel_name, "<unknown>", 0, 0, str(error))
+        filename, line, col, message = where
+        return cls(kernel_name, filename, line, col, message, linecache.getline(filename, line))
+
+    @property
+    def location(self) -> str:
+        return f"{self.filename}:{self.lineno}:{self.col}"
+
+    def __str__(self) -> str:
+        return self._format()
+
+
+class UnsupportedLanguageConstruct(CompilationError):
+    """Python syntax or a call the kernel language does not support (break, print, ...)."""
+
+
+class CompileTimeAssertionFailure(CompilationError):
+    """A ``tl.static_assert`` whose condition is false."""
+
+
+class StaticAssertionError(Exception):
+    """Raised by ``tl.static_assert`` itself; the front end turns it into a
+    :class:`CompileTimeAssertionFailure` at the call's location."""
+
+
+class UnsupportedError(Exception):
+    """Raised by language builtins for valid Python that Tessera does not support; the front end
+    turns it into an :class:`UnsupportedLanguageConstruct` at the call's location."""
+
+
+def parse_location(text: str) -> Optional[tuple[str, int, int, str]]:
+    """Splits "file:line:col: message" (the form of the C++ core's errors) into its parts."""
+    import re
+
+    match = re.match(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$", text, re.S)
+    if not match:
+        return None
+    return match["file"], int(match["line"]), int(match["col"]), match["msg"]

@@ -1,0 +1,126 @@
+"""The front end: a @tessera.jit Python function -> a tile-IR module (first stage of the compiler).
+
+    build_module(fn, {"x_ptr": "*fp32", "n": "i32"}, {"BLOCK": 128}) -> ir.Module
+
+The module holds one ``func`` with one block argument per runtime parameter; constexpr
+parameters are folded into the body; @jit callees are inlined. ``kernel_source_key`` and
+``kernel_parameters`` serve the JIT's cache and argument binding.
+"""
+from __future__ import annotations
+
+from typing import AbstractSet, Any, Callable, Dict, Optional
+
+from .. import _tessera, errors
+from ..language import core as tl
+from ..language.semantic import normalize_number
+from .code_generator import CodeGenerator, make_context
+from .source import KernelParameter, ParsedFunction, is_jit, kernel_parameters
+from .source import kernel_source_key, parse_function
+
+ir = _tessera.ir
+
+__all__ = ["build_module", "kernel_source_key", "kernel_parameters", "KernelParameter", "is_jit"]
+
+
+def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, Any],
+                 divisibility_16: AbstractSet[str] = frozenset(),
+                 equal_to_1: AbstractSet[str] = frozenset(),
+                 kernel_name: Optional[str] = None) -> Any:
+    """Compiles ``fn`` (a Python function or a JITFunction) to a verified tile-IR module.
+
+    ``signature`` maps each runtime parameter to a type string ("*fp16", "i32", ...);
+    ``constexprs`` gives the values of compile-time parameters; ``divisibility_16`` names the
+    parameters known to be multiples of 16 (pointers: 16-byte aligned), recorded in the func's
+    ``divisibility`` attribute; ``equal_to_1`` names int parameters equal to 1, whose uses
+    become the constant 1 while they stay in the signature.
+    Raises tessera.CompilationError naming the kernel and the offending file:line:col.
+    """
+    fn = fn.fn if is_jit(fn) else fn
+    name = kernel_name or fn.__name__
+    parsed = parse_function(fn)
+    builder = ir.Builder()
+    ctx = make_context(name, builder)
+    ctx.parsed[id(fn)] = parsed
+    module = ir.Module()
+    line, col = parsed.position(parsed.tree)
+    builder.set_location(f"{parsed.filename}:{line}:{col}")
+    arguments, constants = _bind_parameters(parsed, name, signature, constexprs)
+    divisibility = [16 if p in divisibility_16 else 1 for p in arguments]
+    builder.set_insertion_point_to_end(module.body)
+    func = builder.create("func", [], [], {"sym_name": name, "divisibility": divisibility}, 1)
+    entry = func.body(0)
+    scope: Dict[str, Any] = {}
+    handles = {p: entry.add_argument(ty.to_ir()) for p, ty in arguments.items()}
+    builder.set_insertion_point_to_end(entry)
+    for param, ty in arguments.items():
+        if param in equal_to_1:
+            if not ty.is_int():
+                raise _parameter_error(parsed, name, param, f"equal_to_1 parameter '{param}' "
+                                       f"must be an integer, not {ty}")
+            # A constant of the declared type: result types do not depend on specialization.
+            scope[param] = ctx.semantic.scalar_constant(1, ty)
+        else:
+            scope[param] = tl.tensor(handles[param], ty)
+    scope.update(constants)
+    CodeGenerator(ctx, parsed, scope, is_kernel=True).generate_body()
+    builder.set_location(f"{parsed.filename}:{line}:{col}")
+    builder.create("return", [], [])
+    _verify(module, name, parsed)
+    return module
+
+
+def _bind_parameters(parsed: ParsedFunction, name: str, signature: Dict[str, str],
+                     constexprs: Dict[str, Any]):
+    """Splits the parameters into runtime arguments (name -> dtype, in order) and
+    compile-time values (name -> Python value)."""
+    params = kernel_parameters(parsed.fn)
+    known = {p.name for p in params}
+    for given in list(signature) + list(constexprs):
+        if given not in known:
+            raise _parameter_error(parsed, name, None, f"'{given}' is not a parameter of {name}")
+    arguments: Dict[str, tl.dtype] = {}
+    constants: Dict[str, Any] = {}
+    for p in params:
+        if p.name in constexprs:
+            if p.name in signature:
+                raise _parameter_error(parsed, name, p.name, f"'{p.name}' is given both a type "
+                                       "and a constexpr value")
+            value = constexprs[p.name]
+            constants[p.name] = normalize_number(value.value if isinstance(value, tl.constexpr)
+                                                 else value)
+        elif p.name in signature:
+            if p.is_constexpr:
+                raise _parameter_error(parsed, name, p.name, f"'{p.name}' is annotated "
+                                       "tl.constexpr: give its value in constexprs")
+            try:
+                arguments[p.name] = tl.str_to_ty(signature[p.name])
+            except ValueError as error:
+                raise _parameter_error(parsed, name, p.name, str(error)) from None
+        elif p.has_default:
+            constants[p.name] = normalize_number(p.default)
+        else:
+            what = "constexpr value" if p.is_constexpr else "type in the signature"
+            raise _parameter_error(parsed, name, p.name, f"parameter '{p.name}' has no {what}")
+    return arguments, constants
+
+
+def _parameter_error(parsed: ParsedFunction, name: str, param: Optional[str],
+                     message: str) -> errors.CompilationError:
+    node: Any = parsed.tree
+    for arg in parsed.tree.args.args:
+        if arg.arg == param:
+            node = arg
+    line, col = parsed.position(node)
+    return errors.CompilationError(name, parsed.filename, line, col, message,
+                                   parsed.source_line(line))
+
+
+def _verify(module: Any, name: str, parsed: ParsedFunction) -> None:
+    """Runs the C++ verifier; its errors start with the op's file:line:col."""
+    try:
+        module.verify()
+    except ir.CompileError as error:
+        converted = errors.CompilationError.from_core_error(name, error)
+        if not converted.lineno:  # no location on the op: point at the kernel's def
+            converted = _parameter_error(parsed, name, None, converted.message)
+        raise converted from error

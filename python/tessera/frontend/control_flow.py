@@ -1,0 +1,332 @@
+"""Structured control flow for the code generator: if, conditional expressions, for, while.
+
+A condition or bound known at compile time is folded: ``if CONSTEXPR:`` compiles only the
+taken branch, ``tl.static_range`` unrolls. Otherwise the statement becomes an IR region op
+whose results carry the variables it changes, e.g. for a loop that updates ``acc``:
+
+    for i in range(0, n):          %r = for %lb, %ub, %step, %acc0 {
+        acc += tl.load(p + i)        ^bb(%i: i32, %acc: f32):  ... yield %acc1 }
+
+Rules (as Triton): a variable keeps its type across a loop or a runtime if; a variable first
+assigned inside a runtime block (one branch, or a loop body) is not defined after it.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
+
+from .. import errors
+from ..language import core as tl
+from ..language.semantic import integer_promote, normalize_number
+
+if TYPE_CHECKING:
+    from .code_generator import CodeGenerator
+
+
+def assigned_names(statements: Sequence[ast.stmt]) -> List[str]:
+    """Names a block of statements may rebind (assignments at any depth, not loop targets),
+    in order of first appearance."""
+    names: Dict[str, None] = {}
+
+    def add_target(target: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            names.setdefault(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                add_target(element)
+
+    for statement in statements:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    add_target(target)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                add_target(node.target)
+    return list(names)
+
+
+def _describe(value: Any) -> str:
+    return f"a {value}" if isinstance(value, tl.tensor) else f"the compile-time value {value!r}"
+
+
+def _same_type(a: Any, b: Any) -> bool:
+    return (isinstance(a, tl.tensor) and isinstance(b, tl.tensor) and a.dtype == b.dtype
+            and a.shape == b.shape)
+
+
+class ControlFlowMixin:
+    """if / IfExp / for / while visitors, mixed into CodeGenerator."""
+
+    def _condition(self: "CodeGenerator", cond: tl.tensor, what: str) -> tl.tensor:
+        if cond.shape:
+            raise TypeError(f"the condition of a runtime {what} must be a scalar, got a tile "
+                            f"{cond}")
+        return self.semantic.cast(cond, tl.int1)
+
+    def _run_region(self: "CodeGenerator", block: Any, statements: Sequence[ast.stmt],
+                    scope: Dict[str, Any]) -> Dict[str, Any]:
+        """Compiles statements into ``block`` (of an if/for/while) in a copy of ``scope``."""
+        self.builder.set_insertion_point_to_end(block)
+        self.scope = dict(scope)
+        self.dynamic_depth += 1
+        try:
+            self.visit_compound(list(statements))
+        finally:
+            self.dynamic_depth -= 1
+        return self.scope
+
+    # ---- if ------------------------------------------------------------------------------
+
+    def visit_If(self: "CodeGenerator", node: ast.If) -> None:
+        cond = normalize_number(self.visit(node.test))
+        if not isinstance(cond, tl.tensor):
+            self.visit_compound(node.body if cond else node.orelse)
+            return
+        cond = self._condition(cond, "if")
+        if_op = self.builder.create("if", [cond.handle], [], {}, 2)
+        liveins = self.scope
+        then_scope = self._run_region(if_op.body(0), node.body, liveins)
+        else_scope = self._run_region(if_op.body(1), node.orelse, liveins)
+        names, then_values, else_values, scope = self._merge_branches(node, liveins, then_scope,
+                                                                      else_scope)
+        for block, values in ((if_op.body(0), then_values), (if_op.body(1), else_values)):
+            self.builder.set_insertion_point_to_end(block)
+            self.builder.create("yield", [v.handle for v in values], [])
+        self.builder.set_insertion_point_after(if_op)
+        for name, value in zip(names, then_values):
+            scope[name] = tl.tensor(if_op.add_result(value.handle.type), value.dtype, value.shape)
+        self.scope = scope
+
+    def _merge_branches(self: "CodeGenerator", node: ast.If, liveins: Dict[str, Any],
+                        then_scope: Dict[str, Any], else_scope: Dict[str, Any]
+                        ) -> Tuple[List[str], List[tl.tensor], List[tl.tensor], Dict[str, Any]]:
+        """The variables a runtime if yields (changed in a branch, or new in both), their
+        values per branch, and the scope after the if (without the yielded names yet)."""
+        names: List[str] = []
+        then_values: List[tl.tensor] = []
+        else_values: List[tl.tensor] = []
+        scope = dict(liveins)
+        for name, before in liveins.items():
+            then_value, else_value = then_scope[name], else_scope[name]
+            if then_value is before and else_value is before:
+                continue
+            if not isinstance(before, tl.tensor):
+                raise TypeError(f"'{name}' holds {_describe(before)}; it cannot be reassigned "
+                                "under a runtime condition")
+            for value, branch in ((then_value, "then"), (else_value, "else")):
+                if not _same_type(value, before):
+                    raise TypeError(f"'{name}' is {_describe(before)} before the if, but the "
+                                    f"{branch} branch assigns {_describe(value)}; a variable "
+                                    "keeps its type across a runtime if")
+            names.append(name)
+            then_values.append(then_value)
+            else_values.append(else_value)
+        line = self.parsed.position(node)[0]
+        for name in list(then_scope) + list(else_scope):
+            if name in liveins or name in names or name in scope:
+                continue
+            if name not in then_scope or name not in else_scope:
+                branch = "then" if name in then_scope else "else"
+                self.partial_defs[name] = f"in the {branch} branch of the if at line {line}"
+                continue
+            then_value, else_value = then_scope[name], else_scope[name]
+            if isinstance(then_value, tl.tensor) or isinstance(else_value, tl.tensor):
+                if not _same_type(then_value, else_value):
+                    raise TypeError(f"'{name}' is {_describe(then_value)} in the then branch but "
+                                    f"{_describe(else_value)} in the else branch")
+                names.append(name)
+                then_values.append(then_value)
+                else_values.append(else_value)
+            elif then_value is else_value or then_value == else_value:
+                scope[name] = then_value
+            else:
+                raise TypeError(f"'{name}' gets different compile-time values in the branches of "
+                                "a runtime if")
+        return names, then_values, else_values, scope
+
+    def visit_IfExp(self: "CodeGenerator", node: ast.IfExp) -> Any:
+        cond = normalize_number(self.visit(node.test))
+        if not isinstance(cond, tl.tensor):
+            return self.visit(node.body if cond else node.orelse)
+        cond = self._condition(cond, "conditional expression")
+        if_op = self.builder.create("if", [cond.handle], [], {}, 2)
+        values = []
+        for index, branch in enumerate((node.body, node.orelse)):
+            self.builder.set_insertion_point_to_end(if_op.body(index))
+            self.dynamic_depth += 1
+            try:
+                values.append(self.sanitize(self.visit(branch)))
+            finally:
+                self.dynamic_depth -= 1
+        if not _same_type(values[0], values[1]):
+            raise TypeError("both sides of a conditional expression with a runtime condition "
+                            f"must have one type, got {_describe(values[0])} and "
+                            f"{_describe(values[1])}")
+        for index, value in enumerate(values):
+            self.builder.set_insertion_point_to_end(if_op.body(index))
+            self.builder.create("yield", [value.handle], [])
+        self.builder.set_insertion_point_after(if_op)
+        first = values[0]
+        return tl.tensor(if_op.add_result(first.handle.type), first.dtype, first.shape)
+
+    # ---- loops ---------------------------------------------------------------------------
+
+    def visit_For(self: "CodeGenerator", node: ast.For) -> None:
+        if node.orelse:
+            raise self.unsupported(node, "for ... else is not supported")
+        iterable: Any
+        if isinstance(node.iter, ast.Call):
+            function = self.visit(node.iter.func)
+            args = self.elements(node.iter.args)
+            kwargs = {k.arg: self.visit(k.value) for k in node.iter.keywords if k.arg}
+            if function is builtins.range or function is tl.range:
+                iterable = tl.range(*args, **kwargs)
+            else:
+                iterable = self.call(node.iter, function, args, kwargs)
+        else:
+            iterable = self.visit(node.iter)
+        if isinstance(iterable, tl.range):
+            return self._runtime_for(node, iterable)
+        if isinstance(iterable, tl.static_range):
+            return self._static_for(node, list(iterable.values()))
+        if isinstance(iterable, (tuple, list, builtins.range)):
+            return self._static_for(node, list(iterable))
+        raise errors.UnsupportedError(f"cannot iterate over {iterable!r}: use range, tl.range or "
+                                      "tl.static_range")
+
+    def _static_for(self: "CodeGenerator", node: ast.For, values: List[Any]) -> None:
+        """Unrolls the body; the loop variable is a compile-time value in each copy."""
+        for value in values:
+            self._bind_static(node.target, value)
+            self.visit_compound(node.body)
+            if self.returned:
+                break
+
+    def _bind_static(self: "CodeGenerator", target: ast.AST, value: Any) -> None:
+        if isinstance(target, ast.Name):
+            self.scope[target.id] = normalize_number(value)
+            self.partial_defs.pop(target.id, None)
+        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (tuple, list)) \
+                and len(value) == len(target.elts):
+            for element, item in zip(target.elts, value):
+                self._bind_static(element, item)
+        else:
+            raise self.unsupported(target, f"cannot bind {value!r} to {ast.unparse(target)}")
+
+    def _loop_bound(self: "CodeGenerator", value: Any, what: str) -> tl.tensor:
+        value = normalize_number(value)
+        if isinstance(value, bool) or not (isinstance(value, (int, tl.tensor))):
+            raise TypeError(f"the {what} of a loop must be an integer, got {value!r}")
+        value = self.semantic.to_tensor(value)
+        if value.shape or not value.dtype.is_int():
+            raise TypeError(f"the {what} of a loop must be an integer scalar, got {value}")
+        return value
+
+    def _runtime_for(self: "CodeGenerator", node: ast.For, loop: tl.range) -> None:
+        if not isinstance(node.target, ast.Name):
+            raise self.unsupported(node.target, "the target of a runtime loop must be a name")
+        start, end, step = loop.start, loop.end, normalize_number(loop.step)
+        negative = isinstance(step, int) and step < 0
+        if isinstance(step, int) and step == 0:
+            raise ValueError("range() step must not be zero")
+        if negative:  # run the positive range (end, start] and count down from start
+            start, end, step = end, start, -step
+        bounds = [self._loop_bound(v, w) for v, w in ((start, "start"), (end, "end"),
+                                                      (step, "step"))]
+        iv_type = integer_promote(integer_promote(bounds[0].dtype, bounds[1].dtype),
+                                  bounds[2].dtype)
+        lb, ub, stride = [self.semantic.cast(b, iv_type) for b in bounds]
+        liveins = self.scope
+        carried = [n for n in assigned_names(node.body)
+                   if n != node.target.id and isinstance(liveins.get(n), tl.tensor)]
+        attrs = {key: int(value) for key, value in (("num_stages", loop.num_stages),
+                                                    ("loop_unroll_factor", loop.loop_unroll_factor))
+                 if value is not None}
+        inits = [liveins[n] for n in carried]
+        for_op = self.builder.create("for", [lb.handle, ub.handle, stride.handle] +
+                                     [v.handle for v in inits], [v.handle.type for v in inits],
+                                     attrs, 1)
+        body = for_op.body(0)
+        iv = tl.tensor(body.add_argument(iv_type.to_ir()), iv_type)
+        scope = dict(liveins)
+        for name, init in zip(carried, inits):
+            scope[name] = tl.tensor(body.add_argument(init.handle.type), init.dtype, init.shape)
+        self.builder.set_insertion_point_to_end(body)
+        if negative:
+            iv = self.semantic.sub(self.semantic.add(lb, ub), iv)
+        scope[node.target.id] = iv
+        body_scope = self._run_region(body, node.body, scope)
+        results = self._carried_values(node, carried, liveins, body_scope, {node.target.id})
+        self.builder.create("yield", [v.handle for v in results], [])
+        self.builder.set_insertion_point_after(for_op)
+        self._leave_loop(node, liveins, body_scope, carried, for_op.results, {node.target.id})
+
+    def visit_While(self: "CodeGenerator", node: ast.While) -> None:
+        if node.orelse:
+            raise self.unsupported(node, "while ... else is not supported")
+        liveins = self.scope
+        carried = [n for n in assigned_names(node.body) if isinstance(liveins.get(n), tl.tensor)]
+        inits = [liveins[n] for n in carried]
+        types = [v.handle.type for v in inits]
+        while_op = self.builder.create("while", [v.handle for v in inits], types, {}, 2)
+
+        def bind(block: Any) -> Dict[str, Any]:
+            scope = dict(liveins)
+            for name, init in zip(carried, inits):
+                scope[name] = tl.tensor(block.add_argument(init.handle.type), init.dtype,
+                                        init.shape)
+            return scope
+
+        before_scope = bind(while_op.body(0))
+        self.builder.set_insertion_point_to_end(while_op.body(0))
+        self.scope = before_scope
+        cond = normalize_number(self.visit(node.test))
+        if not isinstance(cond, tl.tensor):
+            if cond:
+                raise errors.UnsupportedError("a while loop whose condition is always true never "
+                                              "ends (break is not supported)")
+            self.builder.set_insertion_point_after(while_op)
+            while_op.erase()
+            self.scope = liveins
+            return
+        cond = self._condition(cond, "while")
+        self.builder.create("condition", [cond.handle] + [before_scope[n].handle
+                                                          for n in carried], [])
+        body_scope = self._run_region(while_op.body(1), node.body, bind(while_op.body(1)))
+        results = self._carried_values(node, carried, liveins, body_scope, set())
+        self.builder.create("yield", [v.handle for v in results], [])
+        self.builder.set_insertion_point_after(while_op)
+        self._leave_loop(node, liveins, body_scope, carried, while_op.results, set())
+
+    def _carried_values(self: "CodeGenerator", node: ast.stmt, carried: List[str],
+                        liveins: Dict[str, Any], body_scope: Dict[str, Any],
+                        loop_names: set) -> List[tl.tensor]:
+        """The values a loop body yields, checked to keep the type they entered with; and no
+        compile-time value may be rebound in the body."""
+        for name, before in liveins.items():
+            if name not in carried and name not in loop_names and body_scope[name] is not before:
+                raise TypeError(f"'{name}' holds {_describe(before)}; it cannot be reassigned "
+                                "inside a runtime loop")
+        results = []
+        for name in carried:
+            before, after = liveins[name], body_scope[name]
+            if not _same_type(before, after):
+                raise TypeError(f"loop-carried variable '{name}' is {_describe(before)} before "
+                                f"the loop but {_describe(after)} at the end of its body; a "
+                                "variable keeps its type across loop iterations")
+            results.append(after)
+        return results
+
+    def _leave_loop(self: "CodeGenerator", node: ast.stmt, liveins: Dict[str, Any],
+                    body_scope: Dict[str, Any], carried: List[str], results: Sequence[Any],
+                    loop_names: set) -> None:
+        scope = dict(liveins)
+        for name, value in zip(carried, results):
+            scope[name] = tl.tensor(value, liveins[name].dtype, liveins[name].shape)
+        line = self.parsed.position(node)[0]
+        for name in body_scope:
+            if name not in liveins and name not in loop_names:
+                self.partial_defs[name] = f"inside the loop at line {line}"
+        self.scope = scope
+

@@ -1,0 +1,152 @@
+"""Kernel sources: parsing a @jit function, its parameters, name lookup and the cache key.
+
+The front end reads a kernel's Python source (not its bytecode): ``parse_function`` keeps the
+AST plus what maps AST positions back to file:line:col. ``kernel_source_key`` gathers the
+source of a kernel and of every @jit function it reaches, for the compilation cache.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Tuple
+
+from ..language import core as tl
+
+_MISSING = object()
+
+
+def is_jit(obj: Any) -> bool:
+    """A JITFunction (python/tessera/jit.py) or any object marked ``__tessera_jit__ = True``."""
+    return getattr(obj, "__tessera_jit__", False) is True and callable(getattr(obj, "fn", None))
+
+
+def is_constexpr_annotation(annotation: Any) -> bool:
+    if annotation is tl.constexpr:
+        return True
+    # `from __future__ import annotations` leaves annotations as strings ("tl.constexpr").
+    return isinstance(annotation, str) and annotation.split(".")[-1] == "constexpr"
+
+
+@dataclass(frozen=True)
+class KernelParameter:
+    """One parameter of a kernel: its name, whether it is annotated ``tl.constexpr`` and its
+    default (``inspect.Parameter.empty`` when it has none)."""
+    name: str
+    index: int
+    is_constexpr: bool
+    default: Any = inspect.Parameter.empty
+    kind: Any = inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not inspect.Parameter.empty
+
+
+def kernel_parameters(fn: Callable) -> List[KernelParameter]:
+    """The parameters of ``fn`` in order, with which are constexpr and their defaults."""
+    fn = fn.fn if is_jit(fn) else fn
+    params = inspect.signature(fn).parameters.values()
+    return [KernelParameter(p.name, i, is_constexpr_annotation(p.annotation), p.default, p.kind)
+            for i, p in enumerate(params)]
+
+
+@dataclass
+class ParsedFunction:
+    """A function's AST and the offsets that map AST positions to its file."""
+    fn: Callable
+    tree: ast.FunctionDef
+    filename: str
+    line_offset: int  # file line = node.lineno + line_offset
+    col_offset: int   # file column (0-based) = node.col_offset + col_offset
+    lines: List[str] = field(default_factory=list)  # the function's source lines, as in the file
+
+    def position(self, node: ast.AST) -> Tuple[int, int]:
+        """1-based (line, column) of ``node`` in the file."""
+        return (node.lineno + self.line_offset,  # type: ignore[attr-defined]
+                node.col_offset + self.col_offset + 1)  # type: ignore[attr-defined]
+
+    def source_line(self, lineno: int) -> str:
+        index = lineno - self.line_offset - 1
+        return self.lines[index].rstrip("\n") if 0 <= index < len(self.lines) else ""
+
+
+def parse_function(fn: Callable) -> ParsedFunction:
+    try:
+        lines, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as error:
+        raise ValueError(f"cannot read the source of {fn!r}: {error}") from error
+    source = "".join(lines)
+    dedented = textwrap.dedent(source)
+    removed = len(lines[0]) - len(dedented.splitlines(True)[0])
+    module = ast.parse(dedented)
+    tree = module.body[0] if module.body else None
+    if not isinstance(tree, ast.FunctionDef):
+        raise ValueError(f"{fn!r} is not a plain function definition (def ...)")
+    filename = fn.__code__.co_filename
+    return ParsedFunction(fn, tree, filename, start - 1, removed, lines)
+
+
+def lookup_global(fn: Callable, name: str) -> Any:
+    """``name`` as ``fn`` sees it from outside its body: a closure cell, then a global.
+    Returns the module-private ``_MISSING`` marker when there is none."""
+    code = fn.__code__
+    if name in code.co_freevars and fn.__closure__:
+        try:
+            return fn.__closure__[code.co_freevars.index(name)].cell_contents
+        except ValueError:  # an empty cell: the variable is not assigned yet
+            return _MISSING
+    return fn.__globals__.get(name, _MISSING)
+
+
+def is_missing(value: Any) -> bool:
+    return value is _MISSING
+
+
+def _dotted_names(tree: ast.AST) -> List[List[str]]:
+    """Every ``a`` and ``a.b.c`` read in ``tree``, as lists of parts, in source order."""
+    out: List[List[str]] = []
+    for node in ast.walk(tree):
+        parts: List[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.insert(0, node.attr)
+            node = node.value
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            out.append([node.id] + parts)
+    return out
+
+
+def _resolve(fn: Callable, parts: List[str]) -> Any:
+    value = lookup_global(fn, parts[0])
+    for part in parts[1:]:
+        # Follow attributes of modules and classes only: no user code runs for the key.
+        if not isinstance(value, (types.ModuleType, type)):
+            return _MISSING
+        value = getattr(value, part, _MISSING)
+    return value
+
+
+def kernel_source_key(fn: Callable) -> str:
+    """The source of ``fn`` and, transitively, of every @jit function it references (through its
+    globals and closure), plus the values of the tl.constexpr globals it reads."""
+    fn = fn.fn if is_jit(fn) else fn
+    seen: Dict[int, bool] = {}
+    parts: List[str] = []
+
+    def visit(f: Callable) -> None:
+        if id(f) in seen:
+            return
+        seen[id(f)] = True
+        source = textwrap.dedent(inspect.getsource(f))
+        parts.append(f"# {f.__module__}.{f.__qualname__}\n{source}")
+        for dotted in _dotted_names(ast.parse(source)):
+            value = _resolve(f, dotted)
+            if is_jit(value):
+                visit(value.fn)
+            elif isinstance(value, tl.constexpr):
+                parts.append(f"# constexpr {'.'.join(dotted)} = {value.value!r}\n")
+
+    visit(fn)
+    return "\n".join(parts)

@@ -1,0 +1,107 @@
+"""Binds host arguments to a kernel's block arguments for the interpreter.
+
+Pointer arguments are NumPy arrays or any CPU object with __dlpack__ (PyTorch, JAX, ...),
+viewed without copying so that stores land in the caller's memory; scalars are converted to
+the IR type exactly, and refused (not wrapped) when they do not fit.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Sequence
+
+import numpy as np
+
+from . import numerics as nm
+from .errors import KernelRuntimeError
+from .memory import AddressSpace
+from .plan import FuncPlan, TypeInfo
+
+_NUMERIC = set(nm.DTYPES.values()) | {np.dtype(f"u{n}") for n in (1, 2, 4, 8)}
+
+
+def _torch_view(tensor) -> np.ndarray:
+    """PyTorch dtypes NumPy lacks (bf16, fp8): share the memory as same-width integers; the
+    kernel reads it through its own pointee type anyway."""
+    import torch
+
+    same_width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    return np.from_dlpack(tensor.view(same_width[tensor.element_size()]))
+
+
+def _as_array(obj: Any, reject) -> np.ndarray:
+    if isinstance(obj, np.ndarray):
+        return obj
+    if hasattr(obj, "__dlpack__"):
+        is_torch = type(obj).__module__.startswith("torch")
+        if is_torch and getattr(obj, "requires_grad", False):
+            obj = obj.detach()  # same storage, no autograd
+        try:
+            return np.from_dlpack(obj)
+        except (BufferError, TypeError, ValueError, RuntimeError) as e:
+            device = getattr(obj, "device", None)
+            if is_torch and str(device) == "cpu":
+                return _torch_view(obj)
+            reject(f"cannot view it as CPU memory through DLPack ({e}); the interpreter runs "
+                   f"on the CPU and needs CPU arrays" + (f" (this one is on {device})"
+                                                          if device is not None else ""))
+    if hasattr(obj, "__array_interface__"):
+        return np.asarray(obj)
+    reject(f"got {type(obj).__name__}; pass a NumPy array or a CPU tensor that supports DLPack")
+    raise AssertionError  # reject raises
+
+
+def _scalar(obj: Any, t: TypeInfo, reject):
+    if isinstance(obj, np.ndarray) and obj.ndim == 0:
+        obj = obj[()]
+    dtype = t.dtype
+    if dtype.kind in "iub":
+        if not isinstance(obj, (int, np.integer, np.bool_)):
+            reject(f"expected an integer for {t.text}, got {type(obj).__name__} {obj!r}")
+        value = int(obj)
+        width = nm.bit_width(dtype)
+        low, high = (0, 1) if dtype == nm.BOOL else (-(1 << (width - 1)), (1 << (width - 1)) - 1)
+        if not low <= value <= high:
+            reject(f"{value} does not fit in {t.text}")
+        return nm.wrap_int(value, dtype)
+    if isinstance(obj, np.generic) and obj.dtype in _NUMERIC:  # ml_dtypes' bf16 and fp8 too
+        source = np.asarray(obj, np.int64 if obj.dtype == nm.BOOL else obj.dtype)
+    elif isinstance(obj, float):
+        source = np.asarray(obj, np.float64)
+    elif isinstance(obj, int) and -(1 << 63) <= obj < 1 << 64:
+        source = np.asarray(obj, np.int64 if obj < 1 << 63 else np.uint64)
+    else:
+        reject(f"expected a number for {t.text}, got {type(obj).__name__} {obj!r}")
+    return nm.to_float(source, dtype)[()]
+
+
+def bind_arguments(plan: FuncPlan, args: Sequence[Any], memory: AddressSpace) -> List[Any]:
+    """The values of the func's block arguments; pointer arguments are mapped into memory."""
+    if len(args) != len(plan.arg_types):
+        raise KernelRuntimeError(f"kernel takes {len(plan.arg_types)} arguments "
+                                 f"({', '.join(t.text for t in plan.arg_types)}), got {len(args)}",
+                                 plan.name)
+    values = []
+    for index, (obj, t) in enumerate(zip(args, plan.arg_types)):
+        def reject(reason: str, index=index, t=t):
+            raise KernelRuntimeError(f"argument #{index} ({t.text}): {reason}", plan.name)
+
+        if t.shape:
+            reject("tensor arguments are not supported: pass a pointer")
+        if t.pointee is not None:
+            value = np.int64(memory.add(_as_array(obj, reject), index))
+        else:
+            value = _scalar(obj, t, reject)
+        _check_specialization(value, t, plan.divisibility[index], reject)
+        values.append(value)
+    return values
+
+
+def _check_specialization(value, t: TypeInfo, divisor: int, reject) -> None:
+    """A kernel specialized for 16-divisible pointers or ints is wrong for other values (its
+    accesses were vectorized for them): say so rather than run what the GPU would not."""
+    if divisor <= 1 or t.dtype.kind not in "iu":
+        return
+    if int(value) % divisor:
+        what = "address" if t.pointee is not None else "value"
+        reject(f"the kernel was specialized for arguments divisible by {divisor} (func "
+               f"attribute divisibility), but this {what} is {int(value) % divisor} past a "
+               "multiple; build the IR for this argument's specialization")

@@ -1,0 +1,171 @@
+"""A virtual global address space over the kernel's argument buffers (the interpreter's memory).
+
+Each pointer argument gets a region 2**40 bytes apart, so a pointer value is an int64 that
+addptr can move freely and every load/store can tell which buffer (if any) it lands in. The
+low 12 bits of a buffer's real address are kept, so alignment is what it is on the host.
+Buffers are byte views of the caller's memory: stores land in the caller's arrays in place.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+_REGION_SHIFT = 40
+_FIRST_REGION = 16  # region numbers below this (null and small addresses) hold no buffer
+
+
+class AccessError(Exception):
+    """A load or store outside every buffer, misaligned, or into a read-only buffer."""
+
+
+class _RawBytes:
+    """Exposes [address, address + size) of an owner's memory to NumPy as uint8."""
+
+    def __init__(self, owner, address: int, size: int, readonly: bool) -> None:
+        self.owner = owner  # keeps the memory alive as long as the view
+        self.__array_interface__ = {"shape": (size,), "typestr": "|u1",
+                                    "data": (address, readonly), "version": 3}
+
+
+@dataclass
+class Buffer:
+    arg_index: int
+    description: str          # e.g. "float32 array of shape (1000,)"
+    data: np.ndarray          # uint8, the whole extent the array's elements span
+    base: int                 # virtual address of data[0]
+    pointer: int              # virtual address of the array's first element (the argument)
+    writable: bool
+    typed: Dict[np.dtype, tuple] = field(default_factory=dict)
+
+    def typed_view(self, dtype: np.dtype):
+        """(first aligned byte offset, data viewed as dtype from there)."""
+        view = self.typed.get(dtype)
+        if view is None:
+            skip = (-self.base) % dtype.itemsize
+            count = (self.data.size - skip) // dtype.itemsize
+            view = (skip, self.data[skip:skip + count * dtype.itemsize].view(dtype))
+            self.typed[dtype] = view
+        return view
+
+
+def _byte_extent(array: np.ndarray):
+    """(lowest address, size in bytes) of the memory an array's elements occupy."""
+    start = array.__array_interface__["data"][0]
+    if array.size == 0:
+        return start, 0
+    low = high = 0
+    for extent, stride in zip(array.shape, array.strides):
+        reach = (extent - 1) * stride
+        low, high = low + min(reach, 0), high + max(reach, 0)
+    return start + low, high - low + array.itemsize
+
+
+class AddressSpace:
+    """Argument buffers mapped to virtual addresses; loads and stores by address tensors."""
+
+    def __init__(self) -> None:
+        self.buffers: List[Buffer] = []
+        self._by_extent: Dict[tuple, Buffer] = {}
+
+    def add(self, array: np.ndarray, arg_index: int) -> int:
+        """Maps an argument's memory; returns the pointer value the kernel receives."""
+        start = array.__array_interface__["data"][0]
+        low, size = _byte_extent(array)
+        known = self._by_extent.get((low, size))  # the same array passed twice: same pointer
+        if known is None:
+            region = _FIRST_REGION + len(self.buffers)
+            base = (region << _REGION_SHIFT) + low % 4096
+            writable = bool(array.flags.writeable)
+            data = np.asarray(_RawBytes(array, low, size, not writable))
+            description = f"{array.dtype} array of shape {tuple(array.shape)}"
+            known = Buffer(arg_index, description, data, base, base + start - low, writable)
+            self.buffers.append(known)
+            self._by_extent[(low, size)] = known
+        return known.base + (start - low)
+
+    # -- access --------------------------------------------------------------------------------
+
+    def load(self, addresses: np.ndarray, mask: Optional[np.ndarray], dtype: np.dtype):
+        """Values at the addresses where mask holds (flat, in element order)."""
+        flat = addresses.reshape(-1)
+        lanes = np.flatnonzero(mask.reshape(-1)) if mask is not None else None
+        if lanes is not None:
+            flat = flat[lanes]
+        out = np.empty(flat.size, dtype)
+        for buffer, select, index in self._resolve(flat, lanes, addresses.shape, dtype, "load"):
+            out[select] = buffer.typed_view(dtype)[1][index]
+        return out, lanes
+
+    def store(self, addresses: np.ndarray, values: np.ndarray, mask: Optional[np.ndarray]):
+        """Writes values where mask holds; for repeated addresses the last lane (in row-major
+        element order) wins."""
+        flat = addresses.reshape(-1)
+        vals = values.reshape(-1)
+        lanes = None
+        if mask is not None:
+            lanes = np.flatnonzero(mask.reshape(-1))
+            flat, vals = flat[lanes], vals[lanes]
+        for buffer, select, index in self._resolve(flat, lanes, addresses.shape, vals.dtype,
+                                                   "store"):
+            if not buffer.writable:
+                raise AccessError(f"store into argument #{buffer.arg_index} "
+                                  f"({buffer.description}), which is read-only (a read-only "
+                                  "array, or a read-only DLPack export such as a JAX array); "
+                                  "pass a writable array")
+            chunk = vals if select is Ellipsis else vals[select]
+            if index.size > 1 and not np.all(index[1:] > index[:-1]):
+                # keep each index's last occurrence: NumPy leaves repeated writes unordered
+                reverse_unique, first_in_reverse = np.unique(index[::-1], return_index=True)
+                index, chunk = reverse_unique, chunk[index.size - 1 - first_in_reverse]
+            buffer.typed_view(vals.dtype)[1][index] = chunk
+
+    def _resolve(self, flat, lanes, shape, dtype: np.dtype, kind: str):
+        """Splits addresses by buffer: yields (buffer, selection in flat, element indices),
+        after checking bounds and alignment."""
+        if flat.size == 0:
+            return
+        regions = (flat >> _REGION_SHIFT) - _FIRST_REGION
+        first = int(regions[0])
+        if np.all(regions == first):
+            groups = [(first, Ellipsis)]
+        else:
+            groups = [(int(r), np.flatnonzero(regions == r)) for r in np.unique(regions)]
+        for region, select in groups:
+            addrs = flat[select]
+            if not 0 <= region < len(self.buffers):
+                raise AccessError(self._describe(kind, dtype, addrs, 0, select, lanes, shape,
+                                                 None))
+            buffer = self.buffers[region]
+            offset = addrs - buffer.base
+            size = dtype.itemsize
+            bad_mask = (offset < 0) | (offset > buffer.data.size - size) | (addrs % size != 0)
+            if np.any(bad_mask):
+                bad = int(np.argmax(bad_mask))
+                raise AccessError(self._describe(kind, dtype, addrs, bad, select, lanes, shape,
+                                                 buffer))
+            skip, _ = buffer.typed_view(dtype)
+            yield buffer, select, (offset - skip) // size
+
+    def _describe(self, kind, dtype, addrs, bad, select, lanes, shape, buffer) -> str:
+        """The message for the first bad address: which lane, which buffer, how far off."""
+        position = bad if select is Ellipsis else int(select[bad])
+        if lanes is not None:
+            position = int(lanes[position])
+        address = int(addrs[bad])
+        where = f"{kind} of {dtype} at address {address:#x}"
+        if shape:
+            where += f" (lane {tuple(int(i) for i in np.unravel_index(position, shape))})"
+        if buffer is None:
+            return (f"{where} does not point into any argument buffer (a null, uninitialised "
+                    "or corrupted pointer)")
+        size = dtype.itemsize
+        element = (address - buffer.pointer) / size
+        element_text = f"{int(element)}" if element == int(element) else f"{element:.2f}"
+        span = (f"argument #{buffer.arg_index} ({buffer.description}, {buffer.data.size} bytes "
+                f"at {buffer.base:#x})")
+        if address % size:
+            return f"{where} is not aligned to {size} bytes: element offset {element_text} " \
+                   f"from {span}"
+        return f"{where} is out of bounds: element offset {element_text} from {span}"

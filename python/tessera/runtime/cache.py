@@ -1,0 +1,183 @@
+"""The on-disk cache of compiled kernels: a directory of entries, one per cache key.
+
+An entry is a set of named files (``kernel.cubin``, ``kernel.ptx``, ``metadata.json``, ...) in
+``<cache_dir>/<namespace>/<key[:2]>/<key>/``, plus ``__entry__.json``: the SHA-256 and size of
+every file. Guarantees:
+
+* Writes are atomic: an entry is written complete into a temporary directory beside its final
+  place, then renamed into place; readers see a whole entry or none.
+* Several processes writing one key at once never leave a torn entry: whichever rename lands
+  last wins, and each candidate is complete.
+* A read verifies every checksum; a missing, truncated or corrupted file is a miss (the caller
+  compiles again and writes the entry anew), never bad data.
+
+``knobs.cache_dir`` chooses the directory; ``knobs.always_compile`` turns every read into a miss.
+
+Example::
+
+    key = cache_key(build_id=BUILD_ID, source=src, specialization=spec, options=opts,
+                    arch="sm_90a")
+    cache = KernelCache()
+    files = cache.get(key)
+    if files is None:
+        files = {"kernel.cubin": cubin, "metadata.json": json.dumps(meta).encode()}
+        cache.put(key, files)
+"""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional
+
+from ..config import knobs
+
+_MANIFEST = "__entry__.json"
+_FORMAT = 1
+_KEY = re.compile(r"^[0-9a-f]{16,128}$")
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def _canonical(value: Any) -> Any:
+    """A JSON-able, deterministic form of key material (no reprs holding addresses)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return {"float": value.hex()}
+    if isinstance(value, bytes):
+        return {"bytes": hashlib.sha256(value).hexdigest()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return {"set": sorted(json.dumps(_canonical(v), sort_keys=True) for v in value)}
+    if isinstance(value, Mapping):
+        items = [(str(k), _canonical(v)) for k, v in value.items()]
+        return {"dict": sorted(items, key=lambda item: item[0])}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {type(value).__name__: _canonical(dataclasses.asdict(value))}
+    raise TypeError(f"cache key material of type {type(value).__name__} has no canonical form; "
+                    f"pass str, int, float, bool, bytes, None, or lists/dicts/dataclasses of them")
+
+
+def cache_key(*, build_id: str, source: str, specialization: Any, options: Any,
+              arch: str) -> str:
+    """SHA-256 (hex) of everything the compiled code depends on.
+
+    ``build_id`` identifies the compiler build, ``source`` the kernel and its @jit callees,
+    ``specialization`` the argument kinds/dtypes/divisibility and constexpr values, ``options``
+    num_warps, num_stages and the like, ``arch`` the exact target such as "sm_90a".
+    """
+    material = {"build_id": build_id, "source": source, "specialization": specialization,
+                "options": options, "arch": arch}
+    text = json.dumps(_canonical(material), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class KernelCache:
+    """Entries of named files under one directory; see the module docstring for guarantees."""
+
+    def __init__(self, directory: Optional[str] = None, namespace: str = "kernels") -> None:
+        self._directory = directory  # None: knobs.cache_dir, read at each call
+        self._namespace = namespace
+
+    @property
+    def root(self) -> Path:
+        return Path(self._directory or knobs.cache_dir) / self._namespace
+
+    def entry_path(self, key: str) -> Path:
+        if not _KEY.match(key):
+            raise ValueError(f"cache key must be 16-128 lowercase hex digits, got {key!r}")
+        return self.root / key[:2] / key
+
+    def get(self, key: str) -> Optional[Dict[str, bytes]]:
+        """The entry's files by name, or None (absent, incomplete, corrupted, always_compile)."""
+        entry = self.entry_path(key)
+        if knobs.always_compile:
+            return None
+        try:
+            manifest = json.loads((entry / _MANIFEST).read_bytes())
+            if manifest.get("format") != _FORMAT or manifest.get("key") != key:
+                return None
+            files: Dict[str, bytes] = {}
+            for name, expected in manifest["files"].items():
+                data = (entry / name).read_bytes()
+                if len(data) != expected["size"] or _sha256(data) != expected["sha256"]:
+                    return None
+                files[name] = data
+            return files
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None  # missing or unreadable: a miss, and the caller rewrites the entry
+
+    def put(self, key: str, files: Mapping[str, bytes]) -> Path:
+        """Writes the entry atomically (replacing any existing one) and returns its path."""
+        entry = self.entry_path(key)
+        for name, data in files.items():
+            if not _FILE_NAME.match(name) or name == _MANIFEST:
+                raise ValueError(f"invalid cache file name {name!r}")
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(f"cache file {name!r} must be bytes, got {type(data).__name__}")
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        staging = entry.parent / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex}"
+        staging.mkdir()
+        try:
+            manifest = {"format": _FORMAT, "key": key, "files": {}}
+            for name, data in files.items():
+                data = bytes(data)
+                _write_file(staging / name, data)
+                manifest["files"][name] = {"sha256": _sha256(data), "size": len(data)}
+            # The manifest goes in last: an entry without it is never read.
+            _write_file(staging / _MANIFEST, json.dumps(manifest, indent=1).encode())
+            _install(staging, entry)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # absent when it was installed
+        return entry
+
+    def remove(self, key: str) -> None:
+        """Deletes the entry if present (atomically: it is renamed away first)."""
+        entry = self.entry_path(key)
+        trash = entry.parent / f".trash-{key}-{os.getpid()}-{uuid.uuid4().hex}"
+        try:
+            os.rename(entry, trash)
+        except OSError:
+            return
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    # No fsync: after a crash the checksums turn a half-written file into a miss.
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _install(staging: Path, entry: Path) -> None:
+    """Renames the complete staging directory to ``entry``, replacing an existing entry.
+
+    rename(2) of a directory onto a non-empty one fails, so an existing entry is first renamed
+    to a trash name (atomic) and deleted. Between the two renames readers see a miss. When two
+    writers race, each one's rename either lands (its complete entry is the one kept until the
+    next writer) or finds the other's entry in place, which is then replaced in the same way.
+    """
+    for _ in range(16):
+        try:
+            os.rename(staging, entry)
+            return
+        except OSError as error:
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        trash = entry.parent / f".trash-{entry.name}-{os.getpid()}-{uuid.uuid4().hex}"
+        try:
+            os.rename(entry, trash)
+        except FileNotFoundError:
+            continue  # another writer moved it first
+        shutil.rmtree(trash, ignore_errors=True)
+    # Other writers kept landing entries in between: theirs are complete, keep the last one.

@@ -1,0 +1,119 @@
+"""From a @jit call's specialization to a launchable kernel: the glue between the compiler,
+the on-disk cache and the driver.
+
+    prepare(): arch of the device → cache key → cached cubin, or compile + store → load the
+    module on the device → a C++ KernelLauncher (argument packing and cuLaunchKernel in C++).
+
+The result is kept by the JITFunction per specialization, so this runs once per
+specialization and process; a second process finds the cubin on disk and does not compile.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+from . import driver
+from .cache import KernelCache, cache_key
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_build_id() -> str:
+    """Identifies this compiler build: the core library and the Python compiler sources."""
+    digest = hashlib.sha256()
+    core = _PACKAGE / "_lib" / "libtessera_core.so"
+    if core.exists():
+        stat = core.stat()
+        digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    for folder in ("frontend", "language", "compiler"):
+        for path in sorted((_PACKAGE / folder).glob("*.py")):
+            digest.update(path.read_bytes())
+    from .. import __version__
+    digest.update(__version__.encode())
+    return digest.hexdigest()[:32]
+
+
+def arch_of(device: int) -> str:
+    """Exact target of a device: sm_90a on Hopper (wgmma, setmaxnreg), else sm_XY."""
+    major, minor = driver.get_device_properties(device).compute_capability
+    return f"sm_{major}{minor}" + ("a" if major == 9 else "")
+
+
+def default_arch() -> str:
+    """The arch of device 0 when a driver is present, else sm_90a (compile-only machines)."""
+    ok, _ = driver.driver_available()
+    return arch_of(0) if ok else "sm_90a"
+
+
+def _launcher_kind(code: str) -> str:
+    return "ptr" if code.startswith("*") else code
+
+
+class Launchable:
+    """A kernel loaded on one device: launch(grid3, args) on the arguments' stream."""
+
+    def __init__(self, name: str, launcher, device: int, arg_names: Sequence[str],
+                 metadata: Dict[str, Any]) -> None:
+        self.name = name
+        self.launcher = launcher
+        self.device = device
+        self.arg_names = list(arg_names)
+        self.metadata = metadata
+
+    def launch(self, grid: Tuple[int, int, int], args: Sequence[Any]) -> None:
+        device, stream = driver.device_and_stream(args)
+        if device != self.device:
+            raise ValueError(f"{self.name}: arguments are on cuda:{device} but the kernel was "
+                             f"prepared for cuda:{self.device}")
+        try:
+            self.launcher.launch(grid, stream, args)
+        except driver.ArgumentError as e:
+            name = self.arg_names[e.index] if 0 <= e.index < len(self.arg_names) else "?"
+            raise TypeError(f"{self.name}: argument '{name}': {e.reason}") from None
+
+
+def prepare(jit_fn, key, names: List[str], values: List[Any], specs, constexprs: Dict[str, Any],
+            num_warps: int, num_stages: int) -> Launchable:
+    from ..compiler import CompileOptions, compile_kernel
+
+    kernel = jit_fn.__name__
+    ok, why = driver.driver_available()
+    if not ok:
+        raise RuntimeError(f"{kernel}: no CUDA driver ({why}); run on a GPU machine, or set "
+                           f"TESSERA_INTERPRET=1 (or @tessera.jit(interpret=True)) to run on the CPU")
+    for name, value in zip(names, values):
+        if not isinstance(value, (int, float, bool)) and driver.device_of(value) < 0:
+            raise TypeError(f"{kernel}: argument '{name}' is in host (CPU) memory; a GPU kernel "
+                            f"needs CUDA tensors (or run in interpret mode)")
+    device, _ = driver.device_and_stream(values)
+    options = CompileOptions(num_warps=num_warps, num_stages=num_stages, arch=arch_of(device))
+    signature, div16, eq1 = jit_fn._signature_of(names, specs)
+    disk_key = cache_key(build_id=compiler_build_id(), source=jit_fn.source_key(),
+                         specialization={"signature": signature, "div16": sorted(div16),
+                                         "eq1": sorted(eq1),
+                                         "constexprs": {k: repr(v) for k, v in constexprs.items()}},
+                         options=options.key(), arch=options.arch)
+    cache = KernelCache()
+    entry = cache.get(disk_key)
+    if entry is not None:
+        metadata = json.loads(entry["metadata.json"])
+        image = entry.get("kernel.cubin") or entry["kernel.ptx"]
+    else:
+        compiled = compile_kernel(jit_fn.fn, signature, constexprs, div16, eq1, options)
+        metadata = compiled.metadata
+        files = {"metadata.json": json.dumps(metadata, indent=1).encode(),
+                 "kernel.ptx": compiled.asm["ptx"].encode()}
+        if "cubin" in compiled.asm:
+            files["kernel.cubin"] = compiled.asm["cubin"]
+        cache.put(disk_key, files)
+        image = files.get("kernel.cubin") or files["kernel.ptx"]
+    module = driver.load_module(image, device)
+    function = module.function(metadata["name"])
+    launcher = driver.KernelLauncher([_launcher_kind(signature[n]) for n in names], function,
+                                     num_warps=metadata["num_warps"],
+                                     shared_bytes=metadata.get("shared_bytes", 0))
+    return Launchable(kernel, launcher, device, names, metadata)
