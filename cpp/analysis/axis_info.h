@@ -70,7 +70,6 @@ private:
   void visitFor(ir::Operation &op);
   void visitWhile(ir::Operation &op);
   void visitIf(ir::Operation &op);
-  AxisInfo computeOp(ir::Operation &op) const;
   void set(ir::Value *value, AxisInfo info) { infos_[value] = std::move(info); }
   std::vector<AxisInfo> infosOf(const std::vector<ir::Value *> &values, size_t first) const;
 
@@ -85,5 +84,18 @@ std::vector<int> orderByContiguity(const AxisInfo &info);
 /// layout keeps consecutive in one thread's registers, capped by the pointer alignment, the
 /// mask's constancy (along the same dim) and 16 bytes. 1 for scalar accesses.
 int accessVectorWidth(const AxisInfoAnalysis &analysis, const ir::Operation &memoryOp);
+
+namespace detail {
+// Shared by the analysis (axis_info.cpp) and its per-op rules (axis_info_rules.cpp).
+
+/// The largest power of two dividing `value`, capped at kMaxDivisibility (0 -> the cap).
+int64_t highestPowerOfTwoDivisor(int64_t value);
+/// A tensor's shape; [1] for a scalar.
+std::vector<int64_t> shapeOf(const ir::Value *value);
+/// Bytes of the element a pointer (or tensor of pointers) points to; at least 1.
+int64_t pointeeBytes(const ir::Type &pointerType);
+/// The facts about the single result of `op` (no regions) from those about its operands.
+AxisInfo transfer(const ir::Operation &op, const std::vector<const AxisInfo *> &operands);
+} // namespace detail
 
 } // namespace tessera::analysis

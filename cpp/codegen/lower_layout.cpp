@@ -8,10 +8,12 @@
 //   P == source layout         -> the same registers (no instructions);
 //   same lane/warp bases       -> a register permutation or copy (no instructions);
 //   otherwise                  -> shared memory: barrier, every thread stores its elements
-//                                 at their tile offsets, barrier, loads at P's offsets.
+//                                 at their offsets in a swizzled tile (chooseConversionTile),
+//                                 barrier, loads at P's offsets.
 #include "codegen/lower_to_llvm.h"
 
 #include "ir/diagnostics.h"
+#include "layout/conversion.h"
 #include "layout/shared_memory.h"
 
 #include <functional>
@@ -113,12 +115,12 @@ void forEachSharedAccess(KernelLowering &lowering, const LinearLayout &offsets,
 
 Registers throughSharedMemory(KernelLowering &lowering, const ir::Operation &op,
                               const Registers &source, const LinearLayout &sourceLayout,
-                              const LinearLayout &destination, const std::vector<int64_t> &shape,
-                              const ir::Type &elementType) {
-  SharedTileLayout tile = SharedTileLayout::rowMajor(shape);
+                              const LinearLayout &destination, const ir::Type &elementType) {
   llvm::Type *memoryType = lowering.memoryType(elementType, op);
   llvm::Type *registerType = lowering.registerType(elementType, op);
   int elementBytes = lowering.memoryBytes(elementType, op);
+  // The swizzle that keeps both the stores and the loads free of bank conflicts (or nearly).
+  SharedTileLayout tile = chooseConversionTile(sourceLayout, destination, elementBytes);
   llvm::Value *base = lowering.sharedScratch(tile.allocationSize() * elementBytes);
   // The scratch region is shared by every conversion of the kernel: wait until earlier
   // readers are done before overwriting it.
@@ -142,7 +144,8 @@ Registers throughSharedMemory(KernelLowering &lowering, const ir::Operation &op,
 }
 
 /// Registers of the result, given the source registers and P (see the file comment).
-Registers relayout(KernelLowering &lowering, const ir::Operation &op, const LinearLayout &toSource) {
+Registers relayout(KernelLowering &lowering, const ir::Operation &op,
+                   const LinearLayout &toSource) {
   const ir::Type &sourceType = op.operand(0)->type();
   const Registers &source = lowering.registersOf(op.operand(0));
   const LinearLayout &sourceLayout = lowering.layoutOf(sourceType, op);
@@ -154,7 +157,7 @@ Registers relayout(KernelLowering &lowering, const ir::Operation &op, const Line
       result.push_back(source[reg]);
     return result;
   }
-  return throughSharedMemory(lowering, op, source, sourceLayout, toSource, sourceType.shape(),
+  return throughSharedMemory(lowering, op, source, sourceLayout, toSource,
                              sourceType.elementType());
 }
 

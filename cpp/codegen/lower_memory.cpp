@@ -1,10 +1,10 @@
 // Lowering of load and store: vectorized global accesses, masks, and duplicate owners.
 //
 // Plan per access:
-//  1. Width: the registers that hold consecutive elements of the fastest dim (the layout's
-//     getNumConsecutiveInOut), limited by pointer contiguity and alignment and by mask
-//     constancy (analysis/axis_info.h, accessVectorWidth), and by 16 bytes. A vector-add tile of f32 with sizePerThread
-//     4 and 16-byte-aligned pointers gives ld.global.v4.b32 / st.global.v4.b32.
+//  1. Width (analysis::accessVectorWidth): the registers that hold consecutive elements of
+//     the fastest dim (the layout's getNumConsecutiveInOut), limited by pointer contiguity and
+//     alignment, by mask constancy (axis info) and by 16 bytes. A vector-add tile of f32 with
+//     sizePerThread 4 and 16-byte-aligned pointers gives ld.global.v4.b32 / st.global.v4.b32.
 //  2. Each group of `width` registers becomes one LLVM vector load/store of the group's first
 //     pointer. A mask is constant over the group (1. guarantees it): one branch skips the
 //     access, and a phi supplies `other` (zero when absent) to masked-off loads.

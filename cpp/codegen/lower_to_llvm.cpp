@@ -1,14 +1,13 @@
-// Tile IR -> LLVM IR: the kernel signature, per-thread context, and structured control flow.
+// Tile IR -> LLVM IR: the kernel signature, value types, and structured control flow.
 //
 // Walks a func in program order. for/if/while become basic blocks with one phi per register
 // of each carried value; every other op goes to lower_elementwise.cpp, lower_memory.cpp or
 // lower_layout.cpp. Thread coordinates of a register come from the value's linear layout:
-// L(register, lane = tid % 32, warp = tid / 32) as an XOR of basis vectors (emitIndices).
+// L(register, lane = tid % 32, warp = tid / 32) (thread_indices.cpp).
 #include "codegen/lower_to_llvm.h"
 
 #include "ir/diagnostics.h"
 
-#include <llvm/IR/IntrinsicsNVPTX.h>
 
 namespace tessera::codegen {
 
@@ -99,7 +98,9 @@ const LinearLayout &KernelLowering::layoutOf(const ir::Type &tensorType, const i
     ir::emitError(op, std::string("codegen: cannot build the layout of ") + tensorType.str() +
                           ": " + error.what());
   }
-  auto sizeOf = [&](const char *dim) { return layout.hasInDim(dim) ? layout.getInDimSize(dim) : 1; };
+  auto sizeOf = [&](const char *dim) {
+    return layout.hasInDim(dim) ? layout.getInDimSize(dim) : 1;
+  };
   if (sizeOf(kLaneDim) != 32 || sizeOf(kWarpDim) != numWarps_ || sizeOf(kBlockDim) != 1)
     ir::emitError(op, "codegen: layout of " + tensorType.str() + " does not cover a CTA of " +
                           std::to_string(numWarps_) + " warps of 32 lanes: " + layout.str());
@@ -111,159 +112,6 @@ int KernelLowering::numRegisters(const ir::Type &type, const ir::Operation &op) 
     return 1;
   const LinearLayout &layout = layoutOf(type, op);
   return layout.hasInDim(kRegisterDim) ? layout.getInDimSize(kRegisterDim) : 1;
-}
-
-// ---- Thread coordinates ---------------------------------------------------------------------
-
-namespace {
-
-/// XOR over the set bits i of `x` of bases[i][outDim] (an i32 value). Runs of bits that map
-/// to consecutive powers of two become one mask-and-shift, so a blocked layout's lane part
-/// is typically a single `(lane & m) << s`.
-llvm::Value *emitBasisSum(llvm::IRBuilder<> &b, llvm::Value *x,
-                          const std::vector<LinearLayout::BasisVector> &bases, int outDim) {
-  llvm::Value *sum = nullptr;
-  auto accumulate = [&](llvm::Value *term) { sum = sum ? b.CreateXor(sum, term) : term; };
-  size_t bit = 0;
-  while (bit < bases.size()) {
-    uint32_t value = static_cast<uint32_t>(bases[bit][outDim]);
-    if (value == 0) {
-      ++bit;
-      continue;
-    }
-    if ((value & (value - 1)) != 0) { // not a power of two: (x >> bit & 1) * value
-      llvm::Value *set = b.CreateAnd(b.CreateLShr(x, bit), 1);
-      accumulate(b.CreateMul(set, b.getInt32(value)));
-      ++bit;
-      continue;
-    }
-    int target = __builtin_ctz(value);
-    size_t end = bit + 1;
-    while (end < bases.size() && target + int(end - bit) < 31 &&
-           static_cast<uint32_t>(bases[end][outDim]) == (1u << (target + (end - bit))))
-      ++end;
-    uint32_t mask = ((1u << (end - bit)) - 1) << bit;
-    llvm::Value *field = b.CreateAnd(x, mask);
-    if (target > static_cast<int>(bit))
-      field = b.CreateShl(field, target - bit);
-    else if (target < static_cast<int>(bit))
-      field = b.CreateLShr(field, bit - target);
-    accumulate(field);
-    bit = end;
-  }
-  return sum ? sum : b.getInt32(0);
-}
-
-} // namespace
-
-llvm::Value *KernelLowering::emitThreadPart(const LinearLayout &layout, int outDimIndex) {
-  llvm::Value *lanePart = i32(0), *warpPart = i32(0);
-  for (const auto &[name, bases] : layout.getBases()) {
-    if (name == kLaneDim)
-      lanePart = emitBasisSum(builder_, laneId(), bases, outDimIndex);
-    else if (name == kWarpDim)
-      warpPart = emitBasisSum(builder_, warpId(), bases, outDimIndex);
-  }
-  return builder_.CreateXor(lanePart, warpPart);
-}
-
-std::vector<std::vector<llvm::Value *>> KernelLowering::emitIndices(const LinearLayout &layout) {
-  int numOutDims = layout.getNumOutDims();
-  std::vector<llvm::Value *> threadPart;
-  for (int d = 0; d < numOutDims; ++d)
-    threadPart.push_back(emitThreadPart(layout, d));
-  int numRegs = layout.hasInDim(kRegisterDim) ? layout.getInDimSize(kRegisterDim) : 1;
-  std::vector<std::vector<llvm::Value *>> indices(numRegs);
-  for (int reg = 0; reg < numRegs; ++reg) {
-    LinearLayout::DimValues registerPart =
-        layout.hasInDim(kRegisterDim) ? layout.apply({{kRegisterDim, reg}})
-                                      : layout.apply({});
-    for (int d = 0; d < numOutDims; ++d)
-      indices[reg].push_back(registerPart[d].second == 0
-                                 ? threadPart[d]
-                                 : builder_.CreateXor(threadPart[d], i32(registerPart[d].second)));
-  }
-  return indices;
-}
-
-int32_t KernelLowering::duplicateRegisterMask(const LinearLayout &layout) {
-  for (const auto &[name, mask] : layout.getFreeVariableMasks())
-    if (name == kRegisterDim)
-      return mask;
-  return 0;
-}
-
-llvm::Value *KernelLowering::emitOwnerPredicate(const LinearLayout &layout) {
-  llvm::Value *predicate = nullptr;
-  for (const auto &[name, mask] : layout.getFreeVariableMasks()) {
-    if (mask == 0 || (name != kLaneDim && name != kWarpDim))
-      continue;
-    llvm::Value *id = name == kLaneDim ? laneId() : warpId();
-    llvm::Value *owns = builder_.CreateICmpEQ(builder_.CreateAnd(id, mask), i32(0));
-    predicate = predicate ? builder_.CreateAnd(predicate, owns) : owns;
-  }
-  return predicate;
-}
-
-// ---- Hardware helpers -----------------------------------------------------------------------
-
-llvm::Value *KernelLowering::callIntrinsic(llvm::Intrinsic::ID id,
-                                           llvm::ArrayRef<llvm::Type *> types,
-                                           llvm::ArrayRef<llvm::Value *> args) {
-  llvm::Function *callee = llvm::Intrinsic::getOrInsertDeclaration(&module_, id, types);
-  return builder_.CreateCall(callee, args);
-}
-
-void KernelLowering::emitThreadIds() {
-  threadId_ = callIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {});
-  threadId_->setName("tid");
-}
-
-llvm::IRBuilder<> KernelLowering::builderAfterThreadId() {
-  // Right after the thread id in the entry block: what is built there dominates every use.
-  auto *tid = llvm::cast<llvm::Instruction>(threadId_);
-  if (llvm::Instruction *next = tid->getNextNode())
-    return llvm::IRBuilder<>(next);
-  return llvm::IRBuilder<>(tid->getParent());
-}
-
-llvm::Value *KernelLowering::laneId() {
-  if (!laneId_) {
-    llvm::IRBuilder<> entry = builderAfterThreadId();
-    laneId_ = entry.CreateAnd(threadId_, 31, "lane");
-  }
-  return laneId_;
-}
-
-llvm::Value *KernelLowering::warpId() {
-  if (!warpId_) {
-    // The warp index is uniform across the warp; a shuffle from lane 0 lets ptxas know it.
-    // Created on first use: the shuffle is convergent, so LLVM would not delete an unused one.
-    llvm::IRBuilder<> entry = builderAfterThreadId();
-    llvm::Function *shuffle = llvm::Intrinsic::getOrInsertDeclaration(
-        &module_, llvm::Intrinsic::nvvm_shfl_sync_idx_i32);
-    warpId_ = entry.CreateCall(shuffle, {i32(-1), entry.CreateLShr(threadId_, 5), i32(0), i32(31)},
-                               "warp");
-  }
-  return warpId_;
-}
-
-llvm::Value *KernelLowering::sharedScratch(int64_t bytes) {
-  if (!sharedMemory_) {
-    // `extern __shared__` of size 0: the launcher passes sharedBytes() as dynamic memory.
-    auto *type = llvm::ArrayType::get(builder_.getInt8Ty(), 0);
-    sharedMemory_ = new llvm::GlobalVariable(module_, type, false,
-                                             llvm::GlobalValue::ExternalLinkage, nullptr,
-                                             "global_smem", nullptr,
-                                             llvm::GlobalValue::NotThreadLocal, 3);
-    sharedMemory_->setAlignment(llvm::Align(16));
-  }
-  sharedBytes_ = std::max(sharedBytes_, bytes);
-  return sharedMemory_;
-}
-
-void KernelLowering::emitBarrier() {
-  callIntrinsic(llvm::Intrinsic::nvvm_barrier_cta_sync_aligned_all, {}, {i32(0)});
 }
 
 // ---- Functions and control flow -------------------------------------------------------------
@@ -320,6 +168,16 @@ std::vector<const Registers *> KernelLowering::lowerRegionBody(const ir::Block &
 }
 
 void KernelLowering::lowerOp(const ir::Operation &op) {
+  try {
+    dispatchOp(op);
+  } catch (const ir::CompileError &) {
+    throw;
+  } catch (const std::exception &error) { // e.g. a layout the algebra rejects
+    ir::emitError(op, std::string("codegen: internal error: ") + error.what());
+  }
+}
+
+void KernelLowering::dispatchOp(const ir::Operation &op) {
   switch (op.code()) {
   case ir::OpCode::Return:
     builder_.CreateRetVoid();

@@ -84,7 +84,9 @@ private:
   void lowerBlock(const ir::Block &block);
   /// Lowers a region's ops up to its terminator and returns the terminator's operands.
   std::vector<const Registers *> lowerRegionBody(const ir::Block &block);
+  /// Lowers one op; errors other than CompileError become one naming the op.
   void lowerOp(const ir::Operation &op);
+  void dispatchOp(const ir::Operation &op);
   void lowerFor(const ir::Operation &op);
   void lowerIf(const ir::Operation &op);
   void lowerWhile(const ir::Operation &op);

@@ -72,15 +72,17 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const CodegenOptions &o
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     throw ir::CompileError("codegen: no NVPTX target in this LLVM: " + error);
+  // Asked of a subtarget for a known CPU: creating one for an unknown CPU prints a warning.
   std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
-      target->createMCSubtargetInfo(triple, options.arch, kPtxFeatures));
+      target->createMCSubtargetInfo(triple, "sm_80", kPtxFeatures));
   if (!subtarget || !subtarget->isCPUStringValid(options.arch))
     throw ir::CompileError("codegen: LLVM " + llvmVersion() + " does not know arch '" +
                            options.arch + "'");
   llvm::TargetOptions targetOptions;
   targetOptions.AllowFPOpFusion =
       options.enableFpFusion ? llvm::FPOpFusion::Fast : llvm::FPOpFusion::Strict;
-  auto level = llvm::CodeGenOpt::getLevel(options.optLevel).value_or(llvm::CodeGenOptLevel::Aggressive);
+  llvm::CodeGenOptLevel level =
+      llvm::CodeGenOpt::getLevel(options.optLevel).value_or(llvm::CodeGenOptLevel::Aggressive);
   return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
       triple, options.arch, kPtxFeatures, targetOptions, std::nullopt, std::nullopt, level));
 }

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <set>
 #include <unordered_map>
 
 namespace tessera::ir {
@@ -505,7 +506,11 @@ private:
 
   /// `func @name(%a: type, ...) {attrs} { ops }` after the '@'.
   void parseFunc(Block &block, size_t start) {
+    skipTrivia();
+    size_t namePos = pos_;
     std::string name = parseName("a function name after '@'");
+    if (!functionNames_.insert(name).second)
+      fail("redefinition of function '@" + name + "'", namePos);
     Operation *func = block.insert(
         nullptr, Operation::create(OpCode::Func, {}, {}, {{"sym_name", name}}, 1));
     scopes_.emplace_back(); // function arguments and body share one scope
@@ -531,6 +536,7 @@ private:
   std::vector<size_t> lineStarts_;
   size_t pos_ = 0;
   std::vector<std::unordered_map<std::string, Value *>> scopes_;
+  std::set<std::string> functionNames_;
 };
 
 } // namespace

@@ -3,6 +3,7 @@
 #include "ir/verifier.h"
 
 #include "ir/diagnostics.h"
+#include "layout/slice.h"
 
 #include <set>
 
@@ -225,6 +226,44 @@ void verifyOpContract(const Operation &op) {
   }
 }
 
+bool sameEncoding(const Value *a, const Value *b) {
+  const EncodingPtr &x = a->type().encoding(), &y = b->type().encoding();
+  return x == y || (x && y && x->equals(*y));
+}
+
+// Layout encodings (once assigned): each has its tensor's rank; elementwise ops, loads, stores
+// and broadcasts keep one layout across their tensors; expand_dims takes a Slice of its
+// result's layout. A mix of tensors with and without layouts is an error too.
+void verifyEncodings(const Operation &op) {
+  std::vector<const Value *> tensors;
+  for (const Value *v : op.operands())
+    if (v->type().isTensor())
+      tensors.push_back(v);
+  for (auto &r : op.results())
+    if (r->type().isTensor())
+      tensors.push_back(r.get());
+  for (const Value *v : tensors)
+    if (v->type().encoding() && v->type().encoding()->rank() != v->type().rank())
+      emitError(op, "layout rank does not match " + v->type().str());
+  if (op.code() == OpCode::ExpandDims && op.result()->type().encoding()) {
+    const auto *slice =
+        dynamic_cast<const SliceEncoding *>(op.operand(0)->type().encoding().get());
+    if (!slice || slice->getDim() != op.intAttr("axis") ||
+        !slice->getParent()->equals(*op.result()->type().encoding()))
+      emitError(op, "operand layout must be the result's sliced along axis, got " +
+                        op.operand(0)->type().str());
+    return;
+  }
+  bool sharesLayout = op.code() == OpCode::Load || op.code() == OpCode::Store ||
+                      op.code() == OpCode::Broadcast || op.hasTrait(trait::ELEMENTWISE);
+  if (!sharesLayout || tensors.empty())
+    return;
+  for (const Value *v : tensors)
+    if (!sameEncoding(v, tensors[0]))
+      emitError(op, "tensors must share one layout, got " + tensors[0]->type().str() + " and " +
+                        v->type().str());
+}
+
 // Walks a block checking that each operand is defined earlier in this block or an enclosing one.
 void verifyBlock(const Block &block, std::set<const Value *> &visible) {
   std::vector<const Value *> added;
@@ -237,6 +276,7 @@ void verifyBlock(const Block &block, std::set<const Value *> &visible) {
     if (op->hasTrait(trait::TERM) && op.get() != &*block.operations().back())
       emitError(*op, "terminator must be the last op of its block");
     verifyOpContract(*op);
+    verifyEncodings(*op);
     for (auto &region : op->regions())
       verifyBlock(region->front(), visible);
     for (auto &r : op->results())

@@ -108,7 +108,11 @@ bool parseArguments(int argc, char **argv, Options &options, int &exitCode) {
       sawInput = true;
     }
   }
-  for (const std::string &name : options.passes)
+  std::vector<std::string> named = options.passes;
+  for (const std::string &name : options.dumpAfter)
+    if (name != "all")
+      named.push_back(name);
+  for (const std::string &name : named)
     if (!lookupPass(name)) {
       std::cerr << "tessera-opt: error: unknown pass '" << name << "'\n";
       exitCode = 1;

@@ -21,8 +21,9 @@ void assignLayouts(ir::Module &module);
 /// Loads and stores get the Blocked encoding that gives each thread up to 16-byte accesses,
 /// with convert_layout ops around them (left for remove_layout_conversions).
 void coalesce(ir::Module &module);
-/// Folds no-op and chained convert_layout ops and recomputes cheap producers in the needed
-/// encoding so that the conversions disappear.
+/// Folds no-op and chained convert_layout ops, recomputes cheap producers in the needed
+/// encoding and carries loop values in the layout they are computed in, so that conversions
+/// disappear (or at least leave loops).
 void removeLayoutConversions(ir::Module &module);
 
 constexpr int kThreadsPerWarp = 32;

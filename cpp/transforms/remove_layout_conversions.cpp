@@ -21,7 +21,10 @@
 //    `for` carries (its init and yielded value); anything else (a load, a reshape, a while
 //    argument) abandons the slice, leaving the conversion. A closed slice is cloned in the
 //    new encoding, a carried value becoming a new loop-carried value, and the conversion goes.
-// 3. Erase the ops and loop-carried values that the rewrites left without users.
+// 3. A value a `for` carries in one layout but computes each iteration from a conversion out
+//    of another (an accumulator fed by a coalesced load) is carried in the other layout: the
+//    conversion inside the loop becomes one of the init before it and one of the result after.
+// 4. Erase the ops and loop-carried values that the rewrites left without users.
 #include "transforms/layout_passes.h"
 
 #include "ir/pass_manager.h"
@@ -84,7 +87,7 @@ public:
       auto [value, encoding] = worklist.back();
       worklist.pop_back();
       Need need = needOf(value, encoding);
-      if (!visited.insert(need).second)
+      if (!visited.insert(need).second || ready_.count(need))
         continue;
       if (visited.size() > kMaxSliceSize)
         return false;
@@ -120,6 +123,20 @@ public:
       worklist.emplace_back(loop->body().terminator()->operand(carried), encoding);
     }
     return true;
+  }
+
+  /// Makes the slice use `replacement` wherever it needs `value` in `encoding` (set before
+  /// collect; the replacement may be filled in later, before rewrite).
+  void assume(Value *value, const EncodingPtr &encoding, Value *replacement) {
+    ready_[needOf(value, encoding)] = replacement;
+  }
+
+  /// The ops the slice recomputes.
+  std::set<Operation *> recomputedOps() const {
+    std::set<Operation *> ops;
+    for (auto &entry : clones_)
+      ops.insert(entry.first);
+    return ops;
   }
 
   /// Clones the collected slice (in program order, each clone right after its original) and
@@ -193,9 +210,87 @@ private:
   std::map<Operation *, std::vector<std::pair<unsigned, EncodingPtr>>> newCarried_;
 };
 
+/// The source encoding of a conversion that feeds `value` through ops that can produce any
+/// layout, inside `body`; null when there is none.
+EncodingPtr convertedFrom(Value *value, Block &body, const EncodingPtr &current) {
+  std::vector<Value *> worklist{value};
+  std::set<Value *> seen;
+  while (!worklist.empty() && seen.size() < kMaxSliceSize) {
+    Value *next = worklist.back();
+    worklist.pop_back();
+    Operation *def = next->definingOp();
+    if (!seen.insert(next).second || !def || !def->isInside(body.parentOp()))
+      continue;
+    if (def->code() == OpCode::ConvertLayout) {
+      EncodingPtr source = def->operand(0)->type().encoding();
+      if (source && !sameEncoding(source, current))
+        return source;
+    } else if (followsResultLayout(*def) && def->code() != OpCode::Load) {
+      for (Value *operand : def->operands())
+        if (operand->type().isTensor())
+          worklist.push_back(operand);
+    }
+  }
+  return nullptr;
+}
+
+// Plan step 3: carried value `carried` of `loop` is computed, each iteration, from a value
+// converted out of another layout (an accumulator fed by a coalesced load): carry it in that
+// layout instead, so the conversion in the loop becomes one before it (of the init) and one
+// after it (of the result), which step 2 may then dissolve.
+bool retypeCarriedValue(Operation *func, Operation *loop, unsigned carried,
+                        std::map<Need, Value *> &cache) {
+  Block &body = loop->body();
+  Value *argument = body.argument(carried + 1);
+  Operation *yield = body.terminator();
+  Value *yielded = yield->operand(carried);
+  EncodingPtr current = argument->type().encoding();
+  if (!current)
+    return false;
+  EncodingPtr candidate = convertedFrom(yielded, body, current);
+  if (!candidate)
+    return false;
+  Rematerialization slice(cache);
+  slice.assume(argument, candidate, nullptr); // the new block argument, made below
+  if (!slice.collect(yielded, candidate))
+    return false;
+  // Only worth it when the old chain dies: the argument and every recomputed op of the body
+  // feed nothing but the recomputed ops and this carried value's yield.
+  std::set<Operation *> recomputed = slice.recomputedOps();
+  auto onlyFeedsTheChain = [&](Value *value) {
+    for (const OperandUse &use : usesOf(value))
+      if (!recomputed.count(use.user) && !(use.user == yield && use.index == carried))
+        return false;
+    return true;
+  };
+  if (!onlyFeedsTheChain(argument))
+    return false;
+  for (Operation *op : recomputed)
+    if (op->isInside(loop) && !onlyFeedsTheChain(op->result()))
+      return false;
+
+  Builder builder;
+  builder.setInsertionPoint(loop);
+  std::vector<Value *> operands = loop->operands();
+  operands.push_back(createConvert(builder, loop->operand(3 + carried), candidate));
+  loop->setOperands(operands);
+  Type type = argument->type().withEncoding(candidate);
+  slice.assume(argument, candidate, body.addArgument(type));
+  Value *result = loop->addResult(type);
+  std::vector<Value *> yields = yield->operands();
+  yields.push_back(slice.rewrite(func, yielded, candidate));
+  yield->setOperands(yields);
+  builder.setInsertionPointAfter(loop);
+  Value *back = createConvert(builder, result, current);
+  loop->result(carried)->replaceAllUsesWith(back);
+  return true;
+}
+
 void removeConversionsInFunction(Operation *func) {
+  // Every round removes conversions or moves them out of a loop, so this ends; the bound is
+  // insurance.
   bool changed = true;
-  while (changed) {
+  for (int round = 0; changed && round < 64; ++round) {
     changed = foldConversions(func);
     std::map<Need, Value *> cache; // valid until dead ops are erased
     std::vector<Operation *> ops = opsInOrder(func);
@@ -212,7 +307,12 @@ void removeConversionsInFunction(Operation *func) {
       convert->erase();
       changed = true;
     }
-    eraseDeadOps(func->body()); // plan step 3 (dce's helper: dead ops and carried values)
+    for (Operation *op : opsInOrder(func))
+      if (op->code() == OpCode::For)
+        for (unsigned i = 0; i < op->numResults(); ++i)
+          if (op->result(i)->type().isTensor())
+            changed = retypeCarriedValue(func, op, i, cache) || changed;
+    eraseDeadOps(func->body()); // plan step 4 (dce's helper: dead ops and carried values)
   }
 }
 

@@ -12,7 +12,7 @@ import inspect
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .config import knobs
-from .specialization import specialize
+from .specialization import argument_key, describe
 
 Grid = Union[Sequence[int], Callable[[Dict[str, Any]], Sequence[int]]]
 
@@ -51,16 +51,35 @@ class JITFunction:
     def __init__(self, fn: Callable, *, interpret: Optional[bool] = None) -> None:
         self.fn = fn
         self.__name__ = fn.__name__
-        self.__doc__ = fn.__doc__
         self.interpret = interpret
         self.signature = inspect.signature(fn)
         self.params = list(self.signature.parameters.values())
-        self.constexpr_params = {p.name for p in self.params
-                                 if _is_constexpr_annotation(p.annotation)}
+        self.constexpr_names = [p.name for p in self.params
+                                if _is_constexpr_annotation(p.annotation)]
+        self.runtime_names = [p.name for p in self.params
+                              if p.name not in self.constexpr_names]
+        self._bind = self._make_binder()
         self._kernels: Dict[Any, Any] = {}      # specialization key -> launchable kernel
         self._tile_ir: Dict[Any, Any] = {}      # specialization key -> module (interpreter)
         self._source_key: Optional[str] = None
         functools.update_wrapper(self, fn)
+
+    def _make_binder(self) -> Callable:
+        """A function with the kernel's own signature returning (runtime args, constexprs).
+
+        Python's own argument binding is far cheaper than inspect.Signature.bind, and its
+        errors (missing or unexpected arguments) already read right; run() adds the kernel name.
+        """
+        defaults = {p.name: p.default for p in self.params
+                    if p.default is not inspect.Parameter.empty}
+        params = ", ".join(p.name + (f"=__defaults[{p.name!r}]" if p.name in defaults else "")
+                           for p in self.params)
+        runtime = "".join(f"{n}, " for n in self.runtime_names)
+        constexprs = "".join(f"{n}, " for n in self.constexpr_names)
+        source = f"def {self.__name__}({params}):\n    return ({runtime}), ({constexprs})\n"
+        namespace: Dict[str, Any] = {"__defaults": defaults}
+        exec(compile(source, f"<tessera binder of {self.__name__}>", "exec"), namespace)
+        return namespace[self.__name__]
 
     # ------------------------------------------------------------------ calling
 
@@ -71,69 +90,74 @@ class JITFunction:
         raise RuntimeError(f"{self.__name__}: a @jit kernel is launched as "
                            f"{self.__name__}[grid](...); @jit functions it calls are inlined")
 
-    def _bind(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    def _arguments(self, args: Sequence[Any], kwargs: Dict[str, Any]):
+        """(runtime values, constexpr values, specialization key of the runtime values)."""
         try:
-            bound = self.signature.bind(*args, **kwargs)
+            values, constexprs = self._bind(*args, **kwargs)
+            return values, constexprs, tuple(map(argument_key, values))
         except TypeError as e:
-            raise TypeError(f"{self.__name__}: {e} (signature: {self.__name__}"
+            name = self._failing_argument(values if "values" in locals() else None)
+            where = f"argument '{name}': " if name else ""
+            raise TypeError(f"{self.__name__}: {where}{e} (signature: {self.__name__}"
                             f"{self.signature})") from None
-        bound.apply_defaults()
-        return dict(bound.arguments)
 
-    def _split(self, bound: Dict[str, Any]):
-        """constexpr values, runtime parameter names and values, and the specialization."""
-        constexprs: Dict[str, Any] = {}
-        names: List[str] = []
-        values: List[Any] = []
-        for p in self.params:
-            value = bound[p.name]
-            if p.name in self.constexpr_params or value is None:
-                constexprs[p.name] = value
-            else:
-                names.append(p.name)
-                values.append(value)
-        specs = []
-        for name, value in zip(names, values):
+    def _failing_argument(self, values) -> Optional[str]:
+        if values is None:
+            return None
+        for name, value in zip(self.runtime_names, values):
             try:
-                specs.append(specialize(value))
-            except (TypeError, OverflowError) as e:
-                raise TypeError(f"{self.__name__}: argument '{name}': {e}") from None
-        return constexprs, names, values, tuple(specs)
+                argument_key(value)
+            except TypeError:
+                return name
+        return None
 
-    def _signature_of(self, names: List[str], specs) -> Tuple[Dict[str, str], set, set]:
-        signature = {n: s[0] for n, s in zip(names, specs)}
-        div16 = {n for n, s in zip(names, specs) if s[1]}
-        eq1 = {n for n, s in zip(names, specs) if s[2]}
+    def _specialization(self, keys) -> Tuple[Dict[str, str], set, set]:
+        """The type strings and divisibility sets that the compiler sees (on a cache miss)."""
+        described = [describe(k) for k in keys]
+        signature = {n: d[0] for n, d in zip(self.runtime_names, described)}
+        div16 = {n for n, d in zip(self.runtime_names, described) if d[1]}
+        eq1 = {n for n, d in zip(self.runtime_names, described) if d[2]}
         return signature, div16, eq1
 
     def run(self, *args, grid: Grid, num_warps: int = 4, num_stages: int = 1, **kwargs) -> None:
-        bound = self._bind(args, kwargs)
-        constexprs, names, values, specs = self._split(bound)
+        values, constexprs, keys = self._arguments(args, kwargs)
+        key = (keys, constexprs, num_warps, num_stages)
         if callable(grid):
-            grid = grid(bound)
-        grid3 = _normalize_grid(grid, self.__name__)
+            grid = grid(dict(zip(self.runtime_names, values),
+                             **dict(zip(self.constexpr_names, constexprs))))
         interpret = knobs.interpret if self.interpret is None else self.interpret
-        key = (specs, _hashable(constexprs), num_warps, num_stages)
         if interpret:
-            self._run_interpreted(key, names, values, specs, constexprs, grid3, num_warps)
-        else:
-            from .runtime import launcher
-            kernel = self._kernels.get(key)
-            if kernel is None:
-                kernel = launcher.prepare(self, key, names, values, specs, constexprs,
-                                          num_warps, num_stages)
-                self._kernels[key] = kernel
-            kernel.launch(grid3, values)
+            return self._run_interpreted(key, values, constexprs, grid, num_warps)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            kernel = self._prepare(key, values, constexprs, num_warps, num_stages)
+        kernel.launch(grid, values)
 
-    def _run_interpreted(self, key, names, values, specs, constexprs, grid3, num_warps):
+    def _constexpr_dict(self, constexprs) -> Dict[str, Any]:
+        return dict(zip(self.constexpr_names, constexprs))
+
+    def _prepare(self, key, values, constexprs, num_warps, num_stages):
+        from .runtime import launcher
+        try:
+            hash(key)
+        except TypeError:
+            raise TypeError(f"{self.__name__}: constexpr values must be hashable") from None
+        kernel = launcher.prepare(self, values, self._specialization(key[0]),
+                                  self._constexpr_dict(constexprs), num_warps, num_stages)
+        self._kernels[key] = kernel
+        return kernel
+
+    def _run_interpreted(self, key, values, constexprs, grid, num_warps):
         from . import interpreter
         from .compiler import build_tile_ir
         module = self._tile_ir.get(key)
         if module is None:
-            signature, div16, eq1 = self._signature_of(names, specs)
-            module = build_tile_ir(self.fn, signature, constexprs, div16, eq1, num_warps)
+            signature, div16, eq1 = self._specialization(key[0])
+            module = build_tile_ir(self.fn, signature, self._constexpr_dict(constexprs), div16,
+                                   eq1, num_warps)
             self._tile_ir[key] = module
-        interpreter.run(module, grid3, values, kernel_name=self.__name__)
+        interpreter.run(module, _normalize_grid(grid, self.__name__), list(values),
+                        kernel_name=self.__name__)
 
     # ------------------------------------------------------------------ inspection
 
@@ -149,27 +173,16 @@ class JITFunction:
         """Compiles for these arguments without launching; returns the CompiledKernel."""
         from .compiler import CompileOptions, compile_kernel
         from .runtime import launcher
-        bound = self._bind(args, kwargs)
-        constexprs, names, _values, specs = self._split(bound)
-        signature, div16, eq1 = self._signature_of(names, specs)
+        _values, constexprs, keys = self._arguments(args, kwargs)
+        signature, div16, eq1 = self._specialization(keys)
         options = CompileOptions(num_warps=num_warps, num_stages=num_stages,
                                  arch=arch or launcher.default_arch())
-        return compile_kernel(self.fn, signature, constexprs, div16, eq1, options)
+        return compile_kernel(self.fn, signature, self._constexpr_dict(constexprs), div16, eq1,
+                              options)
 
     def asm(self, *args, **kwargs) -> Dict[str, Any]:
         """Every stage of the compiled kernel: "tir", "tgir", "llir", "ptx", "cubin"."""
         return self.compile(*args, **kwargs).asm
-
-
-def _hashable(values: Dict[str, Any]):
-    items = []
-    for k, v in sorted(values.items()):
-        try:
-            hash(v)
-            items.append((k, v))
-        except TypeError:
-            items.append((k, repr(v)))
-    return tuple(items)
 
 
 def jit(fn: Optional[Callable] = None, *, interpret: Optional[bool] = None):

@@ -1,13 +1,14 @@
 """How a kernel call is specialized: argument kinds, dtypes, divisibility (as Triton).
 
-Per non-constexpr argument the compiled code depends on: the type string ("*fp32", "i32",
-"fp32", ...), whether the pointer or integer is divisible by 16 (16-byte-aligned pointers allow
-vector accesses), and whether an integer equals 1. Everything here runs on every launch, so it is
-kept to attribute reads and dictionary lookups.
+Per non-constexpr argument the compiled code depends on: the type ("*fp32", "i32", "fp32", ...),
+whether the pointer or integer is divisible by 16 (16-byte-aligned pointers allow vector
+accesses), and whether an integer equals 1. ``specialization_key`` runs on every launch, so it
+dispatches on the argument's Python type to a small function chosen once per type; the
+readable type strings are made from the key only when a kernel is compiled (``describe``).
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 # Framework dtype names (torch.float32 -> "float32", numpy/cupy/jax dtype.name) -> type codes.
 _DTYPE_CODES = {
@@ -18,7 +19,7 @@ _DTYPE_CODES = {
     "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
 }
 
-_dtype_cache: dict = {}
+_dtype_cache: Dict[Any, str] = {}
 
 
 def dtype_code(dtype: Any) -> str:
@@ -34,27 +35,6 @@ def dtype_code(dtype: Any) -> str:
     return code
 
 
-def data_pointer(obj: Any) -> Optional[int]:
-    """Address of a tensor's first element, for any framework (None if not a tensor)."""
-    ptr = getattr(obj, "data_ptr", None)
-    if ptr is not None and callable(ptr):              # torch
-        return ptr()
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    if cai is not None:                                # CuPy, JAX (single device), numba
-        return cai["data"][0]
-    ctypes_ = getattr(obj, "ctypes", None)
-    if ctypes_ is not None and hasattr(obj, "__array_interface__"):  # NumPy
-        return obj.__array_interface__["data"][0]
-    if hasattr(obj, "unsafe_buffer_pointer"):          # JAX without CAI
-        return obj.unsafe_buffer_pointer()
-    return None
-
-
-def is_tensor(obj: Any) -> bool:
-    return hasattr(obj, "dtype") and (hasattr(obj, "__dlpack__") or hasattr(obj, "data_ptr")
-                                      or hasattr(obj, "__cuda_array_interface__"))
-
-
 def integer_code(value: int) -> str:
     if -(2 ** 31) <= value < 2 ** 31:
         return "i32"
@@ -65,19 +45,92 @@ def integer_code(value: int) -> str:
     raise OverflowError(f"integer {value} does not fit in 64 bits")
 
 
-def specialize(value: Any) -> Tuple[str, bool, bool]:
-    """(type code, divisible by 16, equal to 1) of one runtime argument."""
-    if isinstance(value, bool):
+# ----------------------------------------------------------------------------- per-type keys
+# Each returns a small hashable tuple: ("int", code, div16, eq1), ("float",), ("bool",) or
+# ("tensor", dtype, aligned16). Framework dtype objects are hashable and cheap to compare.
+
+def _key_bool(v: bool) -> tuple:
+    return ("bool",)
+
+
+def _key_int(v: int) -> tuple:
+    return ("int", integer_code(v), v % 16 == 0, v == 1)
+
+
+def _key_float(v: float) -> tuple:
+    return ("float",)
+
+
+def _key_torch(v) -> tuple:
+    return ("tensor", v.dtype, v.data_ptr() % 16 == 0)
+
+
+def _key_cuda_array_interface(v) -> tuple:
+    return ("tensor", v.dtype, v.__cuda_array_interface__["data"][0] % 16 == 0)
+
+
+def _key_numpy(v) -> tuple:
+    if v.shape == ():                       # a NumPy scalar array
+        return ("scalar", v.dtype)
+    return ("tensor", v.dtype, v.__array_interface__["data"][0] % 16 == 0)
+
+
+def _key_numpy_scalar(v) -> tuple:
+    return ("scalar", v.dtype)
+
+
+def _key_dlpack(v) -> tuple:
+    from .runtime import driver          # only for exotic tensor types
+    ptr = driver.tensor_info(v)[0]
+    return ("tensor", v.dtype, ptr % 16 == 0)
+
+
+def _key_unsupported(v) -> tuple:
+    if v is None:
+        raise TypeError("None can only be passed to a tl.constexpr parameter")
+    raise TypeError(f"unsupported argument of type {type(v).__name__}")
+
+
+def _key_function_for(cls: type) -> Callable[[Any], tuple]:
+    if cls is bool:
+        return _key_bool
+    if issubclass(cls, int):
+        return _key_int
+    if issubclass(cls, float):
+        return _key_float
+    module = cls.__module__.split(".", 1)[0]
+    if module == "torch" and hasattr(cls, "data_ptr"):
+        return _key_torch
+    if module == "numpy":
+        return _key_numpy if hasattr(cls, "__array_interface__") and cls.__name__ == "ndarray" \
+            else _key_numpy_scalar
+    if hasattr(cls, "__cuda_array_interface__"):
+        return _key_cuda_array_interface
+    if hasattr(cls, "__dlpack__") and hasattr(cls, "dtype"):
+        return _key_dlpack
+    return _key_unsupported
+
+
+_KEY_FUNCTIONS: Dict[type, Callable[[Any], tuple]] = {}
+
+
+def argument_key(value: Any) -> tuple:
+    """The specialization of one runtime argument (see the key forms above)."""
+    fn = _KEY_FUNCTIONS.get(type(value))
+    if fn is None:
+        fn = _KEY_FUNCTIONS[type(value)] = _key_function_for(type(value))
+    return fn(value)
+
+
+def describe(key: tuple) -> Tuple[str, bool, bool]:
+    """(type string such as "*fp16" or "i32", divisible by 16, equal to 1) of an argument key."""
+    kind = key[0]
+    if kind == "int":
+        return key[1], key[2], key[3]
+    if kind == "bool":
         return "i1", False, False
-    if isinstance(value, int):
-        return integer_code(value), value % 16 == 0, value == 1
-    if isinstance(value, float):
+    if kind == "float":
         return "fp32", False, False
-    if is_tensor(value):
-        ptr = data_pointer(value)
-        return "*" + dtype_code(value.dtype), ptr is not None and ptr % 16 == 0, False
-    # NumPy scalars
-    dtype = getattr(value, "dtype", None)
-    if dtype is not None and getattr(value, "shape", None) == ():
-        return dtype_code(dtype), False, False
-    raise TypeError(f"unsupported argument of type {type(value).__name__}")
+    if kind == "scalar":
+        return dtype_code(key[1]), False, False
+    return "*" + dtype_code(key[1]), key[2], False

@@ -107,10 +107,13 @@ def test_missing_constexpr():
         add_kernel[(1,)](x, x, x, 10)
 
 
-def _run_child(code: str, cache_dir: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TESSERA_CACHE_DIR=cache_dir, PYTHONPATH=os.path.join(ROOT, "python"))
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=300)
+def _run_child(code: str, cache_dir) -> subprocess.CompletedProcess:
+    script = cache_dir / "child.py"        # a file: kernels need readable source
+    script.write_text(textwrap.dedent(code))
+    env = dict(os.environ, TESSERA_CACHE_DIR=str(cache_dir / "cache"),
+               PYTHONPATH=os.path.join(ROOT, "python"))
+    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 CHILD = """
@@ -136,10 +139,10 @@ print("compiles", len(compiles))
 
 
 def test_second_process_reuses_cache_and_corruption_recompiles(tmp_path):
-    first = _run_child(CHILD, str(tmp_path))
+    first = _run_child(CHILD, tmp_path)
     assert first.returncode == 0, first.stderr
     assert "compiles 1" in first.stdout
-    second = _run_child(CHILD, str(tmp_path))
+    second = _run_child(CHILD, tmp_path)
     assert second.returncode == 0, second.stderr
     assert "compiles 0" in second.stdout
     cubins = list(tmp_path.rglob("kernel.cubin"))
@@ -148,6 +151,6 @@ def test_second_process_reuses_cache_and_corruption_recompiles(tmp_path):
         data = bytearray(path.read_bytes())
         data[len(data) // 2] ^= 0xFF
         path.write_bytes(bytes(data))
-    third = _run_child(CHILD, str(tmp_path))
+    third = _run_child(CHILD, tmp_path)
     assert third.returncode == 0, third.stderr
     assert "compiles 1" in third.stdout

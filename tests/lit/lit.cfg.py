@@ -13,7 +13,6 @@ import lit.formats
 config.name = "tessera"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".ir"]
-config.excludes = ["lit.cfg.py"]
 config.test_source_root = os.path.dirname(os.path.abspath(__file__))
 
 

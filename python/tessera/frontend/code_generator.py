@@ -183,7 +183,7 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, (tuple, list)) or len(value) != len(target.elts):
                 raise TypeError(f"cannot unpack {value!r} into {len(target.elts)} names")
-            for element, item in zip(target.elts, value):
+            for element, item in zip(target.elts, value, strict=True):
                 self.assign(element, item)
         else:
             raise self.unsupported(target, f"assignment to {ast.unparse(target)} is not "
@@ -356,7 +356,7 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         if len(node.ops) == 1:
             return self.compare(node.ops[0], left, self.visit(node.comparators[0]))
         result: Any = True
-        for op, right_node in zip(node.ops, node.comparators):
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
             right = self.visit(right_node)
             if isinstance(left, tl.tensor) or isinstance(right, tl.tensor):
                 raise errors.UnsupportedError("chained comparisons of runtime values are not "
@@ -467,7 +467,8 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         try:
             callee.generate_body()
         except errors.CompilationError as error:
-            raise error.with_note(f"  in {name}(), inlined at {self.loc}")
+            error.with_note(f"  in {name}(), inlined at {self.loc}")
+            raise
         finally:
             self.ctx.call_stack.pop()
             self.builder.set_location(self.loc)

@@ -94,7 +94,7 @@ class ControlFlowMixin:
             self.builder.set_insertion_point_to_end(block)
             self.builder.create("yield", [v.handle for v in values], [])
         self.builder.set_insertion_point_after(if_op)
-        for name, value in zip(names, then_values):
+        for name, value in zip(names, then_values, strict=True):
             scope[name] = tl.tensor(if_op.add_result(value.handle.type), value.dtype, value.shape)
         self.scope = scope
 
@@ -209,7 +209,7 @@ class ControlFlowMixin:
             self.partial_defs.pop(target.id, None)
         elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (tuple, list)) \
                 and len(value) == len(target.elts):
-            for element, item in zip(target.elts, value):
+            for element, item in zip(target.elts, value, strict=True):
                 self._bind_static(element, item)
         else:
             raise self.unsupported(target, f"cannot bind {value!r} to {ast.unparse(target)}")
@@ -250,7 +250,7 @@ class ControlFlowMixin:
         body = for_op.body(0)
         iv = tl.tensor(body.add_argument(iv_type.to_ir()), iv_type)
         scope = dict(liveins)
-        for name, init in zip(carried, inits):
+        for name, init in zip(carried, inits, strict=True):
             scope[name] = tl.tensor(body.add_argument(init.handle.type), init.dtype, init.shape)
         self.builder.set_insertion_point_to_end(body)
         if negative:
@@ -273,7 +273,7 @@ class ControlFlowMixin:
 
         def bind(block: Any) -> Dict[str, Any]:
             scope = dict(liveins)
-            for name, init in zip(carried, inits):
+            for name, init in zip(carried, inits, strict=True):
                 scope[name] = tl.tensor(block.add_argument(init.handle.type), init.dtype,
                                         init.shape)
             return scope
@@ -322,7 +322,7 @@ class ControlFlowMixin:
                     body_scope: Dict[str, Any], carried: List[str], results: Sequence[Any],
                     loop_names: set) -> None:
         scope = dict(liveins)
-        for name, value in zip(carried, results):
+        for name, value in zip(carried, results, strict=True):
             scope[name] = tl.tensor(value, liveins[name].dtype, liveins[name].shape)
         line = self.parsed.position(node)[0]
         for name in body_scope:

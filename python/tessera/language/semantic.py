@@ -97,7 +97,7 @@ def broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> List[int]:
     a = [1] * (len(b) - len(a)) + list(a)
     b = [1] * (len(a) - len(b)) + list(b)
     out = []
-    for index, (left, right) in enumerate(zip(a, b)):
+    for index, (left, right) in enumerate(zip(a, b, strict=True)):
         if left != right and 1 not in (left, right):
             raise ValueError(f"cannot broadcast shapes: incompatible dimensions at index {index}:"
                              f" {left} and {right}")

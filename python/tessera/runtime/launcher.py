@@ -13,7 +13,8 @@ import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+import sys
+from typing import Any, Dict, List, Sequence
 
 from . import driver
 from .cache import KernelCache, cache_key
@@ -54,44 +55,58 @@ def _launcher_kind(code: str) -> str:
 
 
 class Launchable:
-    """A kernel loaded on one device: launch(grid3, args) on the arguments' stream."""
+    """A kernel loaded on one device: launch(grid, args) on the current stream of the
+    framework the arguments came from (found once, when the kernel is prepared).
 
-    def __init__(self, name: str, launcher, device: int, arg_names: Sequence[str],
-                 metadata: Dict[str, Any]) -> None:
+    Arguments are expected on the device the kernel was prepared for (as with Triton, which
+    launches on the current device); a pointer from another device faults in the kernel.
+    """
+
+    def __init__(self, name: str, launcher, device: int, framework: str,
+                 arg_names: Sequence[str], metadata: Dict[str, Any]) -> None:
         self.name = name
         self.launcher = launcher
         self.device = device
+        self.framework = framework
         self.arg_names = list(arg_names)
         self.metadata = metadata
+        self._stream = functools.partial(driver.current_stream, device, framework)
 
-    def launch(self, grid: Tuple[int, int, int], args: Sequence[Any]) -> None:
-        device, stream = driver.device_and_stream(args)
-        if device != self.device:
-            raise ValueError(f"{self.name}: arguments are on cuda:{device} but the kernel was "
-                             f"prepared for cuda:{self.device}")
+    def launch(self, grid, args: Sequence[Any]) -> None:
         try:
-            self.launcher.launch(grid, stream, args)
+            self.launcher.launch(grid, self._stream(), args)
         except driver.ArgumentError as e:
             name = self.arg_names[e.index] if 0 <= e.index < len(self.arg_names) else "?"
             raise TypeError(f"{self.name}: argument '{name}': {e.reason}") from None
 
 
-def prepare(jit_fn, key, names: List[str], values: List[Any], specs, constexprs: Dict[str, Any],
+def _device_and_framework(kernel: str, names: Sequence[str], values: Sequence[Any]):
+    for name, value in zip(names, values):
+        if isinstance(value, (int, float, bool)):
+            continue
+        device = driver.device_of(value)
+        if device < 0:
+            raise TypeError(f"{kernel}: argument '{name}' is in host (CPU) memory; a GPU kernel "
+                            f"needs CUDA tensors (or run in interpret mode)")
+        return device, driver.framework_of(type(value))
+    device, _ = driver.device_and_stream(values)
+    return device, "torch" if "torch" in sys.modules else "other"
+
+
+def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any],
             num_warps: int, num_stages: int) -> Launchable:
+    """Finds or compiles the cubin for this specialization and loads it on the device."""
     from ..compiler import CompileOptions, compile_kernel
 
     kernel = jit_fn.__name__
+    names = jit_fn.runtime_names
     ok, why = driver.driver_available()
     if not ok:
         raise RuntimeError(f"{kernel}: no CUDA driver ({why}); run on a GPU machine, or set "
                            f"TESSERA_INTERPRET=1 (or @tessera.jit(interpret=True)) to run on the CPU")
-    for name, value in zip(names, values):
-        if not isinstance(value, (int, float, bool)) and driver.device_of(value) < 0:
-            raise TypeError(f"{kernel}: argument '{name}' is in host (CPU) memory; a GPU kernel "
-                            f"needs CUDA tensors (or run in interpret mode)")
-    device, _ = driver.device_and_stream(values)
+    device, framework = _device_and_framework(kernel, names, values)
     options = CompileOptions(num_warps=num_warps, num_stages=num_stages, arch=arch_of(device))
-    signature, div16, eq1 = jit_fn._signature_of(names, specs)
+    signature, div16, eq1 = specialization
     disk_key = cache_key(build_id=compiler_build_id(), source=jit_fn.source_key(),
                          specialization={"signature": signature, "div16": sorted(div16),
                                          "eq1": sorted(eq1),
@@ -116,4 +131,4 @@ def prepare(jit_fn, key, names: List[str], values: List[Any], specs, constexprs:
     launcher = driver.KernelLauncher([_launcher_kind(signature[n]) for n in names], function,
                                      num_warps=metadata["num_warps"],
                                      shared_bytes=metadata.get("shared_bytes", 0))
-    return Launchable(kernel, launcher, device, names, metadata)
+    return Launchable(kernel, launcher, device, framework, names, metadata)

@@ -109,6 +109,7 @@ private:
       std::fill(out.data.begin(), out.data.end(), scalar(op.operand(0)));
       return out;
     case OpCode::ConvertLayout: // layouts say where values live, not what they are
+    case OpCode::ExtSI:          // values stay small: widening keeps them
     case OpCode::ExpandDims: {
       const Concrete &in = values_.at(op.operand(0));
       return {shape, in.data};

@@ -54,14 +54,27 @@ public:
   void effect(OpCode code, const std::vector<Value *> &operands) {
     builder.create(code, operands, {});
   }
-  Value *constant(int64_t value, Type type) { return op(OpCode::Constant, {}, type, {{"value", value}}); }
-  Value *constantF(double value, Type type) { return op(OpCode::Constant, {}, type, {{"value", value}}); }
+  Value *constant(int64_t value, Type type) {
+    return op(OpCode::Constant, {}, type, {{"value", value}});
+  }
+  Value *constantF(double value, Type type) {
+    return op(OpCode::Constant, {}, type, {{"value", value}});
+  }
   Value *range(int64_t start, int64_t end, EncodingPtr encoding) {
     return op(OpCode::MakeRange, {}, Type::tensor({end - start}, Type::i32(), encoding),
               {{"start", start}, {"end", end}});
   }
   Value *splat(Value *scalar, const Type &tensorType) {
     return op(OpCode::Splat, {scalar}, tensorType);
+  }
+  /// base + offsets, elementwise: a tensor of pointers in the offsets' layout.
+  Value *at(Value *base, Value *offsets) {
+    Type pointers = offsets->type().withElement(base->type());
+    return op(OpCode::AddPtr, {splat(base, pointers), offsets}, pointers);
+  }
+  Value *load(Value *pointers) {
+    return op(OpCode::Load, {pointers}, pointers->type().withElement(
+                                            pointers->type().elementType().pointee()));
   }
   /// Finishes the body with `return` and verifies the module.
   ir::Module &finish() {
@@ -114,7 +127,8 @@ inline std::string ptxasPath() {
   const char *env = std::getenv("TESSERA_PTXAS");
   if (env && *env)
     return env;
-  for (const char *candidate : {"/usr/local/bin/ptxas", "/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
+  for (const char *candidate :
+       {"/usr/local/bin/ptxas", "/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"})
     if (access(candidate, X_OK) == 0)
       return candidate;
   return "";

@@ -27,7 +27,8 @@ codegen::CodegenResult generateAndAssemble(const ir::Module &module, const std::
 /// Some `bra` jumps to a label defined above it: the PTX still has a loop.
 bool hasBackwardBranch(const std::string &ptx) {
   std::regex branch(R"(bra(\.uni)?\s+(\$L__BB\d+_\d+);)");
-  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), branch); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(ptx.begin(), ptx.end(), branch);
+       it != std::sregex_iterator(); ++it) {
     size_t label = ptx.find((*it)[2].str() + ":");
     if (label != std::string::npos && label < static_cast<size_t>(it->position()))
       return true;
@@ -53,19 +54,16 @@ TEST(CodegenControlFlow, ForLoopCarriesATensorAccumulator) {
   Value *rowStart = k.op(OpCode::MulI, {i, k.constant(512, Type::i32())}, Type::i32());
   Value *offs = k.op(OpCode::AddI, {k.splat(rowStart, tensorOf(Type::i32())), range},
                      tensorOf(Type::i32()));
-  Value *ptrs = k.op(OpCode::AddPtr, {k.splat(k.arg(0), tensorOf(pointer)), offs}, tensorOf(pointer));
-  Value *sum = k.op(OpCode::AddF, {acc, k.op(OpCode::Load, {ptrs}, tensorOf(Type::f32()))},
-                    tensorOf(Type::f32()));
+  Value *sum = k.op(OpCode::AddF, {acc, k.load(k.at(k.arg(0), offs))}, tensorOf(Type::f32()));
   k.effect(OpCode::Yield, {sum});
   k.builder.setInsertionPointToEnd(&k.func->body());
-  Value *outPtrs = k.op(OpCode::AddPtr, {k.splat(k.arg(1), tensorOf(pointer)), range}, tensorOf(pointer));
-  k.effect(OpCode::Store, {outPtrs, loop->result()});
+  k.effect(OpCode::Store, {k.at(k.arg(1), range), loop->result()});
   k.finish();
 
   codegen::CodegenResult result = generateAndAssemble(k.module, "sm_90a");
   // One phi per register of the accumulator (4 per thread) plus the induction variable.
   EXPECT_EQ(countOf(result.unoptimizedLLVMIR, "= phi float"), 4) << result.unoptimizedLLVMIR;
-  EXPECT_TRUE(std::regex_search(result.unoptimizedLLVMIR, std::regex(R"(%iv = phi i32 \[ 0, %entry \])")))
+  EXPECT_TRUE(contains(result.unoptimizedLLVMIR, "%iv = phi i32 [ 0, %entry ]"))
       << result.unoptimizedLLVMIR;
   EXPECT_TRUE(contains(result.unoptimizedLLVMIR, "icmp slt i32 %iv")) << result.unoptimizedLLVMIR;
   // LLVM unrolls the loop; every load stays a 16-byte vector.
@@ -85,20 +83,17 @@ TEST(CodegenControlFlow, IfWithResultsMergesBothArms) {
   ir::Operation *branch =
       k.builder.create(OpCode::If, {positive}, {tensorOf(Type::f32())}, {}, 2);
   k.builder.setInsertionPointToEnd(&branch->body(0));
-  Value *ptrs = k.op(OpCode::AddPtr, {k.splat(k.arg(0), tensorOf(pointer)), range}, tensorOf(pointer));
-  k.effect(OpCode::Yield, {k.op(OpCode::Load, {ptrs}, tensorOf(Type::f32()))});
+  k.effect(OpCode::Yield, {k.load(k.at(k.arg(0), range))});
   k.builder.setInsertionPointToEnd(&branch->body(1));
   k.effect(OpCode::Yield, {k.op(OpCode::Constant, {}, tensorOf(Type::f32()), {{"value", 2.0}})});
   k.builder.setInsertionPointToEnd(&k.func->body());
-  Value *outPtrs = k.op(OpCode::AddPtr, {k.splat(k.arg(1), tensorOf(pointer)), range}, tensorOf(pointer));
-  k.effect(OpCode::Store, {outPtrs, branch->result()});
+  k.effect(OpCode::Store, {k.at(k.arg(1), range), branch->result()});
   k.finish();
 
   codegen::CodegenResult result = generateAndAssemble(k.module, "sm_80");
   EXPECT_EQ(countOf(result.unoptimizedLLVMIR, "= phi float"), 4) << result.unoptimizedLLVMIR;
-  EXPECT_TRUE(std::regex_search(result.unoptimizedLLVMIR,
-                                std::regex(R"(phi float \[ %[0-9]+, %if.then \], \[ 2\.000000e\+00, %if.else \])")))
-      << result.unoptimizedLLVMIR;
+  std::regex merge(R"(phi float \[ %[0-9]+, %if.then \], \[ 2\.000000e\+00, %if.else \])");
+  EXPECT_TRUE(std::regex_search(result.unoptimizedLLVMIR, merge)) << result.unoptimizedLLVMIR;
   EXPECT_TRUE(contains(result.ptx, "0f40000000")) << result.ptx; // 2.0f reaches the PTX
 }
 
@@ -110,7 +105,8 @@ TEST(CodegenControlFlow, WhileLoopDoublesUntilItReachesTheBound) {
                                          {Type::i32()}, {}, 2);
   Value *current = loop->body(0).addArgument(Type::i32());
   k.builder.setInsertionPointToEnd(&loop->body(0));
-  Value *below = k.op(OpCode::CmpI, {current, k.arg(1)}, Type::i1(), {{"predicate", std::string("slt")}});
+  Value *below = k.op(OpCode::CmpI, {current, k.arg(1)}, Type::i1(),
+                      {{"predicate", std::string("slt")}});
   k.effect(OpCode::Condition, {below, current});
   Value *next = loop->body(1).addArgument(Type::i32());
   k.builder.setInsertionPointToEnd(&loop->body(1));

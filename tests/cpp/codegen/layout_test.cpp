@@ -21,18 +21,8 @@ codegen::CodegenResult generateAndAssemble(const ir::Module &module, const std::
   return result;
 }
 
-/// Copies `source` (a pointer tensor's offsets computed in `loadLayout`) to `out`, with the
-/// value converted to `storeLayout` in between.
-void copyThrough(KernelBuilder &k, int64_t size, EncodingPtr loadLayout, EncodingPtr storeLayout) {
-  Type pointer = Type::pointer(Type::f32());
-  auto typed = [&](Type element, EncodingPtr layout) { return Type::tensor({size}, element, layout); };
-  Value *in = k.op(OpCode::AddPtr, {k.splat(k.arg(0), typed(pointer, loadLayout)), k.range(0, size, loadLayout)},
-                   typed(pointer, loadLayout));
-  Value *values = k.op(OpCode::Load, {in}, typed(Type::f32(), loadLayout));
-  Value *converted = k.op(OpCode::ConvertLayout, {values}, typed(Type::f32(), storeLayout));
-  Value *out = k.op(OpCode::AddPtr, {k.splat(k.arg(1), typed(pointer, storeLayout)), k.range(0, size, storeLayout)},
-                    typed(pointer, storeLayout));
-  k.effect(OpCode::Store, {out, converted});
+Type f32Tensor(std::vector<int64_t> shape, EncodingPtr layout) {
+  return Type::tensor(std::move(shape), Type::f32(), std::move(layout));
 }
 
 } // namespace
@@ -42,23 +32,22 @@ TEST(CodegenLayout, TwoDimensionalTileFromExpandDimsAndBroadcast) {
   EncodingPtr tile = blocked({1, 4}, {2, 16}, {4, 1}, {1, 0});
   auto rowsLayout = std::make_shared<SliceEncoding>(1, tile);
   auto colsLayout = std::make_shared<SliceEncoding>(0, tile);
+  auto i32Tensor = [&](std::vector<int64_t> shape) {
+    return Type::tensor(shape, Type::i32(), tile);
+  };
   Type pointer = Type::pointer(Type::f32());
   KernelBuilder k("tile", {pointer, pointer}, {16, 16});
-  auto tensor2d = [&](std::vector<int64_t> shape, Type element) { return Type::tensor(shape, element, tile); };
-  Value *rows = k.op(OpCode::ExpandDims, {k.range(0, 64, rowsLayout)}, tensor2d({64, 1}, Type::i32()),
+  Value *rows = k.op(OpCode::ExpandDims, {k.range(0, 64, rowsLayout)}, i32Tensor({64, 1}),
                      {{"axis", int64_t(1)}});
-  Value *cols = k.op(OpCode::ExpandDims, {k.range(0, 64, colsLayout)}, tensor2d({1, 64}, Type::i32()),
+  Value *cols = k.op(OpCode::ExpandDims, {k.range(0, 64, colsLayout)}, i32Tensor({1, 64}),
                      {{"axis", int64_t(0)}});
-  Value *rowOffsets = k.op(OpCode::MulI, {rows, k.splat(k.constant(64, Type::i32()), tensor2d({64, 1}, Type::i32()))},
-                           tensor2d({64, 1}, Type::i32()));
+  Value *stride = k.splat(k.constant(64, Type::i32()), i32Tensor({64, 1}));
+  Value *rowOffsets = k.op(OpCode::MulI, {rows, stride}, i32Tensor({64, 1}));
   Value *offsets = k.op(OpCode::AddI,
-                        {k.op(OpCode::Broadcast, {rowOffsets}, tensor2d({64, 64}, Type::i32())),
-                         k.op(OpCode::Broadcast, {cols}, tensor2d({64, 64}, Type::i32()))},
-                        tensor2d({64, 64}, Type::i32()));
-  auto at = [&](Value *base) {
-    return k.op(OpCode::AddPtr, {k.splat(base, tensor2d({64, 64}, pointer)), offsets}, tensor2d({64, 64}, pointer));
-  };
-  k.effect(OpCode::Store, {at(k.arg(1)), k.op(OpCode::Load, {at(k.arg(0))}, tensor2d({64, 64}, Type::f32()))});
+                        {k.op(OpCode::Broadcast, {rowOffsets}, i32Tensor({64, 64})),
+                         k.op(OpCode::Broadcast, {cols}, i32Tensor({64, 64}))},
+                        i32Tensor({64, 64}));
+  k.effect(OpCode::Store, {k.at(k.arg(1), offsets), k.load(k.at(k.arg(0), offsets))});
   k.finish();
 
   codegen::CodegenResult result = generateAndAssemble(k.module, "sm_90a");
@@ -70,9 +59,12 @@ TEST(CodegenLayout, TwoDimensionalTileFromExpandDimsAndBroadcast) {
 }
 
 TEST(CodegenLayout, ConvertLayoutAcrossLanesGoesThroughSharedMemory) {
+  EncodingPtr source = blocked({4}, {32}, {4}, {0}), destination = blocked({1}, {32}, {4}, {0});
   Type pointer = Type::pointer(Type::f32());
   KernelBuilder k("convert", {pointer, pointer}, {16, 16});
-  copyThrough(k, 1024, blocked({4}, {32}, {4}, {0}), blocked({1}, {32}, {4}, {0}));
+  Value *loaded = k.load(k.at(k.arg(0), k.range(0, 1024, source)));
+  Value *converted = k.op(OpCode::ConvertLayout, {loaded}, f32Tensor({1024}, destination));
+  k.effect(OpCode::Store, {k.at(k.arg(1), k.range(0, 1024, destination)), converted});
   k.finish();
   codegen::CodegenResult result = generateAndAssemble(k.module, "sm_90a");
   EXPECT_EQ(result.sharedBytes, 1024 * 4);
@@ -86,15 +78,15 @@ TEST(CodegenLayout, ConvertLayoutAcrossLanesGoesThroughSharedMemory) {
 }
 
 TEST(CodegenLayout, ConvertLayoutThatOnlyReordersRegistersIsFree) {
-  // Same lanes and warps, registers walk the dims in the other order.
-  Type pointer = Type::pointer(Type::f32());
-  KernelBuilder k("permute", {pointer, pointer}, {16, 16});
+  // Same lanes and warps; the registers walk the dims in the other order.
   EncodingPtr rowMajor = blocked({2, 4}, {1, 32}, {1, 4}, {1, 0});
   EncodingPtr columnMajor = blocked({2, 4}, {1, 32}, {1, 4}, {0, 1});
-  Type source = Type::tensor({2, 512}, Type::f32(), rowMajor);
-  Value *loaded = k.op(OpCode::Load, {k.splat(k.arg(0), Type::tensor({2, 512}, pointer, rowMajor))}, source);
-  Value *converted = k.op(OpCode::ConvertLayout, {loaded}, Type::tensor({2, 512}, Type::f32(), columnMajor));
-  k.effect(OpCode::Store, {k.splat(k.arg(1), Type::tensor({2, 512}, pointer, columnMajor)), converted});
+  Type pointer = Type::pointer(Type::f32());
+  KernelBuilder k("permute", {pointer, pointer}, {16, 16});
+  Value *loaded = k.load(k.splat(k.arg(0), Type::tensor({2, 512}, pointer, rowMajor)));
+  Value *converted = k.op(OpCode::ConvertLayout, {loaded}, f32Tensor({2, 512}, columnMajor));
+  k.effect(OpCode::Store, {k.splat(k.arg(1), Type::tensor({2, 512}, pointer, columnMajor)),
+                           converted});
   k.finish();
   codegen::CodegenResult result = generateAndAssemble(k.module, "sm_80");
   EXPECT_EQ(result.sharedBytes, 0);
@@ -104,17 +96,15 @@ TEST(CodegenLayout, ConvertLayoutThatOnlyReordersRegistersIsFree) {
 
 TEST(CodegenLayout, ReshapeWithMatchingLayoutsIsFree) {
   // [1024] with 4 per thread == [2, 512] with 2x4 per thread once the index is flattened.
-  Type pointer = Type::pointer(Type::f32());
-  KernelBuilder k("reshape", {pointer, pointer}, {16, 16});
   EncodingPtr flat = blocked({4}, {32}, {4}, {0});
   EncodingPtr rows = blocked({2, 4}, {1, 32}, {1, 4}, {1, 0});
+  Type pointer = Type::pointer(Type::f32());
+  KernelBuilder k("reshape", {pointer, pointer}, {16, 16});
   Value *range = k.range(0, 1024, flat);
-  Type flatPointers = Type::tensor({1024}, pointer, flat);
-  Value *loaded = k.op(OpCode::Load, {k.op(OpCode::AddPtr, {k.splat(k.arg(0), flatPointers), range}, flatPointers)},
-                       Type::tensor({1024}, Type::f32(), flat));
-  Value *reshaped = k.op(OpCode::Reshape, {loaded}, Type::tensor({2, 512}, Type::f32(), rows));
-  Value *back = k.op(OpCode::Reshape, {reshaped}, Type::tensor({1024}, Type::f32(), flat));
-  k.effect(OpCode::Store, {k.op(OpCode::AddPtr, {k.splat(k.arg(1), flatPointers), range}, flatPointers), back});
+  Value *reshaped = k.op(OpCode::Reshape, {k.load(k.at(k.arg(0), range))},
+                         f32Tensor({2, 512}, rows));
+  Value *back = k.op(OpCode::Reshape, {reshaped}, f32Tensor({1024}, flat));
+  k.effect(OpCode::Store, {k.at(k.arg(1), range), back});
   k.finish();
   codegen::CodegenResult result = generateAndAssemble(k.module, "sm_90a");
   EXPECT_EQ(result.sharedBytes, 0);
@@ -124,16 +114,13 @@ TEST(CodegenLayout, ReshapeWithMatchingLayoutsIsFree) {
 
 TEST(CodegenLayout, ReshapeAcrossThreadsUsesSharedMemory) {
   // [32, 32] rows of threads -> [1024] flat: the elements move between lanes.
-  Type pointer = Type::pointer(Type::f32());
-  KernelBuilder k("reshape2", {pointer, pointer}, {16, 16});
   EncodingPtr square = blocked({1, 4}, {4, 8}, {4, 1}, {1, 0});
   EncodingPtr flat = blocked({1}, {32}, {4}, {0});
-  Value *loaded = k.op(OpCode::Load, {k.splat(k.arg(0), Type::tensor({32, 32}, pointer, square))},
-                       Type::tensor({32, 32}, Type::f32(), square));
-  Value *reshaped = k.op(OpCode::Reshape, {loaded}, Type::tensor({1024}, Type::f32(), flat));
-  Type flatPointers = Type::tensor({1024}, pointer, flat);
-  k.effect(OpCode::Store, {k.op(OpCode::AddPtr, {k.splat(k.arg(1), flatPointers), k.range(0, 1024, flat)}, flatPointers),
-                           reshaped});
+  Type pointer = Type::pointer(Type::f32());
+  KernelBuilder k("reshape2", {pointer, pointer}, {16, 16});
+  Value *loaded = k.load(k.splat(k.arg(0), Type::tensor({32, 32}, pointer, square)));
+  Value *reshaped = k.op(OpCode::Reshape, {loaded}, f32Tensor({1024}, flat));
+  k.effect(OpCode::Store, {k.at(k.arg(1), k.range(0, 1024, flat)), reshaped});
   k.finish();
   codegen::CodegenResult result = generateAndAssemble(k.module, "sm_90a");
   EXPECT_EQ(result.sharedBytes, 1024 * 4);

@@ -303,6 +303,41 @@ TEST(RemoveLayoutConversions, LoopCarriedPointersMoveToTheLoadLayout) {
   EXPECT_EQ(storesOf(k.func, argumentSets), before);
 }
 
+TEST(RemoveLayoutConversions, AnAccumulatorFedByACoalescedLoadIsCarriedInItsLayout) {
+  // acc = 0; for (k = 0; k < K; k += 1024) acc += (i32) x[k + offs]; out[offs] = acc, with x
+  // i16: the load takes 8 per thread, the accumulator's default layout holds 4.
+  KernelBuilder k({Type::pointer(Type::scalar(ScalarKind::I16)), Type::pointer(Type::i32()),
+                   Type::i32()},
+                  {16, 16, 16});
+  Value *offsets = k.range(0, 1024);
+  Value *zeros = k.splat(k.constant(0), {1024});
+  Operation *loop = k.create(OpCode::For, {k.constant(0), k.arg(2), k.constant(1024), zeros},
+                             {zeros->type()}, {}, 1);
+  Block &body = loop->body();
+  Value *index = body.addArgument(Type::i32()), *sum = body.addArgument(zeros->type());
+  k.builder.setInsertionPointToEnd(&body);
+  Value *elementOffsets = k.binary(OpCode::AddI, offsets, k.splat(index, {1024}));
+  Operation *load = k.load(k.pointers(k.arg(0), elementOffsets));
+  Value *widened = k.op(OpCode::ExtSI, {load->result()}, zeros->type());
+  k.create(OpCode::Yield, {k.binary(OpCode::AddI, sum, widened)}, {});
+  k.builder.setInsertionPointToEnd(&k.func->body());
+  k.store(k.pointers(k.arg(1), offsets), loop->result(0));
+  k.finish();
+  ASSERT_NO_THROW(verify(k.module));
+  std::vector<V> argumentSets = {{4096, 65536, 3072}};
+  auto before = storesOf(k.func, argumentSets);
+  runLayoutPipeline(k.module);
+  expectAllTensorsHaveLayouts(k.module);
+  int convertsInLoop = 0;
+  loop->walk([&](Operation *op) { convertsInLoop += op->code() == OpCode::ConvertLayout; });
+  EXPECT_EQ(convertsInLoop, 0) << toString(k.module);
+  ASSERT_EQ(loop->numResults(), 1u) << toString(k.module);
+  EXPECT_EQ(blockedOf(loop->result(0))->getSizePerThread(), std::vector<int>{8});
+  EXPECT_EQ(sizePerThreadOf(load), std::vector<int>{8});
+  EXPECT_LE(countOps(k.module, OpCode::ConvertLayout), 1) << toString(k.module);
+  EXPECT_EQ(storesOf(k.func, argumentSets), before);
+}
+
 TEST(RemoveLayoutConversions, FoldsChainsAndNoOps) {
   KernelBuilder k({Type::pointer(Type::f32())}, {16});
   Value *pointers = k.pointers(k.arg(0), k.range(0, 256));
@@ -338,4 +373,27 @@ TEST(LayoutPipeline, RunsWithTheCleanupPassesAroundIt) {
   expectAllTensorsHaveLayouts(k.module);
   EXPECT_EQ(countOps(k.module, OpCode::ConvertLayout), 0) << toString(k.module);
   EXPECT_EQ(countOps(k.module, OpCode::MakeRange), 2) << toString(k.module); // cse merged
+}
+
+TEST(LayoutVerifier, RejectsTensorsThatDisagreeOnTheirLayout) {
+  KernelBuilder k(tileCopyArguments(ScalarKind::F32), {16, 16, 16, 16, 16});
+  TileCopy copy = buildTileCopy(k, 32, 32);
+  assignLayouts(k.module);
+  ASSERT_NO_THROW(verify(k.module));
+  // An elementwise op whose operand is in another layout than its result.
+  Value *offsets = copy.offsets;
+  EncodingPtr tile = offsets->type().encoding();
+  offsets->setType(offsets->type().withEncoding(defaultBlocked({32, 32}, 2)));
+  EXPECT_THROW(verify(k.module), CompileError);
+  offsets->setType(offsets->type().withEncoding(tile));
+  ASSERT_NO_THROW(verify(k.module));
+  // expand_dims needs its operand in a Slice of the result's layout along its axis.
+  Operation *expand = nullptr;
+  k.module.walk([&](Operation *op) { expand = op->code() == OpCode::ExpandDims ? op : expand; });
+  Value *range = expand->operand(0);
+  EncodingPtr slice = range->type().encoding();
+  range->setType(range->type().withEncoding(defaultBlocked(range->type().shape(), 4)));
+  EXPECT_THROW(verify(k.module), CompileError);
+  range->setType(range->type().withEncoding(slice));
+  EXPECT_NO_THROW(verify(k.module));
 }
