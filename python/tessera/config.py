@@ -30,6 +30,12 @@ class Knob(Generic[T]):
         return self.default if text is None or text == "" else self.parse(text)
 
 
+# Reading os.environ costs ~0.7 µs (it encodes the key and decodes the value), too much for the
+# launch path; CPython keeps the raw bytes in os.environ._data, and os.environ assignments
+# update it, so a lookup there plus a parse cached per raw value is both cheap and current.
+_RAW_ENVIRON = getattr(os.environ, "_data", None)
+
+
 def _default_cache_dir() -> str:
     return str(Path.home() / ".cache" / "tessera")
 
@@ -50,19 +56,39 @@ KNOBS = {
 }
 
 
+_ENCODED: dict = {}
+
+
+def _encoded(name: str) -> bytes:
+    data = _ENCODED.get(name)
+    if data is None:
+        data = _ENCODED[name] = os.fsencode(name)
+    return data
+
+
 class _Knobs:
-    """Attribute access to the current value of every knob: ``knobs.cache_dir``."""
+    """Attribute access to the current value of every knob: ``knobs.cache_dir``.
+
+    Each knob is a property (plain attribute lookup, no __getattr__ fallback) because the
+    launch path reads ``interpret`` on every call.
+    """
 
     def __init__(self) -> None:
         object.__setattr__(self, "_overrides", {})
+        object.__setattr__(self, "_parsed", {})  # knob -> (raw environment bytes, value)
 
-    def __getattr__(self, key: str):
-        overrides = object.__getattribute__(self, "_overrides")
-        if key in overrides:
-            return overrides[key]
-        if key not in KNOBS:
-            raise AttributeError(f"tessera.config has no knob '{key}'")
-        return KNOBS[key].get()
+    def _value(self, key: str):
+        if key in self._overrides:
+            return self._overrides[key]
+        knob = KNOBS[key]
+        if _RAW_ENVIRON is None:
+            return knob.get()
+        raw = _RAW_ENVIRON.get(_encoded(knob.name))
+        parsed = self._parsed.get(key)
+        if parsed is None or parsed[0] != raw:
+            parsed = (raw, knob.get())
+            self._parsed[key] = parsed
+        return parsed[1]
 
     def __setattr__(self, key: str, value) -> None:
         if key not in KNOBS:
@@ -76,5 +102,9 @@ class _Knobs:
         else:
             self._overrides.pop(key, None)
 
+
+for _key in KNOBS:
+    setattr(_Knobs, _key, property(lambda self, _k=_key: self._value(_k),
+                                   doc=KNOBS[_key].doc))
 
 knobs = _Knobs()

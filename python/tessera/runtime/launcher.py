@@ -70,7 +70,7 @@ class Launchable:
         self.framework = framework
         self.arg_names = list(arg_names)
         self.metadata = metadata
-        self._stream = functools.partial(driver.current_stream, device, framework)
+        self._stream = _stream_function(device, framework)
 
     def launch(self, grid, args: Sequence[Any]) -> None:
         try:
@@ -78,6 +78,16 @@ class Launchable:
         except driver.ArgumentError as e:
             name = self.arg_names[e.index] if 0 <= e.index < len(self.arg_names) else "?"
             raise TypeError(f"{self.name}: argument '{name}': {e.reason}") from None
+
+
+def _stream_function(device: int, framework: str):
+    """A no-argument callable giving the framework's current stream on ``device``, bound to
+    the cheapest entry point (this runs on every launch)."""
+    if framework == "torch":
+        raw = getattr(sys.modules["torch"]._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:
+            return functools.partial(raw, device)
+    return functools.partial(driver.current_stream, device, framework)
 
 
 def _device_and_framework(kernel: str, names: Sequence[str], values: Sequence[Any]):

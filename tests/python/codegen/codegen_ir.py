@@ -8,7 +8,7 @@ value numbering and operand types, so that a test reads like the kernel it build
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 from tessera._tessera import ir
 
@@ -21,7 +21,7 @@ def blocked(size_per_thread, threads_per_warp, warps_per_cta, order) -> str:
             f"order = {join(order)}}}>")
 
 
-def tensor(shape: Sequence[int], element: str, encoding: Optional[str] = None) -> str:
+def tensor(shape: Sequence[int], element: str, encoding: str | None = None) -> str:
     dims = "".join(f"{d}x" for d in shape)
     return f"tensor<{dims}{element}" + (f", {encoding}" if encoding else "") + ">"
 
@@ -37,12 +37,12 @@ def _attribute(value) -> str:
 class Kernel:
     """One func in a module, as text."""
 
-    def __init__(self, name: str, argument_types: List[str],
-                 divisibility: Optional[List[int]] = None, num_warps: int = 4) -> None:
+    def __init__(self, name: str, argument_types: list[str],
+                 divisibility: list[int] | None = None, num_warps: int = 4) -> None:
         self.name = name
         self.num_warps = num_warps
         self.types = {}
-        self.lines: List[str] = []
+        self.lines: list[str] = []
         self.args = [self._new(t) for t in argument_types]
         params = ", ".join(f"{a}: {t}" for a, t in zip(self.args, argument_types))
         attrs = f" {{divisibility = [{', '.join(map(str, divisibility))}]}}" if divisibility else ""
@@ -53,8 +53,8 @@ class Kernel:
         self.types[value] = type_text
         return value
 
-    def op(self, name: str, operands: Sequence[str] = (), result: Optional[str] = None,
-           **attrs) -> Optional[str]:
+    def op(self, name: str, operands: Sequence[str] = (), result: str | None = None,
+           **attrs) -> str | None:
         out = self._new(result) if result else None
         attr_text = ""
         if attrs:
@@ -74,12 +74,12 @@ class Kernel:
         return ir.parse_module(self.text())
 
 
-def vector_add(element: str = "f32", block: int = 1024, layout: Optional[str] = None,
+def vector_add(element: str = "f32", block: int = 1024, layout: str | None = None,
                divisibility: Sequence[int] = (16, 16, 16, 16)) -> Kernel:
     """out[i] = x[i] + y[i] for i < n in blocks of `block`; without layouts when layout=None."""
     pointer = f"ptr<{element}>"
     k = Kernel("add", [pointer, pointer, pointer, "i32"], list(divisibility))
-    t = lambda e: tensor([block], e, layout)  # noqa: E731
+    t = lambda e: tensor([block], e, layout)
     pid = k.op("program_id", [], "i32", axis=0)
     start = k.op("muli", [pid, k.op("constant", [], "i32", value=block)], "i32")
     offs = k.op("addi", [k.op("splat", [start], t("i32")),

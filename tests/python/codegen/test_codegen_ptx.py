@@ -5,11 +5,9 @@ ptxas runs where it is installed; tests that need it are skipped visibly otherwi
 import re
 
 import pytest
-
+from codegen_ir import Kernel, blocked, tensor, vector_add
 from tessera._tessera import codegen, ir, passes
 from tessera.compiler import ptxas
-
-from codegen_ir import Kernel, blocked, tensor, vector_add
 
 ARCHS = ["sm_80", "sm_90a"]
 LAYOUT_PIPELINE = ["assign_layouts", "coalesce", "remove_layout_conversions", "canonicalize",
@@ -25,8 +23,10 @@ def global_accesses(ptx: str):
 
 
 def assemble_without_spills(ptx: str, arch: str, kernel: str):
+    """The last step of a test: ptxas accepts the PTX, no spills; skipped visibly without it."""
     result = ptxas.assemble(ptx, arch)
-    assert result is not None
+    if result is None:
+        pytest.skip("ptxas not installed: PTX not assembled")
     resources = result.kernels[kernel]
     assert resources["spill_stores"] == 0 and resources["spill_loads"] == 0, result.log
     return resources
@@ -70,8 +70,7 @@ def test_layout_pipeline_then_codegen(element, arch):
     result = codegen.generate(module, arch=arch)
     width = WIDEST_ACCESS[element]
     assert global_accesses(result["ptx"]) == {f"ld.global.{width}", f"st.global.{width}"}
-    if ptxas.find_ptxas() is not None:
-        assemble_without_spills(result["ptx"], arch, "add")
+    assemble_without_spills(result["ptx"], arch, "add")
 
 
 def test_mask_that_may_change_inside_a_vector_gives_scalar_accesses():
@@ -111,8 +110,7 @@ def test_convert_layout_reports_its_shared_memory():
     result = codegen.generate(k.module(), arch="sm_90a")
     assert result["shared_bytes"] == 1024 * 4
     assert result["ptx"].count("bar.sync") == 2
-    if ptxas.find_ptxas() is not None:
-        assemble_without_spills(result["ptx"], "sm_90a", "convert")
+    assemble_without_spills(result["ptx"], "sm_90a", "convert")
 
 
 def test_unknown_arch_is_a_compile_error():
