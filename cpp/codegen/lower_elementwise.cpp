@@ -180,9 +180,10 @@ void lowerElementwiseOp(KernelLowering &lowering, const ir::Operation &op) {
   if (!op.hasTrait(ir::trait::ELEMENTWISE) || op.numResults() != 1)
     ir::emitError(op, std::string("codegen: no lowering for op '") + op.name() + "'");
   const ir::Type &resultType = op.result()->type();
-  bool isCastOrArithmetic = op.code() != ir::OpCode::Bitcast;
+  // fp8 values are held as raw bytes: ops that only move bits work, arithmetic does not yet.
+  bool movesBits = op.code() == ir::OpCode::Bitcast || op.code() == ir::OpCode::Select;
   for (const ir::Value *operand : op.operands())
-    if (isCastOrArithmetic && (isFp8(operand->type()) || isFp8(resultType)))
+    if (!movesBits && (isFp8(operand->type()) || isFp8(resultType)))
       ir::emitError(op, "codegen: fp8 arithmetic and conversions are not supported yet");
   // Register i of each operand and of the result must be the same element.
   int numRegs = lowering.numRegisters(resultType, op);

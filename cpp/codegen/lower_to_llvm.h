@@ -3,7 +3,8 @@
 // A tile IR value becomes, in each thread, one LLVM value per register of its linear layout
 // (index = the layout's "register" input); a scalar becomes one value that every thread
 // holds. KernelLowering owns that mapping plus the per-thread context (lane, warp, shared
-// scratch); lower_to_llvm.cpp walks the function and hands each op to the file for its kind.
+// scratch: thread_indices.cpp); lower_to_llvm.cpp walks the function and hands each op to
+// the file for its kind.
 #pragma once
 
 #include "analysis/axis_info.h"
@@ -34,7 +35,7 @@ public:
   /// Bytes of dynamic shared memory the kernel uses (its scratch region).
   int sharedBytes() const { return static_cast<int>(sharedBytes_); }
 
-  // ---- Used by the per-op lowering files --------------------------------------------------
+  // ---- Used by the per-op lowering files -------------------------------------------------
   llvm::IRBuilder<> &builder() { return builder_; }
   llvm::LLVMContext &context() { return module_.getContext(); }
   int numWarps() const { return numWarps_; }
@@ -57,6 +58,7 @@ public:
   /// Registers per thread of a value of this type: 1 for scalars.
   int numRegisters(const ir::Type &type, const ir::Operation &op);
 
+  // ---- Per-thread context (thread_indices.cpp) --------------------------------------------
   /// For each register r of `layout`, the i32 value of each output dim in this thread
   /// (indices[r][outDimIndex]): L(r, lane, warp) as an XOR of basis vectors.
   std::vector<std::vector<llvm::Value *>> emitIndices(const LinearLayout &layout);

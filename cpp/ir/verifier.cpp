@@ -208,6 +208,26 @@ void verifyOpContract(const Operation &op) {
     if (!op.hasAttr("predicate"))
       emitError(op, "compare needs a predicate");
     break;
+  case OpCode::Print:
+    expectResults(op, 0);
+    if (!op.hasAttr("prefix") || !std::holds_alternative<std::string>(op.attr("prefix")))
+      emitError(op, "print needs a string prefix");
+    if (op.hasAttr("is_signed") && (!std::holds_alternative<std::vector<int64_t>>(
+                                        op.attr("is_signed")) ||
+                                    op.arrayAttr("is_signed").size() != ops.size()))
+      emitError(op, "print's is_signed must have one entry per operand");
+    for (Value *v : ops)
+      if (v->type().elementType().isPointer())
+        emitError(op, "print takes numbers, not pointers");
+    break;
+  case OpCode::Assert:
+    expectOperands(op, 1, 1);
+    expectResults(op, 0);
+    if (ops[0]->type().elementType() != Type::i1())
+      emitError(op, "assert's condition must be i1 (a scalar or a tensor)");
+    if (!op.hasAttr("message") || !std::holds_alternative<std::string>(op.attr("message")))
+      emitError(op, "assert needs a string message");
+    break;
   case OpCode::Yield:
   case OpCode::Condition:
   case OpCode::Return:

@@ -219,8 +219,15 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
                                      "the loop body")
 
     def visit_Assert(self, node: ast.Assert) -> None:
-        raise self.unsupported(node, "assert is not supported; use tl.static_assert for "
-                                     "compile-time checks")
+        """As Triton: `assert cond, msg` is tl.device_assert on a runtime condition; on a
+        compile-time one it is checked now and fails the compilation."""
+        test = self.visit(node.test)
+        message = "" if node.msg is None else self.visit(node.msg)
+        if isinstance(test, tl.tensor):
+            tl.device_assert(test, message, _semantic=self.semantic)
+        elif not test:
+            raise errors.StaticAssertionError(f"assert failed: {message}" if message
+                                              else "assert failed")
 
     # ---- names and attributes ------------------------------------------------------------
 
@@ -424,9 +431,10 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
             return result
         if inspect.ismethod(function) and isinstance(function.__self__, tl.dtype) and not runtime:
             return function(*args, **kwargs)  # dtype queries: x.dtype.is_floating(), ...
-        if function is print:
-            raise errors.UnsupportedError("print() is not supported yet; tl.static_print prints "
-                                          "at compile time")
+        if function is print:  # as Triton: print(prefix, *values) is tl.device_print
+            if args and not isinstance(args[0], str):
+                args = ["", *args]
+            return tl.device_print(*args, _semantic=self.semantic, **kwargs)
         if function in _COMPILE_TIME_FUNCTIONS or function is range or (
                 isinstance(function, type) and issubclass(function, (tl.static_range, tl.range))):
             if runtime and function not in (isinstance, getattr, range, tl.range):

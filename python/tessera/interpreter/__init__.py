@@ -41,11 +41,11 @@ from typing import Any, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .arguments import bind_arguments
-from .errors import KernelRuntimeError
+from .errors import KernelAssertionError, KernelRuntimeError
 from .evaluator import plan_for, run_plan
 from .memory import AddressSpace
 
-__all__ = ["run", "KernelRuntimeError"]
+__all__ = ["run", "KernelRuntimeError", "KernelAssertionError"]
 
 
 def _normalize_grid(grid: Union[int, Sequence[int]], kernel: str) -> Tuple[int, ...]:

@@ -6,7 +6,7 @@ the IR type exactly, and refused (not wrapped) when they do not fit.
 """
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
@@ -73,21 +73,42 @@ def _scalar(obj: Any, t: TypeInfo, reject):
     return nm.to_float(source, dtype)[()]
 
 
-def bind_arguments(plan: FuncPlan, args: Sequence[Any], memory: AddressSpace) -> List[Any]:
-    """The values of the func's block arguments; pointer arguments are mapped into memory."""
+def _check_array(array: np.ndarray, t: TypeInfo, reject) -> None:
+    """The element type must be a number type of the pointee's width: the kernel reads the
+    memory as its pointee type, so another width would read the wrong bytes."""
+    if array.dtype not in _NUMERIC:
+        reject(f"arrays of dtype {array.dtype} are not supported; pass bool, (u)int8..64, "
+               "float16, bfloat16, float32, float64 or float8 data")
+    if array.dtype.itemsize != t.pointee.itemsize:
+        reject(f"got a {array.dtype} array ({array.dtype.itemsize}-byte elements) for a pointer "
+               f"to {t.pointee} ({t.pointee.itemsize}-byte elements)")
+
+
+def bind_arguments(plan: FuncPlan, args: Sequence[Any], memory: AddressSpace,
+                   names: Optional[Sequence[str]] = None) -> List[Any]:
+    """The values of the func's block arguments; pointer arguments are mapped into memory.
+    `names` (the kernel's parameter names, optional) make the messages name each argument."""
     if len(args) != len(plan.arg_types):
         raise KernelRuntimeError(f"kernel takes {len(plan.arg_types)} arguments "
                                  f"({', '.join(t.text for t in plan.arg_types)}), got {len(args)}",
                                  plan.name)
     values = []
     for index, (obj, t) in enumerate(zip(args, plan.arg_types)):
-        def reject(reason: str, index=index, t=t):
-            raise KernelRuntimeError(f"argument #{index} ({t.text}): {reason}", plan.name)
+        if names:
+            buffer_name = f"argument '{names[index]}' (#{index})"
+            label = f"argument '{names[index]}' (#{index}, {t.text})"
+        else:
+            buffer_name, label = f"argument #{index}", f"argument #{index} ({t.text})"
+
+        def reject(reason: str, label=label):
+            raise KernelRuntimeError(f"{label}: {reason}", plan.name)
 
         if t.shape:
             reject("tensor arguments are not supported: pass a pointer")
         if t.pointee is not None:
-            value = np.int64(memory.add(_as_array(obj, reject), index))
+            array = _as_array(obj, reject)
+            _check_array(array, t, reject)
+            value = np.int64(memory.add(array, index, buffer_name))
         else:
             value = _scalar(obj, t, reject)
         _check_specialization(value, t, plan.divisibility[index], reject)

@@ -34,5 +34,14 @@ class KernelRuntimeError(RuntimeError):
         super().__init__(", ".join(where) + ": " + reason if where else reason)
 
 
+class KernelAssertionError(KernelRuntimeError, AssertionError):
+    """A ``tl.device_assert`` failed: the reason holds its message and the first failing
+    index. Also an AssertionError, as Triton's interpreter raises."""
+
+
 class OpFault(Exception):
     """Raised by an op handler: the op's semantics are undefined for these operands."""
+
+
+class AssertionFault(OpFault):
+    """Raised by the `assert` handler; the evaluator turns it into a KernelAssertionError."""

@@ -13,7 +13,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .errors import KernelRuntimeError, OpFault
+from . import debug_ops  # noqa: F401  (registers the print and assert handlers)
+from .errors import AssertionFault, KernelAssertionError, KernelRuntimeError, OpFault
 from .handlers import HANDLERS, handles
 from .memory import AccessError, AddressSpace
 from .plan import BlockPlan, FuncPlan, OpInfo, PlanError, compile_func
@@ -54,15 +55,16 @@ class ProgramState:
         except KernelRuntimeError:
             raise
         except (OpFault, AccessError) as e:
-            raise self.error(step, str(e)) from None
+            raise self.error(step, str(e), isinstance(e, AssertionFault)) from None
         except Exception as e:  # a bug in a handler: report it where it happened
             raise self.error(step, f"internal interpreter error: {type(e).__name__}: {e}") from e
         return [env[i] for i in block.term_slots]
 
-    def error(self, step, reason: str) -> KernelRuntimeError:
+    def error(self, step, reason: str, assertion: bool = False) -> KernelRuntimeError:
         pid = self.pid[:len(self.grid_shape)]
-        return KernelRuntimeError(reason, self.kernel, pid,
-                                  step.name if step else "", step.location if step else "")
+        cls = KernelAssertionError if assertion else KernelRuntimeError
+        return cls(reason, self.kernel, pid, step.name if step else "",
+                   step.location if step else "")
 
 
 def _mismatch(result, dtype, shape) -> Exception:

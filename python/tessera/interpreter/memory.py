@@ -32,11 +32,15 @@ class _RawBytes:
 @dataclass
 class Buffer:
     arg_index: int
+    name: str                 # "argument #0" or "argument 'x_ptr' (#0)", for messages
     description: str          # e.g. "float32 array of shape (1000,)"
     data: np.ndarray          # uint8, the whole extent the array's elements span
     base: int                 # virtual address of data[0]
     pointer: int              # virtual address of the array's first element (the argument)
     writable: bool
+    # For a strided view with gaps (a[:, ::2], a[:, :n]): which bytes of the extent belong to
+    # its elements. The gaps are other data (not this argument's): touching one is an error.
+    element_bytes: Optional[np.ndarray] = None
     typed: Dict[np.dtype, tuple] = field(default_factory=dict)
 
     def typed_view(self, dtype: np.dtype):
@@ -62,6 +66,33 @@ def _byte_extent(array: np.ndarray):
     return start + low, high - low + array.itemsize
 
 
+def _is_dense(array: np.ndarray) -> bool:
+    """Whether the elements tile their extent exactly: contiguous in some dimension order
+    (C, Fortran, a transpose, negative strides), with no gaps and no overlap."""
+    expected = array.itemsize
+    for stride, extent in sorted((abs(s), n) for s, n in zip(array.strides, array.shape)
+                                 if n > 1):
+        if stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+def _element_bytes(array: np.ndarray, low: int, size: int) -> Optional[np.ndarray]:
+    """None for a dense array; else a mask over the extent's bytes, True where an element
+    lies (overlapping views such as np.broadcast_to's are masks too)."""
+    if array.size == 0 or _is_dense(array):
+        return None
+    offsets = np.zeros((), np.int64)
+    for extent, stride in zip(array.shape, array.strides):
+        offsets = np.add.outer(offsets, np.arange(extent, dtype=np.int64) * stride)
+    starts = offsets.reshape(-1) + (array.__array_interface__["data"][0] - low)
+    mask = np.zeros(size, bool)
+    for byte in range(array.itemsize):
+        mask[starts + byte] = True
+    return mask
+
+
 class AddressSpace:
     """Argument buffers mapped to virtual addresses; loads and stores by address tensors."""
 
@@ -69,7 +100,7 @@ class AddressSpace:
         self.buffers: List[Buffer] = []
         self._by_extent: Dict[tuple, Buffer] = {}
 
-    def add(self, array: np.ndarray, arg_index: int) -> int:
+    def add(self, array: np.ndarray, arg_index: int, name: str = "") -> int:
         """Maps an argument's memory; returns the pointer value the kernel receives."""
         start = array.__array_interface__["data"][0]
         low, size = _byte_extent(array)
@@ -80,7 +111,11 @@ class AddressSpace:
             writable = bool(array.flags.writeable)
             data = np.asarray(_RawBytes(array, low, size, not writable))
             description = f"{array.dtype} array of shape {tuple(array.shape)}"
-            known = Buffer(arg_index, description, data, base, base + start - low, writable)
+            gaps = _element_bytes(array, low, size)
+            if gaps is not None:
+                description += f" and strides {tuple(array.strides)} (a view with gaps)"
+            known = Buffer(arg_index, name or f"argument #{arg_index}", description, data, base,
+                           base + start - low, writable, gaps)
             self.buffers.append(known)
             self._by_extent[(low, size)] = known
         return known.base + (start - low)
@@ -145,10 +180,19 @@ class AddressSpace:
                 bad = int(np.argmax(bad_mask))
                 raise AccessError(self._describe(kind, dtype, addrs, bad, select, lanes, shape,
                                                  buffer))
+            if buffer.element_bytes is not None:
+                inside = np.ones(offset.shape, bool)
+                for byte in range(size):
+                    inside &= buffer.element_bytes[offset + byte]
+                if not np.all(inside):
+                    bad = int(np.argmin(inside))
+                    raise AccessError(self._describe(kind, dtype, addrs, bad, select, lanes,
+                                                     shape, buffer, gap=True))
             skip, _ = buffer.typed_view(dtype)
             yield buffer, select, (offset - skip) // size
 
-    def _describe(self, kind, dtype, addrs, bad, select, lanes, shape, buffer) -> str:
+    def _describe(self, kind, dtype, addrs, bad, select, lanes, shape, buffer,
+                  gap: bool = False) -> str:
         """The message for the first bad address: which lane, which buffer, how far off."""
         position = bad if select is Ellipsis else int(select[bad])
         if lanes is not None:
@@ -163,8 +207,13 @@ class AddressSpace:
         size = dtype.itemsize
         element = (address - buffer.pointer) / size
         element_text = f"{int(element)}" if element == int(element) else f"{element:.2f}"
-        span = (f"argument #{buffer.arg_index} ({buffer.description}, {buffer.data.size} bytes "
+        span = (f"{buffer.name} ({buffer.description}, {buffer.data.size} bytes "
                 f"at {buffer.base:#x})")
+        if gap:
+            return (f"{where} falls between the elements of {span}: element offset "
+                    f"{element_text} is not one of its elements. The kernel addresses it as "
+                    "if it were contiguous; pass a contiguous copy (np.ascontiguousarray) or "
+                    "pass its strides to the kernel and use them")
         if address % size:
             return f"{where} is not aligned to {size} bytes: element offset {element_text} " \
                    f"from {span}"

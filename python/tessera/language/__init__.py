@@ -13,6 +13,8 @@ from .core import (
     cast,
     cdiv,
     constexpr,
+    device_assert,
+    device_print,
     dtype,
     expand_dims,
     float8e4nv,
@@ -51,8 +53,8 @@ from .core import (
 
 __all__ = [
     "PropagateNan", "arange", "bfloat16", "block_type", "broadcast_to", "cast", "cdiv",
-    "constexpr", "dtype", "expand_dims", "float8e4nv", "float8e5", "float16", "float32",
-    "float64", "full", "int1", "int8", "int16", "int32", "int64", "load", "maximum", "minimum",
+    "constexpr", "device_assert", "device_print", "dtype", "expand_dims", "float8e4nv",
+    "float8e5", "float16", "float32", "float64", "full", "int1", "int8", "int16", "int32", "int64", "load", "maximum", "minimum",
     "num_programs", "pointer_type", "program_id", "range", "reshape", "static_assert",
     "static_print", "static_range", "store", "str_to_ty", "tensor", "uint8", "uint16",
     "uint32", "uint64", "where", "zeros", "zeros_like",

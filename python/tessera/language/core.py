@@ -502,6 +502,33 @@ def static_print(*values: Any, sep: str = " ", end: str = "\n", _semantic=None) 
     _py.print(*(_unwrap(v) for v in values), sep=sep, end=end)
 
 
+@builtin
+def device_print(prefix: str, *args: Any, hex: bool = False, _semantic=None) -> None:
+    """Prints ``args`` at run time, one line per element, with the program id and the
+    element's index: ``pid (0, 0, 0) idx ( 3) x: 1.500000``. ``prefix`` is a constexpr string;
+    ``hex=True`` prints the bits in hexadecimal. Works in interpret mode only for now (the
+    GPU compiler rejects it with a clear error). Python's ``print(...)`` in a kernel is the
+    same call. Example: ``tl.device_print("x", x)``."""
+    prefix, hex = _unwrap(prefix), _unwrap(hex)
+    if not isinstance(prefix, str):
+        raise TypeError(f"device_print's prefix must be a constexpr string, got {prefix!r}")
+    if not prefix.isascii() or not prefix.isprintable():
+        raise ValueError(f"device_print's prefix must be printable ASCII, got {prefix!r}")
+    _semantic.device_print(prefix, [_unwrap(a) for a in args], bool(hex))
+
+
+@builtin
+def device_assert(cond: Any, msg: str = "", _semantic=None) -> None:
+    """Fails the kernel at run time where ``cond`` (a scalar or a tile; non-boolean values
+    test ``!= 0``) is false: in interpret mode a KernelAssertionError names the kernel, the
+    program id, the line, ``msg`` and the first failing index. Python's ``assert cond, msg``
+    in a kernel is the same call. Example: ``tl.device_assert(offs < n, "index past n")``."""
+    msg = _unwrap(msg)
+    if not isinstance(msg, str):
+        raise TypeError(f"device_assert's message must be a constexpr string, got {msg!r}")
+    _semantic.device_assert(_unwrap(cond), msg)
+
+
 class static_range:
     """An iterator unrolled at compile time: ``for i in tl.static_range(4):`` compiles the body
     four times with ``i`` the constexpr 0, 1, 2, 3. Bounds must be constexpr."""

@@ -594,6 +594,34 @@ class Semantic:
                              f"pointer's shape {shape}")
         self.builder.create("store", [v.handle for v in values], [], attrs)
 
+    # ---- debugging -----------------------------------------------------------------------
+
+    def device_print(self, prefix: str, args: Sequence[Any], hex: bool) -> None:
+        """A `print` op. As Triton, a prefix followed by values reads "<space>prefix: "."""
+        if args and not prefix.endswith(" "):
+            prefix += " "
+        if args and not prefix.endswith(": "):
+            prefix = prefix[:-1] + ": "
+        if len(prefix) > 2 and not prefix.startswith(" "):
+            prefix = " " + prefix
+        values = [self.to_tensor(a) for a in args]
+        for value in values:
+            if value.dtype.is_ptr():
+                raise TypeError(f"device_print of pointers ({value}) is not supported")
+        attrs: dict = {"prefix": prefix, "hex": hex}
+        if values:
+            attrs["is_signed"] = [int(v.dtype.is_int_signed()) for v in values]
+        self.builder.create("print", [v.handle for v in values], [], attrs)
+
+    def device_assert(self, cond: Any, message: str) -> None:
+        """An `assert` op on an i1 scalar or tile; other values test `!= 0`, as Python's."""
+        cond = self.to_tensor(cond)
+        if cond.dtype.is_ptr():
+            raise TypeError(f"device_assert needs a boolean or numeric condition, got {cond}")
+        if cond.dtype != tl.int1:
+            cond = self.compare("ne", cond, 0)
+        self.builder.create("assert", [cond.handle], [], {"message": message})
+
     @staticmethod
     def _cache_attrs(cache: str, eviction: str, caches: Sequence[str]) -> dict:
         if cache not in caches:

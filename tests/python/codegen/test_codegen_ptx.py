@@ -56,6 +56,14 @@ def test_vector_add_assembles_without_spills(arch):
     assert 0 < resources["registers"] <= 64
 
 
+@pytest.mark.parametrize("opt_level", [0, 1, 2, 3])
+def test_every_opt_level_keeps_vector_accesses(opt_level):
+    # The lowering itself emits the vector accesses; O0 must not depend on LLVM to form them.
+    result = codegen.generate(vector_add(layout=BLOCKED_4).module(), opt_level=opt_level)
+    assert global_accesses(result["ptx"]) == {"ld.global.v4.b32", "st.global.v4.b32"}
+    assemble_without_spills(result["ptx"], "sm_90a", "add")
+
+
 # After the layout passes every access is as wide as 16 bytes and the elements per thread
 # allow (1024 elements over 128 threads = 8 each: i8 gets 8 bytes).
 WIDEST_ACCESS = {"f32": "v4.b32", "i32": "v4.b32", "f16": "v4.b32", "bf16": "v4.b32",

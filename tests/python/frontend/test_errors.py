@@ -101,10 +101,6 @@ def uses_continue(x_ptr, n):
         continue  # E_CONTINUE
 
 
-def uses_print(x_ptr, n):
-    print(n)  # E_PRINT
-
-
 def returns_value(x_ptr, n):
     return n  # E_RETURN
 
@@ -121,7 +117,6 @@ def with_statement(x_ptr, n):
 @pytest.mark.parametrize("kernel,snippet,message", [
     (uses_break, "break  # E_BREAK", "break is not supported"),
     (uses_continue, "continue  # E_CONTINUE", "continue is not supported"),
-    (uses_print, "print(n)  # E_PRINT", "print() is not supported"),
     (returns_value, "return n  # E_RETURN", "a kernel cannot return a value"),
     (chained_compare, "0 < n < 10  # E_CHAIN", "chained comparisons of runtime values"),
     (with_statement, "with open", "unsupported syntax: With"),
