@@ -113,7 +113,12 @@ class JITFunction:
 
     def _specialization(self, keys) -> Tuple[Dict[str, str], set, set]:
         """The type strings and divisibility sets that the compiler sees (on a cache miss)."""
-        described = [describe(k) for k in keys]
+        described = []
+        for name, key in zip(self.runtime_names, keys):
+            try:
+                described.append(describe(key))
+            except TypeError as e:  # e.g. an array of an unsupported dtype
+                raise TypeError(f"{self.__name__}: argument '{name}': {e}") from None
         signature = {n: d[0] for n, d in zip(self.runtime_names, described)}
         div16 = {n for n, d in zip(self.runtime_names, described) if d[1]}
         eq1 = {n for n, d in zip(self.runtime_names, described) if d[2]}
@@ -136,14 +141,17 @@ class JITFunction:
     def _constexpr_dict(self, constexprs) -> Dict[str, Any]:
         return dict(zip(self.constexpr_names, constexprs))
 
-    def _prepare(self, key, values, constexprs, num_warps, num_stages):
+    def _prepare(self, key, values, constexprs, num_warps, num_stages, built=None):
+        """Loads the kernel of ``key``; ``built`` = (metadata, image) when compiled already
+        (the autotuner compiles configs in parallel, then installs each one here)."""
         from .runtime import launcher
         try:
             hash(key)
         except TypeError:
             raise TypeError(f"{self.__name__}: constexpr values must be hashable") from None
         kernel = launcher.prepare(self, values, self._specialization(key[0]),
-                                  self._constexpr_dict(constexprs), num_warps, num_stages)
+                                  self._constexpr_dict(constexprs), num_warps, num_stages,
+                                  built)
         self._kernels[key] = kernel
         return kernel
 
@@ -156,8 +164,9 @@ class JITFunction:
             module = build_tile_ir(self.fn, signature, self._constexpr_dict(constexprs), div16,
                                    eq1, num_warps)
             self._tile_ir[key] = module
-        interpreter.run(module, _normalize_grid(grid, self.__name__), list(values),
-                        kernel_name=self.__name__)
+        # The grid as given (not padded to 3 dims): error messages show program ids like it.
+        interpreter.run(module, grid, list(values), kernel_name=self.__name__,
+                        arg_names=self.runtime_names)
 
     # ------------------------------------------------------------------ inspection
 

@@ -29,6 +29,15 @@ Semantics, where LLVM or the GPU leave a choice (each is what PTX does, or an er
   kernel, program id, source line, lane, address and buffer. Stores: masked lanes are not
   written; for repeated addresses in one store the last lane in row-major order wins (a GPU
   picks any); storing into a read-only buffer (e.g. a JAX array) raises.
+- Arguments: an array's dtype must have the pointee's width (else the kernel would read the
+  wrong bytes) and be a number type. Strided views work as on the GPU: the kernel gets the
+  first element's address and must apply the strides itself. A view with gaps (a[:, ::2])
+  adds a check that the GPU cannot make: touching a byte between its elements (a kernel
+  that addresses it as if contiguous) raises, naming kernel, program id, line and argument.
+  A dense view in another order (a.T) is read as laid out in memory, exactly as on the GPU.
+- print (tl.device_print) writes one line per element in Triton's GPU format, in row-major
+  order (debug_ops.py); assert (tl.device_assert) raises KernelAssertionError, naming the
+  kernel, program id, line, message and first failing index.
 - for: signed bounds, iv = lb, lb + step, ... while iv < ub (a non-positive step with lb < ub
   raises). Programs run one after another in row-major grid order (the last axis fastest),
   each seeing the stores of the earlier ones: a GPU gives no such order, so a kernel whose
@@ -57,16 +66,17 @@ def _normalize_grid(grid: Union[int, Sequence[int]], kernel: str) -> Tuple[int, 
 
 
 def run(module, grid: Union[int, Tuple[int, ...]], args: Sequence[Any],
-        kernel_name: Optional[str] = None) -> None:
+        kernel_name: Optional[str] = None, arg_names: Optional[Sequence[str]] = None) -> None:
     """Runs kernel `kernel_name` of `module` (the only one when None) over `grid`.
 
     args correspond one-to-one to the kernel's arguments: arrays (NumPy, or CPU tensors with
-    __dlpack__, updated in place) for pointers, numbers for scalars. Raises KernelRuntimeError
-    naming the kernel, the program id and the op's source location when the kernel faults.
+    __dlpack__, updated in place) for pointers, numbers for scalars; arg_names (optional)
+    name them in messages. Raises KernelRuntimeError naming the kernel, the program id and
+    the op's source location when the kernel faults.
     """
     with np.errstate(all="ignore"):  # rounding a constant or argument to inf is no accident
         plan = plan_for(module, kernel_name)
         dims = _normalize_grid(grid, plan.name)
         memory = AddressSpace()
-        values = bind_arguments(plan, args, memory)
+        values = bind_arguments(plan, args, memory, arg_names)
         run_plan(plan, dims, values, memory)

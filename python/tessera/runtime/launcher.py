@@ -14,7 +14,7 @@ import hashlib
 import json
 from pathlib import Path
 import sys
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import driver
 from .cache import KernelCache, cache_key
@@ -103,10 +103,49 @@ def _device_and_framework(kernel: str, names: Sequence[str], values: Sequence[An
     return device, "torch" if "torch" in sys.modules else "other"
 
 
+def kernel_cache_key(jit_fn, specialization, constexprs: Dict[str, Any], options) -> str:
+    """The on-disk cache key of one specialization compiled with ``options`` (whose arch is
+    the exact target, e.g. sm_90a: a cubin for sm_90 is a different entry)."""
+    signature, div16, eq1 = specialization
+    return cache_key(build_id=compiler_build_id(), source=jit_fn.source_key(),
+                     specialization={"signature": signature, "div16": sorted(div16),
+                                     "eq1": sorted(eq1),
+                                     "constexprs": {k: repr(v) for k, v in constexprs.items()}},
+                     options=options.key(), arch=options.arch)
+
+
+def build(jit_fn, specialization, constexprs: Dict[str, Any], options) -> Tuple[Dict, bytes]:
+    """(metadata, image) of one specialization: from the disk cache, else compiled and stored.
+
+    The image is the cubin, or the PTX when no ptxas was found (the driver JIT assembles it).
+    Needs no GPU: the autotuner runs this in worker processes to compile configs in parallel.
+    """
+    from ..compiler import compile_kernel
+
+    cache = KernelCache()
+    disk_key = kernel_cache_key(jit_fn, specialization, constexprs, options)
+    entry = cache.get(disk_key)
+    if entry is not None:
+        return json.loads(entry["metadata.json"]), entry.get("kernel.cubin") or entry["kernel.ptx"]
+    signature, div16, eq1 = specialization
+    compiled = compile_kernel(jit_fn.fn, signature, constexprs, div16, eq1, options)
+    files = {"metadata.json": json.dumps(compiled.metadata, indent=1).encode(),
+             "kernel.ptx": compiled.asm["ptx"].encode()}
+    if "cubin" in compiled.asm:
+        files["kernel.cubin"] = compiled.asm["cubin"]
+    cache.put(disk_key, files)
+    return compiled.metadata, files.get("kernel.cubin") or files["kernel.ptx"]
+
+
 def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any],
-            num_warps: int, num_stages: int) -> Launchable:
-    """Finds or compiles the cubin for this specialization and loads it on the device."""
-    from ..compiler import CompileOptions, compile_kernel
+            num_warps: int, num_stages: int, built: Optional[Tuple[Dict, bytes]] = None
+            ) -> Launchable:
+    """Finds or compiles the cubin for this specialization and loads it on the device.
+
+    ``built``: (metadata, image) from :func:`build` when the caller compiled it already (the
+    autotuner compiles its configs in parallel, then loads each one here).
+    """
+    from ..compiler import CompileOptions
 
     kernel = jit_fn.__name__
     names = jit_fn.runtime_names
@@ -116,26 +155,10 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
                            f"TESSERA_INTERPRET=1 (or @tessera.jit(interpret=True)) to run on the CPU")
     device, framework = _device_and_framework(kernel, names, values)
     options = CompileOptions(num_warps=num_warps, num_stages=num_stages, arch=arch_of(device))
-    signature, div16, eq1 = specialization
-    disk_key = cache_key(build_id=compiler_build_id(), source=jit_fn.source_key(),
-                         specialization={"signature": signature, "div16": sorted(div16),
-                                         "eq1": sorted(eq1),
-                                         "constexprs": {k: repr(v) for k, v in constexprs.items()}},
-                         options=options.key(), arch=options.arch)
-    cache = KernelCache()
-    entry = cache.get(disk_key)
-    if entry is not None:
-        metadata = json.loads(entry["metadata.json"])
-        image = entry.get("kernel.cubin") or entry["kernel.ptx"]
-    else:
-        compiled = compile_kernel(jit_fn.fn, signature, constexprs, div16, eq1, options)
-        metadata = compiled.metadata
-        files = {"metadata.json": json.dumps(metadata, indent=1).encode(),
-                 "kernel.ptx": compiled.asm["ptx"].encode()}
-        if "cubin" in compiled.asm:
-            files["kernel.cubin"] = compiled.asm["cubin"]
-        cache.put(disk_key, files)
-        image = files.get("kernel.cubin") or files["kernel.ptx"]
+    if built is None:
+        built = build(jit_fn, specialization, constexprs, options)
+    metadata, image = built
+    signature = specialization[0]
     module = driver.load_module(image, device)
     function = module.function(metadata["name"])
     launcher = driver.KernelLauncher([_launcher_kind(signature[n]) for n in names], function,

@@ -1,0 +1,121 @@
+"""What autotuning does on the machine, behind one small interface that tests replace.
+
+The tuner (tuner.py) decides *what* to try; a :class:`TuningBackend` says *where and how*:
+the GPU it tunes for (:meth:`~TuningBackend.target`), compiling a batch of configs on all
+CPU cores (:meth:`~TuningBackend.compile`: the resource model, then the disk cache or the
+compiler, in worker processes), loading a compiled config for launches
+(:meth:`~TuningBackend.install`) and timing a launch (:meth:`~TuningBackend.bench`). A test
+without a GPU subclasses it with a fake device and a fake timer, keeps the real compiler, and
+launches through the interpreter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..config import knobs
+from . import parallel, resources
+
+
+@dataclass(frozen=True)
+class Target:
+    """The GPU a kernel is tuned for; name and arch are part of the tuning key."""
+    device: int
+    name: str
+    arch: str            # exact target, e.g. "sm_90a"
+    properties: Any      # tessera.runtime.driver.DeviceProperties
+
+
+@dataclass
+class CompileJob:
+    """One config of one kernel, fully specialized: what a worker compiles."""
+    jit_fn: Any                          # the JITFunction
+    kernel_key: tuple                    # the JITFunction's in-memory key of this kernel
+    values: tuple                        # runtime argument values (for loading, not compiling)
+    constexprs: tuple                    # constexpr values in the JITFunction's order
+    specialization: Tuple[Dict[str, str], set, set]   # signature, div16, eq1
+    options: Any                         # CompileOptions (num_warps, num_stages, arch)
+    target: Target
+
+    @property
+    def constexpr_dict(self) -> Dict[str, Any]:
+        return dict(zip(self.jit_fn.constexpr_names, self.constexprs))
+
+
+@dataclass
+class Outcome:
+    """A compiled config (``built`` = (metadata, image)) or why it is not usable."""
+    built: Optional[Tuple[Dict[str, Any], bytes]] = None
+    failure: Optional[str] = None
+    pruned: bool = False                 # dropped by the resource model before compiling
+    worker: int = 0                      # pid of the process that compiled it
+    details: Dict[str, Any] = field(default_factory=dict)
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    if len(text) > 800:
+        text = text[:800] + " ..."
+    return f"{type(error).__name__}: {text}"
+
+
+def compile_one(job: CompileJob) -> Outcome:
+    """Runs in a worker: resource model on the tile IR, then the disk cache or the compiler,
+    then the model again on the exact resources. Never raises."""
+    import os
+
+    from ..compiler import build_tile_ir
+    from ..runtime import launcher
+
+    pid = os.getpid()
+    props = job.target.properties
+    signature, div16, eq1 = job.specialization
+    try:
+        module = build_tile_ir(job.jit_fn.fn, signature, job.constexpr_dict, div16, eq1,
+                               job.options.num_warps)
+        reason = resources.why_not_fit_before_compile(module, job.options.num_warps,
+                                                      job.options.num_stages, props)
+        if reason is not None:
+            return Outcome(failure=reason, pruned=True, worker=pid)
+        metadata, image = launcher.build(job.jit_fn, job.specialization, job.constexpr_dict,
+                                         job.options)
+        reason = resources.why_not_fit(resources.from_metadata(metadata), props)
+        if reason is not None:
+            return Outcome(failure=f"out of resources: {reason}", worker=pid)
+        blocks, limiter = resources.occupancy(resources.from_metadata(metadata), props)
+        return Outcome(built=(metadata, image), worker=pid,
+                       details={"blocks_per_multiprocessor": blocks, "limited_by": limiter})
+    except Exception as error:  # noqa: BLE001 - every failure of a config is a result
+        return Outcome(failure=_reason(error), worker=pid)
+
+
+class TuningBackend:
+    """The real thing: the GPU of the arguments, parallel compiles, CUDA-event timing."""
+
+    def enabled(self, jit_fn) -> bool:
+        """Whether to tune at all: not when kernels run in the CPU interpreter, whose timings
+        say nothing about a GPU (the first config is used)."""
+        interpret = knobs.interpret if jit_fn.interpret is None else jit_fn.interpret
+        return not interpret
+
+    def target(self, jit_fn, values: Sequence[Any]) -> Target:
+        from ..runtime import driver, launcher
+        device, _ = driver.device_and_stream(values)
+        props = driver.get_device_properties(device)
+        return Target(device, props.name, launcher.arch_of(device), props)
+
+    def compile(self, jobs: Sequence[CompileJob],
+                on_done: Optional[Callable[[int, Outcome], None]] = None) -> List[Outcome]:
+        """Compiles every job, in parallel on all CPU cores."""
+        results = parallel.run_jobs(jobs, compile_one, on_done=on_done)
+        return [r if isinstance(r, Outcome) else Outcome(failure=_reason(r)) for r in results]
+
+    def install(self, job: CompileJob, outcome: Outcome) -> None:
+        """Loads a compiled config so that launches with its arguments find it."""
+        job.jit_fn._prepare(job.kernel_key, job.values, job.constexprs,
+                            job.options.num_warps, job.options.num_stages, outcome.built)
+
+    def bench(self, call: Callable[[], None], config, do_bench: Callable) -> float:
+        """Milliseconds per launch of ``call`` (the median)."""
+        result = do_bench(call, quantiles=(0.5, 0.2, 0.8))
+        return float(result[0] if isinstance(result, (list, tuple)) else result)
