@@ -19,6 +19,7 @@ fi
 
 python3 - <<'PY' || python3 -m pip install -q -r requirements-dev.txt
 import importlib, sys
-for name in ("numpy", "pybind11", "pytest", "hypothesis", "lit", "ml_dtypes"):
+for name in ("numpy", "pybind11", "pytest", "hypothesis", "lit", "ml_dtypes", "nbclient",
+             "nbformat", "ipykernel"):
     importlib.import_module(name)
 PY

@@ -94,8 +94,8 @@ print("\n".join(l for l in stages["ptx"].splitlines() if "ld.global" in l or "st
 # %% [markdown]
 # ## Benchmark
 # Bandwidth of `out = x + y` (3 × 4 bytes per element) for growing sizes, against `torch.add`
-# and a device-to-device copy (the ceiling), measured in the same run; median of 100 runs with
-# the L2 cache flushed before each.
+# and a device-to-device copy (the ceiling), measured in the same run: the median of the runs
+# that fill 100 ms, with the L2 cache flushed before each.
 
 # %%
 def benchmark(sizes):
@@ -107,11 +107,12 @@ def benchmark(sizes):
         y = torch.randn(n, device="cuda")
         out = torch.empty_like(x)
         gbps = lambda ms, nbytes: nbytes / ms / 1e6
-        t_tessera = do_bench(lambda: add(x, y, out))["median"]
-        t_torch = do_bench(lambda: torch.add(x, y, out=out))["median"]
+        t_tessera = do_bench(lambda: add(x, y, out), return_mode="median")
+        t_torch = do_bench(lambda: torch.add(x, y, out=out), return_mode="median")
         src = torch.randn(n * 2, device="cuda")
         dst = torch.empty_like(src)
-        t_copy = do_bench(lambda: dst.copy_(src))["median"]  # reads and writes 8n bytes: 16n total
+        # The copy reads and writes 8n bytes: 16n in total.
+        t_copy = do_bench(lambda: dst.copy_(src), return_mode="median")
         rows.append((n, gbps(t_tessera, 12 * n), gbps(t_torch, 12 * n), gbps(t_copy, 16 * n)))
     print(f"{'n':>12} {'tessera GB/s':>13} {'torch GB/s':>11} {'copy GB/s':>10} {'vs copy':>8}")
     for n, a, b, c in rows:

@@ -3,6 +3,7 @@
 // tile IR (with layouts) --lower--> LLVM IR --verify--> O3 --> NVPTX --> PTX text.
 #include "codegen/codegen.h"
 
+#include "codegen/libdevice.h"
 #include "codegen/lower_to_llvm.h"
 #include "codegen/nvptx_target.h"
 #include "ir/diagnostics.h"
@@ -62,6 +63,7 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   result.sharedBytes = lowering.sharedBytes();
   result.unoptimizedLLVMIR = printModule(llvmModule);
   verifyModule(llvmModule, "after lowering");
+  linkLibdevice(llvmModule, options.libdevicePath);
 
   optimizeModule(llvmModule, *machine, options.optLevel);
   verifyModule(llvmModule, "after optimization");

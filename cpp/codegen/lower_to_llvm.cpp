@@ -5,6 +5,8 @@
 // lower_layout.cpp. Thread coordinates of a register come from the value's linear layout:
 // L(register, lane = tid % 32, warp = tid / 32) (thread_indices.cpp).
 #include "codegen/lower_to_llvm.h"
+#include "codegen/lower_debug.h"
+#include "codegen/lower_reduce.h"
 
 #include "ir/diagnostics.h"
 
@@ -196,6 +198,30 @@ void KernelLowering::dispatchOp(const ir::Operation &op) {
   case ir::OpCode::ExpandDims:
   case ir::OpCode::Reshape:
   case ir::OpCode::ConvertLayout: return lowerLayoutOp(*this, op);
+  case ir::OpCode::Print:
+  case ir::OpCode::Assert: return lowerDebugOp(*this, op);
+  case ir::OpCode::Reduce: return lowerReduceOp(*this, op);
+  case ir::OpCode::Scan: return lowerScanOp(*this, op);
+  case ir::OpCode::Exp:
+  case ir::OpCode::Exp2:
+  case ir::OpCode::Log:
+  case ir::OpCode::Log2:
+  case ir::OpCode::Sqrt:
+  case ir::OpCode::PreciseSqrt:
+  case ir::OpCode::Rsqrt:
+  case ir::OpCode::Sin:
+  case ir::OpCode::Cos:
+  case ir::OpCode::Erf:
+  case ir::OpCode::Tanh:
+  case ir::OpCode::Floor:
+  case ir::OpCode::Ceil:
+  case ir::OpCode::AbsF:
+  case ir::OpCode::AbsI:
+  case ir::OpCode::Fma:
+  case ir::OpCode::FastDivF:
+  case ir::OpCode::MulHiUI: return lowerMathOp(*this, op);
+  case ir::OpCode::AtomicRMW:
+  case ir::OpCode::AtomicCAS: return lowerAtomicOp(*this, op);
   default: return lowerElementwiseOp(*this, op);
   }
 }

@@ -81,6 +81,11 @@ public:
   llvm::Value *callIntrinsic(llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Type *> types,
                              llvm::ArrayRef<llvm::Value *> args);
   llvm::Value *i32(int64_t value) { return builder_.getInt32(static_cast<uint32_t>(value)); }
+  /// Lowers a region's ops (up to its terminator) at the insertion point and returns the
+  /// registers of the terminator's operands: inlines the combiner of reduce and scan.
+  std::vector<const Registers *> lowerInlineRegion(const ir::Block &block) {
+    return lowerRegionBody(block);
+  }
 
 private:
   void lowerBlock(const ir::Block &block);
@@ -118,6 +123,10 @@ void lowerElementwiseOp(KernelLowering &lowering, const ir::Operation &op);
 void lowerMemoryOp(KernelLowering &lowering, const ir::Operation &op);
 /// splat, broadcast, expand_dims, reshape, convert_layout (lower_layout.cpp).
 void lowerLayoutOp(KernelLowering &lowering, const ir::Operation &op);
+/// exp, log, sqrt, sin, erf, fma, ... (ops.def "math"; lower_math.cpp).
+void lowerMathOp(KernelLowering &lowering, const ir::Operation &op);
+/// atomic_rmw, atomic_cas (lower_atomic.cpp).
+void lowerAtomicOp(KernelLowering &lowering, const ir::Operation &op);
 
 /// One access of `width` consecutive elements at `address` (aligned to width * element
 /// bytes), packed so that the backend emits a single ld/st .v2/.v4 (lower_memory.cpp).

@@ -3,6 +3,7 @@
 #include "ir/verifier.h"
 
 #include "ir/diagnostics.h"
+#include "ir/tensor_core_verifier.h"
 #include "layout/slice.h"
 
 #include <set>
@@ -228,6 +229,44 @@ void verifyOpContract(const Operation &op) {
     if (!op.hasAttr("message") || !std::holds_alternative<std::string>(op.attr("message")))
       emitError(op, "assert needs a string message");
     break;
+  case OpCode::Reduce:
+  case OpCode::Scan:
+    detail::verifyReductionOp(op);
+    break;
+  case OpCode::Dot:
+  case OpCode::Trans:
+  case OpCode::LocalAlloc:
+  case OpCode::LocalLoad:
+  case OpCode::AsyncCopy:
+  case OpCode::AsyncCommitGroup:
+  case OpCode::AsyncWait:
+  case OpCode::Barrier:
+    verifyTensorCoreOp(op);
+    break;
+  case OpCode::Exp:
+  case OpCode::Exp2:
+  case OpCode::Log:
+  case OpCode::Log2:
+  case OpCode::Sqrt:
+  case OpCode::PreciseSqrt:
+  case OpCode::Rsqrt:
+  case OpCode::Sin:
+  case OpCode::Cos:
+  case OpCode::Erf:
+  case OpCode::Tanh:
+  case OpCode::Floor:
+  case OpCode::Ceil:
+  case OpCode::AbsF:
+  case OpCode::AbsI:
+  case OpCode::Fma:
+  case OpCode::FastDivF:
+  case OpCode::MulHiUI:
+    detail::verifyMathOp(op);
+    break;
+  case OpCode::AtomicRMW:
+  case OpCode::AtomicCAS:
+    detail::verifyAtomicOp(op);
+    break;
   case OpCode::Yield:
   case OpCode::Condition:
   case OpCode::Return:
@@ -265,6 +304,8 @@ void verifyEncodings(const Operation &op) {
   for (const Value *v : tensors)
     if (v->type().encoding() && v->type().encoding()->rank() != v->type().rank())
       emitError(op, "layout rank does not match " + v->type().str());
+  if (op.code() == OpCode::Reduce || op.code() == OpCode::Scan)
+    return detail::verifyReductionEncodings(op);
   if (op.code() == OpCode::ExpandDims && op.result()->type().encoding()) {
     const auto *slice =
         dynamic_cast<const SliceEncoding *>(op.operand(0)->type().encoding().get());

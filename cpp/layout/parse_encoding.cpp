@@ -2,9 +2,13 @@
 //
 // Used by the IR parser for tensor types such as tensor<1024xf32, #blocked<{...}>>. Accepts
 // "#blocked<{...}>" and "#slice<{dim = D, parent = ...}>" (also spelled "#ttg.blocked" and
-// "#ttg.slice", so Triton dumps paste in), with any whitespace between tokens.
+// "#ttg.slice", so Triton dumps paste in), with any whitespace between tokens; and the
+// tensor-core encodings "#mma", "#dot_op" and "#shared" (parseTensorCoreEncoding).
 #include "layout/blocked.h"
+#include "layout/dot_operand.h"
 #include "layout/encoding.h"
+#include "layout/mma.h"
+#include "layout/shared_encoding.h"
 #include "layout/slice.h"
 
 #include <cctype>
@@ -159,6 +163,8 @@ private:
                                                        parentField->second.encoding);
         fields.erase("dim");
         fields.erase("parent");
+      } else if (name == "mma" || name == "dot_op" || name == "shared") {
+        result = parseTensorCoreEncoding(name, fields); // issue 5: tensor-core encodings
       } else {
         pos = start;
         fail("unknown encoding '#" + name + "'");
@@ -171,6 +177,42 @@ private:
       pos = start;
       fail(error.what());
     }
+  }
+
+  int takeInt(std::map<std::string, FieldValue> &fields, const std::string &key) {
+    auto it = fields.find(key);
+    if (it == fields.end() || it->second.isList || it->second.encoding)
+      fail("expected field '" + key + " = <integer>'");
+    int value = it->second.list[0];
+    fields.erase(it);
+    return value;
+  }
+
+  /// #mma<{version, warpsPerCTA, instrShape}>, #dot_op<{opIdx, parent, kWidth}> and
+  /// #shared<{vec, perPhase, maxPhase, order}> (mma.h, dot_operand.h, shared_encoding.h).
+  EncodingPtr parseTensorCoreEncoding(const std::string &name,
+                                      std::map<std::string, FieldValue> &fields) {
+    if (name == "mma") {
+      int version = takeInt(fields, "version");
+      std::vector<int> warpsPerCTA = takeList(fields, "warpsPerCTA");
+      std::vector<int> instrShape = takeList(fields, "instrShape");
+      return std::make_shared<const MmaEncoding>(version, warpsPerCTA, instrShape);
+    }
+    if (name == "dot_op") {
+      int opIdx = takeInt(fields, "opIdx");
+      auto parentField = fields.find("parent");
+      if (parentField == fields.end() || !parentField->second.encoding)
+        fail("expected field 'parent = #...'");
+      EncodingPtr parent = parentField->second.encoding;
+      fields.erase(parentField);
+      int kWidth = takeInt(fields, "kWidth");
+      return std::make_shared<const DotOperandEncoding>(opIdx, parent, kWidth);
+    }
+    int vec = takeInt(fields, "vec");
+    int perPhase = takeInt(fields, "perPhase");
+    int maxPhase = takeInt(fields, "maxPhase");
+    std::vector<int> order = takeList(fields, "order");
+    return std::make_shared<const SharedEncoding>(vec, perPhase, maxPhase, order);
   }
 
   const std::string &text;

@@ -15,7 +15,8 @@
 // 2. Ops are visited in reverse program order, so that all users of a value have their
 //    layouts when the value's is chosen: the value takes the encoding its users need
 //    (expand_dims: a Slice of its result's; elementwise ops, loads, broadcasts: their
-//    result's; stores: the default).
+//    result's; stores: the default). A reduce result is the Slice of its operands' default
+//    layout along the reduced axis; a scan keeps its operands' layout.
 // 3. Where users disagree, a value computed from scalars alone (make_range, splat, constant
 //    and elementwise ops of those) is recomputed once per encoding; any other value takes
 //    the encoding most of its uses want and convert_layout feeds the rest.
@@ -144,6 +145,11 @@ private:
 
   // Plan steps 2 and 3.
   void chooseEncoding(Operation *op, Value *result) {
+    if (op->code() == OpCode::Reduce) { // the default layout of the operands, sliced at axis
+      int axis = static_cast<int>(op->intAttr("axis"));
+      setEncoding(result, std::make_shared<const SliceEncoding>(axis, defaultFor(op->operand(0))));
+      return;
+    }
     if (!followsResultLayout(*op)) {
       setEncoding(result, defaultFor(result));
       return;

@@ -25,8 +25,9 @@ bool isSideEffectFree(const Operation &op) {
     return false;
   if (op.numRegions() == 0)
     return op.hasTrait(trait::PURE);
-  // A `while` may not terminate, so it stays even when its body is pure.
-  if (op.code() != OpCode::For && op.code() != OpCode::If)
+  // A `while` may not terminate, so it stays even when its body is pure. reduce and scan
+  // (PURE with a combiner region) go when unused.
+  if (op.code() != OpCode::For && op.code() != OpCode::If && !op.hasTrait(trait::PURE))
     return false;
   for (auto &region : op.regions())
     for (auto &nested : region->front().operations())

@@ -75,9 +75,27 @@ inline EncodingPtr operandEncoding(const ir::Operation &op, unsigned index,
     return nullptr;
   if (op.code() == ir::OpCode::ExpandDims)
     return std::make_shared<const SliceEncoding>(static_cast<int>(op.intAttr("axis")), layout);
+  if (op.code() == ir::OpCode::Scan)
+    return layout;
+  if (op.code() == ir::OpCode::Reduce) { // its result is the operands' layout sliced at axis
+    const auto *slice = dynamic_cast<const SliceEncoding *>(layout.get());
+    return slice && slice->getDim() == op.intAttr("axis") ? slice->getParent() : nullptr;
+  }
   if (op.code() == ir::OpCode::Store || followsResultLayout(op))
     return layout;
   return nullptr;
+}
+
+/// Whether `op` can compute its results in `layout`, its tensor operands then in
+/// operandEncoding(op, i, layout): the ops of followsResultLayout in any layout, scan in any
+/// layout, reduce in any Slice along its axis (of the layout its operands then take).
+inline bool canProduceLayout(const ir::Operation &op, const EncodingPtr &layout) {
+  if (followsResultLayout(op) || op.code() == ir::OpCode::Scan)
+    return true;
+  if (op.code() != ir::OpCode::Reduce || !layout)
+    return false;
+  const auto *slice = dynamic_cast<const SliceEncoding *>(layout.get());
+  return slice && slice->getDim() == op.intAttr("axis");
 }
 
 struct OperandUse {

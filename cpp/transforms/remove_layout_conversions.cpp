@@ -17,10 +17,11 @@
 // 2. For each conversion, last first: collect the backward slice of its operand that must be
 //    recomputed in the target encoding. The walk stops at values already in that encoding
 //    (or converted from it); it goes through pure ops that can produce any layout
-//    (elementwise, broadcast, expand_dims, splat, make_range, constant) and through values a
-//    `for` carries (its init and yielded value); anything else (a load, a reshape, a while
-//    argument) abandons the slice, leaving the conversion. A closed slice is cloned in the
-//    new encoding, a carried value becoming a new loop-carried value, and the conversion goes.
+//    (elementwise, broadcast, expand_dims, splat, make_range, constant; scan; reduce, into a
+//    Slice along its axis) and through values a `for` carries (its init and yielded value);
+//    anything else (a load, a reshape, a while argument) abandons the slice, leaving the
+//    conversion. A closed slice is cloned in the new encoding, a carried value becoming a new
+//    loop-carried value, and the conversion goes.
 // 3. A value a `for` carries in one layout but computes each iteration from a conversion out
 //    of another (an accumulator fed by a coalesced load) is carried in the other layout: the
 //    conversion inside the loop becomes one of the init before it and one of the result after.
@@ -30,6 +31,7 @@
 #include "ir/pass_manager.h"
 #include "transforms/passes.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -105,10 +107,13 @@ public:
           worklist.emplace_back(def->operand(0), encoding);
           continue;
         }
-        if (!followsResultLayout(*def) || def->code() == OpCode::Load ||
+        if (!canProduceLayout(*def, encoding) || def->code() == OpCode::Load ||
             !def->hasTrait(trait::PURE))
           return false;
-        clones_[def].push_back(encoding);
+        std::vector<EncodingPtr> &encodings = clones_[def]; // once per op (reduce: results)
+        if (std::none_of(encodings.begin(), encodings.end(),
+                         [&](const EncodingPtr &e) { return sameEncoding(e, encoding); }))
+          encodings.push_back(encoding);
         for (unsigned i = 0; i < def->numOperands(); ++i)
           if (EncodingPtr operandLayout = operandEncoding(*def, i, encoding))
             worklist.emplace_back(def->operand(i), operandLayout);
@@ -196,11 +201,22 @@ private:
     }
     Builder builder;
     builder.setInsertionPointAfter(op);
-    Operation *copy = builder.create(op->code(), operands,
-                                     {op->result()->type().withEncoding(encoding)},
-                                     op->attributes());
-    copy->setLocation(op->location());
-    remember(op->result(), encoding, copy->result());
+    Operation *copy;
+    if (op->numRegions()) { // reduce, scan: the combiner region comes along
+      std::map<Value *, Value *> mapping;
+      for (unsigned i = 0; i < op->numOperands(); ++i)
+        mapping[op->operand(i)] = operands[i];
+      copy = builder.insert(op->clone(mapping));
+      for (auto &result : copy->results())
+        if (result->type().isTensor())
+          result->setType(result->type().withEncoding(encoding));
+    } else {
+      copy = builder.create(op->code(), operands, {op->result()->type().withEncoding(encoding)},
+                            op->attributes());
+      copy->setLocation(op->location());
+    }
+    for (unsigned i = 0; i < op->numResults(); ++i)
+      remember(op->result(i), encoding, copy->result(i));
   }
 
   std::map<Need, Value *> &cache_;

@@ -15,8 +15,9 @@ from . import language
 from . import testing
 from .errors import CompilationError
 from .jit import JITFunction, cdiv, jit
+from .autotuner import Autotuner, Config, Heuristics, autotune, heuristics
 
 __version__ = "0.1.0"
 
 __all__ = ["jit", "JITFunction", "cdiv", "language", "config", "testing", "CompilationError",
-           "__version__"]
+           "autotune", "Autotuner", "Config", "heuristics", "Heuristics", "__version__"]

@@ -53,6 +53,9 @@ KNOBS = {
                            "Ignore the on-disk cache and compile every kernel again."),
     "autotune": Knob("TESSERA_AUTOTUNE", "", str,
                      "'force' re-tunes, 'off' uses the cached or first config; empty = default."),
+    "autotune_progress": Knob("TESSERA_AUTOTUNE_PROGRESS", None, _parse_bool,
+                              "Show the autotuner's progress bar on stderr (unset: only when "
+                              "stderr is a terminal)."),
 }
 
 

@@ -61,6 +61,7 @@ class JITFunction:
         self._bind = self._make_binder()
         self._kernels: Dict[Any, Any] = {}      # specialization key -> launchable kernel
         self._tile_ir: Dict[Any, Any] = {}      # specialization key -> module (interpreter)
+        self._tile_ir_source: Optional[str] = None  # the source key _tile_ir was built from
         self._source_key: Optional[str] = None
         functools.update_wrapper(self, fn)
 
@@ -158,6 +159,17 @@ class JITFunction:
     def _run_interpreted(self, key, values, constexprs, grid, num_warps):
         from . import interpreter
         from .compiler import build_tile_ir
+        from .frontend import kernel_source_key
+        # A @jit helper or a tl.constexpr global redefined since (a notebook cell run again)
+        # must take effect: check the sources on every interpreted launch (~0.5 ms, small next
+        # to interpreting), and rebuild when they changed.
+        try:
+            source: Optional[str] = kernel_source_key(self.fn)
+        except OSError:  # no source: the front end below says so, naming the kernel
+            source = None
+        if source != self._tile_ir_source:
+            self._tile_ir.clear()
+            self._tile_ir_source = source
         module = self._tile_ir.get(key)
         if module is None:
             signature, div16, eq1 = self._specialization(key[0])

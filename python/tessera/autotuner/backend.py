@@ -52,7 +52,8 @@ class Outcome:
     details: Dict[str, Any] = field(default_factory=dict)
 
 
-def _reason(error: BaseException) -> str:
+def failure_reason(error: BaseException) -> str:
+    """A config's failure as one readable string: the error's type and message."""
     text = str(error).strip() or type(error).__name__
     if len(text) > 800:
         text = text[:800] + " ..."
@@ -86,7 +87,7 @@ def compile_one(job: CompileJob) -> Outcome:
         return Outcome(built=(metadata, image), worker=pid,
                        details={"blocks_per_multiprocessor": blocks, "limited_by": limiter})
     except Exception as error:  # noqa: BLE001 - every failure of a config is a result
-        return Outcome(failure=_reason(error), worker=pid)
+        return Outcome(failure=failure_reason(error), worker=pid)
 
 
 class TuningBackend:
@@ -108,7 +109,7 @@ class TuningBackend:
                 on_done: Optional[Callable[[int, Outcome], None]] = None) -> List[Outcome]:
         """Compiles every job, in parallel on all CPU cores."""
         results = parallel.run_jobs(jobs, compile_one, on_done=on_done)
-        return [r if isinstance(r, Outcome) else Outcome(failure=_reason(r)) for r in results]
+        return [r if isinstance(r, Outcome) else Outcome(failure=failure_reason(r)) for r in results]
 
     def install(self, job: CompileJob, outcome: Outcome) -> None:
         """Loads a compiled config so that launches with its arguments find it."""

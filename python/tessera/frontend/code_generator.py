@@ -22,7 +22,9 @@ from typing import Any, Callable, Dict, List
 
 from .. import errors
 from ..language import core as tl
+from ..language import dot as tl_dot
 from ..language.semantic import Semantic, is_number, normalize_number
+from ..language.reduction import NEEDS_GENERATOR
 from .control_flow import ControlFlowMixin
 from .source import ParsedFunction, is_jit, is_missing, kernel_parameters, lookup_global
 from .source import parse_function
@@ -267,8 +269,10 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         if isinstance(value, tl.tensor):
             if node.attr in ("dtype", "shape", "type", "numel", "to"):
                 return getattr(value, node.attr)
-            if node.attr == "T":
-                raise errors.UnsupportedError("x.T (transpose) is not supported yet")
+            if tl.is_builtin(getattr(tl.tensor, node.attr, None)):
+                return getattr(value, node.attr)  # methods: x.sum(1), x.max(0), ...
+            if node.attr == "T":  # as Triton: the transpose, tl.trans(x)
+                return tl_dot.build_trans(self.semantic, value, ())
             raise AttributeError(f"tensor has no attribute '{node.attr}'")
         result = getattr(value, node.attr)
         return normalize_number(result.value if isinstance(result, tl.constexpr) else result)
@@ -420,6 +424,8 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         if function is tl.constexpr:
             return normalize_number(tl.constexpr(*args, **kwargs).value)
         if tl.is_builtin(function):
+            if getattr(function, NEEDS_GENERATOR, False):  # inlines a @jit combine_fn
+                kwargs["_generator"] = self
             return normalize_number(function(*args, _semantic=self.semantic, **kwargs))
         if function in (min, max):
             if not runtime:

@@ -14,6 +14,8 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import debug_ops  # noqa: F401  (registers the print and assert handlers)
+from . import reductions  # noqa: F401  (registers the reduce and scan handlers)
+from . import dot_ops  # noqa: F401  (registers dot, trans and the shared-memory ops)
 from .errors import AssertionFault, KernelAssertionError, KernelRuntimeError, OpFault
 from .handlers import HANDLERS, handles
 from .memory import AccessError, AddressSpace

@@ -50,6 +50,19 @@ from .core import (
     zeros,
     zeros_like,
 )
+from .dot import dot, permute, trans
+from .reduction import (
+    argmax,
+    argmin,
+    associative_scan,
+    cumprod,
+    cumsum,
+    max,
+    min,
+    reduce,
+    sum,
+    xor_sum,
+)
 
 __all__ = [
     "PropagateNan", "arange", "bfloat16", "block_type", "broadcast_to", "cast", "cdiv",
@@ -58,4 +71,7 @@ __all__ = [
     "num_programs", "pointer_type", "program_id", "range", "reshape", "static_assert",
     "static_print", "static_range", "store", "str_to_ty", "tensor", "uint8", "uint16",
     "uint32", "uint64", "where", "zeros", "zeros_like",
+    "dot", "permute", "trans",
+    "argmax", "argmin", "associative_scan", "cumprod", "cumsum", "max", "min", "reduce", "sum",
+    "xor_sum",
 ]

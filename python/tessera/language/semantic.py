@@ -14,6 +14,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from .. import _tessera
 from . import core as tl
 from .core import dtype, tensor
+from .reduction_semantic import ReductionSemantic
 
 ir = _tessera.ir
 
@@ -114,8 +115,9 @@ def _signed_bits(value: int, width: int) -> int:
     return value - (1 << width) if value >> (width - 1) else value
 
 
-class Semantic:
-    """Builds typed tile IR for the language's operators and builtins through ``builder``."""
+class Semantic(ReductionSemantic):
+    """Builds typed tile IR for the language's operators and builtins through ``builder``
+    (reductions and scans: reduction_semantic.py)."""
 
     def __init__(self, builder: Any) -> None:
         self.builder = builder

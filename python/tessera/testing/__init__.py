@@ -1,4 +1,6 @@
-"""Testing and benchmarking helpers (do_bench, relative errors)."""
+"""Testing and benchmarking helpers: do_bench (CUDA-event timing), relative errors, and
+perf_report/Benchmark tables with plots (as triton.testing)."""
 from .bench import do_bench, relative_error
+from .perf_report import Benchmark, Mark, Table, perf_report
 
-__all__ = ["do_bench", "relative_error"]
+__all__ = ["Benchmark", "Mark", "Table", "do_bench", "perf_report", "relative_error"]

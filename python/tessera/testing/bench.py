@@ -1,14 +1,22 @@
-"""Timing on the GPU with CUDA events (method: shared/BENCHMARKS.md).
+"""Timing on the GPU with CUDA events (method: shared/BENCHMARKS.md), as ``triton.testing``.
 
-Warm-up first (compile, module load and first touch stay out), then many timed repetitions,
-each preceded by an L2 flush (a write to a buffer larger than L2) so that inputs never sit in
-cache; the median (and quantiles) of the per-repetition times is reported.
+``do_bench`` runs ``fn`` once (compile, module load and first touch stay out), estimates its
+time from 5 runs, then runs it for about ``warmup`` ms untimed and ``rep`` ms timed, each
+timed run preceded by an L2 flush (a write to a buffer larger than L2) so that inputs never
+sit in cache. It returns the mean (or the statistic ``return_mode`` names, or ``quantiles``)
+of the per-run times, in milliseconds.
+
+    median_ms = do_bench(lambda: add(x, y, out), return_mode="median")
+    p50, p20, p80 = do_bench(lambda: add(x, y, out), quantiles=[0.5, 0.2, 0.8])
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+
+RETURN_MODES = ("min", "max", "mean", "median", "all")
+L2_FLUSH_BYTES = 256 * 1024 * 1024
 
 
 def relative_error(out, ref) -> float:
@@ -21,27 +29,65 @@ def relative_error(out, ref) -> float:
     return float(np.linalg.norm((out - ref).ravel()) / (denom if denom else 1.0))
 
 
-def do_bench(fn: Callable[[], object], warmup: int = 10, rep: int = 100,
-             quantiles: Optional[Sequence[float]] = None, flush_l2: bool = True) -> Dict[str, float]:
-    """Times ``fn`` with CUDA events; returns {"median": ms, "min": ms, "p20": ms, "p80": ms}."""
+def repetitions(estimate_ms: float, warmup_ms: float, rep_ms: float) -> Tuple[int, int]:
+    """(untimed, timed) run counts filling ``warmup_ms`` and ``rep_ms`` (at least 1 each)."""
+    estimate_ms = max(estimate_ms, 1e-6)
+    return max(1, int(warmup_ms / estimate_ms)), max(1, int(rep_ms / estimate_ms))
+
+
+def summarize(times_ms: Sequence[float], quantiles: Optional[Sequence[float]] = None,
+              return_mode: str = "mean") -> Union[float, List[float]]:
+    """The statistic of ``times_ms`` that do_bench returns: the ``quantiles`` (a list, or one
+    float when one quantile is asked), else ``return_mode``: min, max, mean, median or all."""
+    if return_mode not in RETURN_MODES:
+        raise ValueError(f"return_mode must be one of {RETURN_MODES}, got {return_mode!r}")
+    times = np.asarray(times_ms, dtype=np.float64)
+    if times.size == 0:
+        raise ValueError("no timings to summarize")
+    if quantiles is not None:
+        values = [float(v) for v in np.quantile(times, list(quantiles))]
+        return values[0] if len(values) == 1 else values
+    if return_mode == "all":
+        return times.tolist()
+    return float(getattr(np, return_mode)(times))
+
+
+def do_bench(fn: Callable[[], object], warmup: float = 25, rep: float = 100,
+             grad_to_none: Optional[Sequence] = None, quantiles: Optional[Sequence[float]] = None,
+             return_mode: str = "mean", flush_l2: bool = True) -> Union[float, List[float]]:
+    """Milliseconds per call of ``fn`` on the current CUDA stream (see the module docstring).
+
+    ``warmup`` and ``rep`` are time budgets in ms (as Triton); ``grad_to_none``: tensors whose
+    ``.grad`` is reset before each run (for backward passes).
+    """
     import torch
 
-    cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda") if flush_l2 else None
-    for _ in range(warmup):
-        fn()
+    if return_mode not in RETURN_MODES:
+        raise ValueError(f"return_mode must be one of {RETURN_MODES}, got {return_mode!r}")
+    fn()
     torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(rep)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(rep)]
-    for i in range(rep):
+    cache = (torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+             if flush_l2 else None)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        if cache is not None:
+            cache.zero_()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    n_warmup, n_repeat = repetitions(start.elapsed_time(end) / 5, warmup, rep)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeat)]
+    for _ in range(n_warmup):
+        fn()
+    for i in range(n_repeat):
+        for tensor in grad_to_none or ():
+            tensor.grad = None
         if cache is not None:
             cache.zero_()
         starts[i].record()
         fn()
         ends[i].record()
     torch.cuda.synchronize()
-    times = np.array([s.elapsed_time(e) for s, e in zip(starts, ends)])
-    result = {"median": float(np.median(times)), "min": float(times.min()),
-              "p20": float(np.quantile(times, 0.2)), "p80": float(np.quantile(times, 0.8))}
-    for q in quantiles or ():
-        result[f"q{q}"] = float(np.quantile(times, q))
-    return result
+    return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], quantiles, return_mode)

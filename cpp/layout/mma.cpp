@@ -1,0 +1,112 @@
+// MmaEncoding -> LinearLayout and its text form, plus the tile-layout builder shared with
+// DotOperandEncoding.
+//
+// The per-instruction bases follow the PTX ISA fragment tables (tests/cpp/layout/mma_test.cpp
+// checks them element by element against the tables' formulas).
+#include "layout/mma.h"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace tessera {
+
+namespace {
+
+bool isPowerOfTwo(int64_t value) { return value > 0 && (value & (value - 1)) == 0; }
+
+std::string joinInts(const std::vector<int> &values) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    os << (i ? ", " : "") << values[i];
+  os << "]";
+  return os.str();
+}
+
+} // namespace
+
+namespace layout_detail {
+
+LinearLayout buildTileLayout(const std::vector<int64_t> &shape,
+                             const std::vector<TileStep> &registers,
+                             const std::vector<TileStep> &lanes,
+                             const std::vector<TileStep> &warps,
+                             const std::vector<int64_t> &tile,
+                             const std::vector<int> &repeatOrder) {
+  if (shape.size() != 2)
+    throw std::invalid_argument("tile layouts are 2-D, got a rank-" +
+                                std::to_string(shape.size()) + " shape");
+  for (int64_t extent : shape)
+    if (!isPowerOfTwo(extent) || extent > (int64_t(1) << 30))
+      throw std::invalid_argument("tile layouts need power-of-two extents, got " +
+                                  std::to_string(extent));
+  auto toBases = [&](const std::vector<TileStep> &steps) {
+    std::vector<LinearLayout::BasisVector> bases;
+    for (const TileStep &step : steps) {
+      LinearLayout::BasisVector vector(2, 0);
+      if (step.value < shape[step.dim])
+        vector[step.dim] = step.value;
+      bases.push_back(std::move(vector));
+    }
+    return bases;
+  };
+  std::vector<LinearLayout::BasisVector> registerBases = toBases(registers);
+  for (int dim : repeatOrder)
+    for (int64_t value = tile[dim]; value < shape[dim]; value *= 2) {
+      LinearLayout::BasisVector vector(2, 0);
+      vector[dim] = static_cast<int32_t>(value);
+      registerBases.push_back(std::move(vector));
+    }
+  LinearLayout::DimSizes outDims{{tensorDimName(0), static_cast<int32_t>(shape[0])},
+                                 {tensorDimName(1), static_cast<int32_t>(shape[1])}};
+  return LinearLayout({{kRegisterDim, registerBases},
+                       {kLaneDim, toBases(lanes)},
+                       {kWarpDim, toBases(warps)},
+                       {kBlockDim, {}}},
+                      outDims, /*requireSurjective=*/true);
+}
+
+} // namespace layout_detail
+
+MmaEncoding::MmaEncoding(int versionIn, std::vector<int> warpsPerCTAIn,
+                         std::vector<int> instrShapeIn)
+    : version(versionIn), warpsPerCTA(std::move(warpsPerCTAIn)),
+      instrShape(std::move(instrShapeIn)) {
+  if (version != 2)
+    throw std::invalid_argument("MmaEncoding: only version 2 (mma.sync) is supported, got " +
+                                std::to_string(version));
+  if (warpsPerCTA.size() != 2 || !isPowerOfTwo(warpsPerCTA[0]) || !isPowerOfTwo(warpsPerCTA[1]))
+    throw std::invalid_argument("MmaEncoding: warpsPerCTA must be two powers of two, got " +
+                                joinInts(warpsPerCTA));
+  if (instrShape != std::vector<int>{16, 8})
+    throw std::invalid_argument("MmaEncoding: instrShape must be [16, 8], got " +
+                                joinInts(instrShape));
+}
+
+std::string MmaEncoding::str() const {
+  return "#mma<{version = " + std::to_string(version) + ", warpsPerCTA = " +
+         joinInts(warpsPerCTA) + ", instrShape = " + joinInts(instrShape) + "}>";
+}
+
+bool MmaEncoding::equals(const Encoding &other) const {
+  const auto *mma = dynamic_cast<const MmaEncoding *>(&other);
+  return mma && mma->version == version && mma->warpsPerCTA == warpsPerCTA &&
+         mma->instrShape == instrShape;
+}
+
+LinearLayout MmaEncoding::toLinearLayout(const std::vector<int64_t> &shape) const {
+  using layout_detail::TileStep;
+  if (shape.size() != 2)
+    throw std::invalid_argument("MmaEncoding::toLinearLayout: expected a 2-D shape");
+  std::vector<TileStep> registers{{1, 1}, {0, 8}};
+  std::vector<TileStep> lanes{{1, 2}, {1, 4}, {0, 1}, {0, 2}, {0, 4}};
+  std::vector<TileStep> warps;
+  for (int w = 1; w < warpsPerCTA[1]; w *= 2)
+    warps.push_back({1, 8 * w});
+  for (int w = 1; w < warpsPerCTA[0]; w *= 2)
+    warps.push_back({0, 16 * w});
+  std::vector<int64_t> tile{16 * int64_t(warpsPerCTA[0]), 8 * int64_t(warpsPerCTA[1])};
+  return layout_detail::buildTileLayout(shape, registers, lanes, warps, tile, {1, 0});
+}
+
+} // namespace tessera

@@ -1,0 +1,196 @@
+// accelerate_matmul: gives every dot the layouts of the instructions that will compute it.
+// Runs after coalesce, before remove_layout_conversions (which dissolves the conversions it
+// leaves). A dot of f16/bf16 (or f32 with input_precision tf32 / tf32x3) becomes mma.sync
+// (m16n8k16, m16n8k8 for tf32): its result takes an #mma layout and its operands #dot_op
+// layouts of it; an "ieee" f32 dot stays on the FMA units with #dot_op layouts of its
+// Blocked result. It also makes `trans` of a Blocked tile free: the result takes the operand's
+// layout with its dims permuted.
+//
+//   %c = dot %a, %b, %acc : (tensor<64x32xf16, #B>, tensor<32x64xf16, #B>, tensor<64x64xf32, #B>)
+// becomes (#M = #mma<{version = 2, warpsPerCTA = [2, 2], instrShape = [16, 8]}>)
+//   %a2 = convert_layout %a : (..., #B>) -> tensor<64x32xf16, #dot_op<{opIdx = 0, parent = #M, kWidth = 2}>>
+//   %b2 = convert_layout %b : (..., #B>) -> tensor<32x64xf16, #dot_op<{opIdx = 1, parent = #M, kWidth = 2}>>
+//   %acc2 = convert_layout %acc : (..., #B>) -> tensor<64x64xf32, #M>
+//   %c2 = dot %a2, %b2, %acc2 : (...) -> tensor<64x64xf32, #M>
+//   %c = convert_layout %c2 : (tensor<64x64xf32, #M>) -> tensor<64x64xf32, #B>
+//
+// Plan:
+// 1. trans of a Blocked tile: the result takes the permuted Blocked layout (a relabeling of
+//    the same registers); its users get the old layout through a conversion.
+// 2. Per dot: the warps. A chained dot (its result feeds another dot's A operand, or its A
+//    operand comes from a dot, as attention's two products) puts every warp along M, so
+//    that a row of the product stays within one warp and the cast result can feed the next
+//    dot from registers. Otherwise warps split M and N as Triton's warpsPerTileV2 does:
+//    double along the dim with more instruction tiles per warp left.
+// 3. Retype the dot and convert its operands in, its result back out.
+#include "transforms/layout_passes.h"
+
+#include "ir/diagnostics.h"
+#include "ir/pass_manager.h"
+#include "layout/dot_operand.h"
+#include "layout/mma.h"
+
+#include <set>
+
+namespace tessera::transforms {
+
+using namespace ir;
+
+namespace {
+
+/// Blocked layout of `blocked` with its dims permuted by `order` (result dim i = operand dim
+/// order[i]): the same registers, lanes and warps, relabeled.
+EncodingPtr permuteBlocked(const BlockedEncoding &blocked, const std::vector<int64_t> &order) {
+  std::vector<int> sizePerThread, threadsPerWarp, warpsPerCTA, inverse(order.size()), newOrder;
+  for (size_t i = 0; i < order.size(); ++i) {
+    sizePerThread.push_back(blocked.getSizePerThread()[order[i]]);
+    threadsPerWarp.push_back(blocked.getThreadsPerWarp()[order[i]]);
+    warpsPerCTA.push_back(blocked.getWarpsPerCTA()[order[i]]);
+    inverse[order[i]] = static_cast<int>(i);
+  }
+  for (int dim : blocked.getOrder())
+    newOrder.push_back(inverse[dim]);
+  return std::make_shared<const BlockedEncoding>(sizePerThread, threadsPerWarp, warpsPerCTA,
+                                                 newOrder);
+}
+
+/// Gives `value` the encoding `encoding`; its old users see the old type via a conversion.
+void retypeResult(Value *value, const EncodingPtr &encoding) {
+  Type oldType = value->type();
+  if (sameEncoding(oldType.encoding(), encoding))
+    return;
+  std::vector<OperandUse> uses = usesOf(value);
+  value->setType(oldType.withEncoding(encoding));
+  if (uses.empty())
+    return;
+  Builder builder;
+  builder.setInsertionPointAfter(value->definingOp());
+  Value *back = createConvert(builder, value, oldType.encoding());
+  for (const OperandUse &use : uses)
+    use.user->setOperand(use.index, back);
+}
+
+// Plan step 1.
+void makeTransFree(Operation *op) {
+  const auto *blocked =
+      dynamic_cast<const BlockedEncoding *>(op->operand(0)->type().encoding().get());
+  if (!blocked)
+    return;
+  retypeResult(op->result(), permuteBlocked(*blocked, op->arrayAttr("order")));
+}
+
+/// Whether `start` reaches a dot's A operand through its users (forward) or, for a dot's
+/// A operand, reaches a dot result through its definitions (backward). Bounded walks.
+bool feedsDotOperandA(Value *start) {
+  std::vector<Value *> worklist{start};
+  std::set<Value *> seen;
+  while (!worklist.empty() && seen.size() < 256) {
+    Value *value = worklist.back();
+    worklist.pop_back();
+    if (!seen.insert(value).second)
+      continue;
+    for (const OperandUse &use : usesOf(value)) {
+      if (use.user->code() == OpCode::Dot) {
+        if (use.index == 0)
+          return true;
+        continue;
+      }
+      for (auto &result : use.user->results())
+        worklist.push_back(result.get());
+    }
+  }
+  return false;
+}
+
+bool comesFromDot(Value *start) {
+  std::vector<Value *> worklist{start};
+  std::set<Value *> seen;
+  while (!worklist.empty() && seen.size() < 256) {
+    Value *value = worklist.back();
+    worklist.pop_back();
+    Operation *def = value->definingOp();
+    if (!seen.insert(value).second || !def)
+      continue;
+    if (def->code() == OpCode::Dot)
+      return true;
+    if (def->code() == OpCode::Load)
+      continue;
+    for (Value *operand : def->operands())
+      if (operand->type().isTensor())
+        worklist.push_back(operand);
+  }
+  return false;
+}
+
+// Plan step 2.
+std::vector<int> chooseWarps(Operation *dot, int numWarps) {
+  const std::vector<int64_t> &shape = dot->result()->type().shape();
+  int64_t tilesM = shape[0] / 16, tilesN = shape[1] / 8;
+  if ((feedsDotOperandA(dot->result()) || comesFromDot(dot->operand(0))) && tilesM >= numWarps)
+    return {numWarps, 1};
+  std::vector<int> warps{1, 1};
+  while (warps[0] * warps[1] < numWarps) {
+    if (tilesM / warps[0] >= tilesN / warps[1] && warps[0] < tilesM)
+      warps[0] *= 2;
+    else
+      warps[1] *= 2;
+  }
+  return warps;
+}
+
+bool usesTensorCores(const Operation &dot) {
+  if (dot.operand(0)->type().scalarKind() != ScalarKind::F32)
+    return true;
+  return !dot.hasAttr("input_precision") || dot.stringAttr("input_precision") != "ieee";
+}
+
+// Plan step 3.
+void accelerateDot(Operation *dot, int numWarps) {
+  EncodingPtr resultEncoding = dot->result()->type().encoding();
+  if (!resultEncoding)
+    emitError(*dot, "accelerate_matmul needs layouts: run assign_layouts first");
+  int kWidth = 1;
+  if (usesTensorCores(*dot)) {
+    resultEncoding = std::make_shared<const MmaEncoding>(2, chooseWarps(dot, numWarps));
+    kWidth = dotOperandKWidth(dot->operand(0)->type().bitWidth());
+  } else if (!dynamic_cast<const BlockedEncoding *>(resultEncoding.get())) {
+    resultEncoding = defaultEncoding(dot->result()->type().shape(), numWarps);
+  }
+  Builder builder;
+  builder.setInsertionPoint(dot);
+  for (unsigned i = 0; i < 2; ++i) {
+    auto operand = std::make_shared<const DotOperandEncoding>(static_cast<int>(i), resultEncoding,
+                                                              kWidth);
+    if (!sameEncoding(dot->operand(i)->type().encoding(), operand))
+      dot->setOperand(i, createConvert(builder, dot->operand(i), operand));
+  }
+  if (!sameEncoding(dot->operand(2)->type().encoding(), resultEncoding))
+    dot->setOperand(2, createConvert(builder, dot->operand(2), resultEncoding));
+  retypeResult(dot->result(), resultEncoding);
+}
+
+} // namespace
+
+void accelerateMatmul(Module &module) {
+  int numWarps = moduleNumWarps(module);
+  for (Operation *func : module.functions()) {
+    std::vector<Operation *> transes, dots;
+    func->walk([&](Operation *op) {
+      if (op->code() == OpCode::Trans)
+        transes.push_back(op);
+      else if (op->code() == OpCode::Dot)
+        dots.push_back(op);
+    });
+    for (Operation *op : transes)
+      makeTransFree(op);
+    for (Operation *op : dots)
+      accelerateDot(op, numWarps);
+  }
+}
+
+TESSERA_REGISTER_PASS(accelerate_matmul, "accelerate_matmul",
+                      "Give dots mma.sync layouts (#mma result, #dot_op operands; FMA for "
+                      "\"ieee\" f32) and make trans of a Blocked tile a relabeling",
+                      accelerateMatmul);
+
+} // namespace tessera::transforms

@@ -1,0 +1,360 @@
+"""``@tessera.autotune``: Triton's autotuning decorator, stacked above @jit (or @heuristics).
+
+A launch of an autotuned kernel computes its tuning key (the ``key`` arguments' values and
+every argument's dtype) and launches with the config chosen for that key. The first launch
+with a new key chooses it:
+
+1. the tuning result on disk, when one matches (results.py), else
+2. tune: prune (``early_config_prune``, ``perf_model`` + ``top_k``, then the resource model:
+   a block with more threads than the device allows) → compile every surviving config at once
+   on all CPU cores (backend.py; each worker drops configs whose tile IR cannot fit, then
+   compiles, then drops configs whose registers/shared memory cannot fit) → time each
+   compiled config on the GPU → keep the fastest, store it on disk.
+
+``TESSERA_AUTOTUNE=force`` ignores stored results, ``off`` never tunes (stored result, else
+the first config). In interpret mode the first config is used: CPU timings mean nothing.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..config import knobs
+from . import backend as backends
+from . import resources, results
+from .configs import Config
+from .heuristics import Heuristics, decorator_chain
+from .progress import Progress
+
+_log = logging.getLogger("tessera.autotune")
+_MODES = ("", "force", "off")
+
+
+def _zero(value) -> None:
+    if hasattr(value, "zero_"):
+        value.zero_()
+    else:
+        value[...] = 0
+
+
+def _snapshot(value):
+    return value.clone() if hasattr(value, "clone") else value.copy()
+
+
+def _restore(value, saved) -> None:
+    if hasattr(value, "copy_"):
+        value.copy_(saved)
+    else:
+        value[...] = saved
+
+
+class Autotuner:
+    """An autotuned kernel: ``kernel[grid](*args)``; see :func:`autotune`.
+
+    After a tuning: ``best_config``, ``configs_timings`` (Config -> ms), ``failed_configs``
+    (list of (Config, reason), configs dropped by the resource model included), ``bench_time``
+    (seconds the tuning took); ``cache`` maps tuning keys to configs in this process.
+    ``backend`` (a backend.TuningBackend) can be replaced, e.g. by a fake in tests.
+    """
+
+    def __init__(self, fn, configs: Sequence[Config], key: Sequence[str],
+                 prune_configs_by: Optional[Dict[str, Any]] = None,
+                 reset_to_zero: Optional[Sequence[str]] = None,
+                 restore_value: Optional[Sequence[str]] = None,
+                 pre_hook: Optional[Callable] = None, post_hook: Optional[Callable] = None,
+                 do_bench: Optional[Callable] = None, cache_results: bool = True) -> None:
+        chain = decorator_chain(fn)
+        if any(isinstance(layer, Autotuner) for layer in chain):
+            raise TypeError("@autotune cannot be stacked above another @autotune")
+        self.fn = fn
+        self.jit_fn = chain[-1]
+        self.heuristics = [layer for layer in chain if isinstance(layer, Heuristics)]
+        self.arg_names = [p.name for p in self.jit_fn.params]
+        self.__name__ = self.jit_fn.__name__
+        functools.update_wrapper(self, self.jit_fn.fn)
+        self.configs = list(configs) or [Config({})]
+        if not all(isinstance(c, Config) for c in self.configs):
+            raise TypeError("autotune: configs must be tessera.Config objects")
+        self.keys = list(key)
+        for what, names in (("key", self.keys), ("reset_to_zero", reset_to_zero or ()),
+                            ("restore_value", restore_value or ())):
+            unknown = [n for n in names if n not in self.arg_names]
+            if unknown:
+                raise ValueError(f"autotune {what} names {unknown} are not parameters of "
+                                 f"{self.__name__}{self.jit_fn.signature}")
+        prune = dict(prune_configs_by or {})
+        extra = set(prune) - {"perf_model", "top_k", "early_config_prune"}
+        if extra:
+            raise ValueError(f"autotune prune_configs_by: unknown fields {sorted(extra)}")
+        self.perf_model = prune.get("perf_model")
+        self.configs_top_k = prune.get("top_k", 10)
+        self.early_config_prune = prune.get("early_config_prune")
+        self.reset_to_zero = list(reset_to_zero or ())
+        self.restore_value = list(restore_value or ())
+        self.pre_hook = pre_hook or self._reset_arguments
+        self.post_hook = post_hook or self._restore_arguments
+        if do_bench is None:
+            from ..testing import do_bench as bench
+            do_bench = functools.partial(bench, warmup=10, rep=40)
+        self.do_bench = do_bench
+        self.cache_results = cache_results
+        self.backend = backends.TuningBackend()
+        self.cache: Dict[tuple, Config] = {}
+        self.best_config: Optional[Config] = None
+        self.configs_timings: Dict[Config, float] = {}
+        self.failed_configs: List[Tuple[Config, str]] = []
+        self.bench_time = 0.0
+        self._meta_names = {name for c in self.configs for name in c.all_kwargs()}
+        self._defaults = {p.name: p.default for p in self.jit_fn.params
+                          if p.default is not inspect.Parameter.empty}
+        self._restore_copies: Dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ launching
+
+    def __getitem__(self, grid):
+        return functools.partial(self.run, grid=grid)
+
+    def run(self, *args, grid, **kwargs):
+        named = {**self._defaults, **dict(zip(self.arg_names, args)), **kwargs}
+        if kwargs and not self._meta_names.isdisjoint(kwargs):
+            clash = sorted(self._meta_names.intersection(kwargs))
+            raise ValueError(f"{self.__name__}: conflicting meta-parameters {clash}: they are "
+                             f"set by the autotuner's configs; do not pass them")
+        key = self._key(named)
+        config = self.cache.get(key)
+        if config is None:
+            config = self._choose(key, args, kwargs, named, grid)
+            self.cache[key] = config
+        self.best_config = config
+        if config.pre_hook is not None:
+            config.pre_hook({**named, **config.all_kwargs()})
+        return self.fn.run(*args, grid=grid, **kwargs, **config.all_kwargs())
+
+    def _key(self, named: Dict[str, Any]) -> tuple:
+        try:
+            values = tuple(named[k] for k in self.keys)
+        except KeyError as missing:
+            raise TypeError(f"{self.__name__}: autotune key argument {missing} was not given") \
+                from None
+        return values + tuple(getattr(named.get(n), "dtype", None)
+                              for n in self.jit_fn.runtime_names)
+
+    # ------------------------------------------------------------------ choosing
+
+    def _choose(self, key, args, kwargs, named, grid) -> Config:
+        mode = (knobs.autotune or "").strip().lower()
+        if mode not in _MODES:
+            raise ValueError(f"TESSERA_AUTOTUNE={knobs.autotune!r}: use 'force', 'off' or "
+                             f"leave it empty")
+        if len(self.configs) == 1 or not self.backend.enabled(self.jit_fn):
+            return self.configs[0]
+        values = [named[n] for n in self.jit_fn.runtime_names if n in named]
+        target = self.backend.target(self.jit_fn, values)
+        material, disk_key = self._disk_key(key, target)
+        if disk_key is not None and mode != "force":
+            record = results.load(disk_key)
+            best = results.best_of(record, self.configs) if record is not None else None
+            if best is not None:
+                self.configs_timings = results.stored_timings(record, self.configs)
+                self.failed_configs = []
+                return best
+        if mode == "off":
+            return self.configs[0]
+        best, timings, failures = self._tune(args, kwargs, named, grid, target)
+        if disk_key is not None:
+            results.store(disk_key, results.make_record(material, best, timings, failures,
+                                                        self.bench_time))
+        return best
+
+    def _disk_key(self, key: tuple, target) -> Tuple[Optional[dict], Optional[str]]:
+        if not self.cache_results:
+            return None, None
+        key_values, dtypes = key[:len(self.keys)], key[len(self.keys):]
+        try:
+            material = results.key_material(self.jit_fn, key_values, dtypes, target,
+                                            self.configs)
+        except results.NotPersistable as why:
+            _log.info("%s: tuning result kept in memory only (%s)", self.__name__, why)
+            return None, None
+        return material, results.tuning_key(material, self._source())
+
+    def _source(self) -> str:
+        """The kernel's source key plus the source of its heuristics."""
+        parts = [self.jit_fn.source_key()]
+        for layer in self.heuristics:
+            for name, rule in layer.values.items():
+                try:
+                    parts.append(f"# heuristic {name}\n{inspect.getsource(rule)}")
+                except (OSError, TypeError):
+                    parts.append(f"# heuristic {name}: {getattr(rule, '__qualname__', rule)}")
+        return "\n".join(parts)
+
+    def prune_configs(self, kwargs: Dict[str, Any], nargs: Dict[str, Any]) -> List[Config]:
+        """``early_config_prune(configs, nargs, **kwargs)``, then the ``top_k`` configs with
+        the lowest ``perf_model(**nargs, **kwargs, **config.all_kwargs())`` (as Triton)."""
+        pruned = list(self.configs)
+        if self.early_config_prune is not None:
+            pruned = list(self.early_config_prune(pruned, nargs, **kwargs))
+        if self.perf_model is not None:
+            top_k = self.configs_top_k
+            if isinstance(top_k, float) and top_k <= 1.0:
+                top_k = max(1, int(len(self.configs) * top_k))
+            elif not isinstance(top_k, int):
+                raise TypeError("prune_configs_by['top_k'] must be an int or a float <= 1.0")
+            if len(pruned) > top_k:
+                estimates = {c: self.perf_model(**nargs, **kwargs, **c.all_kwargs())
+                             for c in pruned}
+                pruned = sorted(pruned, key=lambda c: estimates[c])[:top_k]
+        return pruned
+
+    # ------------------------------------------------------------------ tuning
+
+    def _job(self, config: Config, args, kwargs, target) -> backends.CompileJob:
+        from ..compiler import CompileOptions
+        final = {**kwargs, **config.all_kwargs()}
+        for layer in self.heuristics:
+            final = layer.apply(args, final)
+        num_warps = final.pop("num_warps", 4)
+        num_stages = final.pop("num_stages", 1)
+        values, constexprs, keys = self.jit_fn._arguments(args, final)
+        options = CompileOptions(num_warps=num_warps, num_stages=num_stages, arch=target.arch)
+        return backends.CompileJob(self.jit_fn, (keys, constexprs, num_warps, num_stages),
+                                   values, constexprs, self.jit_fn._specialization(keys),
+                                   options, target)
+
+    def _tune(self, args, kwargs, named, grid, target):
+        start = time.perf_counter()
+        positional = dict(zip(self.arg_names, args))
+        candidates = self.prune_configs(kwargs, positional)
+        failures: Dict[Config, str] = {}
+        jobs: List[backends.CompileJob] = []
+        job_of: Dict[Config, int] = {}
+        index_of_key: Dict[tuple, int] = {}
+        for config in candidates:
+            try:
+                job = self._job(config, args, kwargs, target)
+                hash(job.kernel_key)
+            except Exception as error:  # noqa: BLE001 - e.g. a heuristic or binding error
+                failures[config] = backends.failure_reason(error)
+                continue
+            reason = resources.why_not_fit(resources.Resources(32 * job.options.num_warps),
+                                           target.properties)
+            if reason is not None:
+                failures[config] = f"pruned before compiling: {reason}"
+                continue
+            if job.kernel_key not in index_of_key:  # configs that compile to one kernel
+                index_of_key[job.kernel_key] = len(jobs)
+                jobs.append(job)
+            job_of[config] = index_of_key[job.kernel_key]
+        bar = Progress(self.__name__)
+        compiled = [0]
+
+        def on_compiled(_index, _outcome):
+            compiled[0] += 1
+            bar.update("compiled", compiled[0], len(jobs))
+
+        outcomes = self.backend.compile(jobs, on_done=on_compiled) if jobs else []
+        timings = self._bench_all(args, kwargs, named, grid, jobs, job_of, outcomes, failures,
+                                  bar)
+        bar.close()
+        self.bench_time = time.perf_counter() - start
+        self.configs_timings = dict(timings)
+        self.failed_configs = [(c, failures[c]) for c in candidates if c in failures]
+        for config, reason in self.failed_configs:
+            level = logging.INFO if "pruned" in reason or "resources" in reason else logging.WARNING
+            _log.log(level, "%s: config (%s) skipped: %s", self.__name__, config, reason)
+        if not timings:
+            reasons = "\n".join(f"  {c}: {r}" for c, r in self.failed_configs)
+            raise RuntimeError(f"{self.__name__}: no config could run:\n{reasons}")
+        best = min(timings, key=timings.get)
+        _log.info("%s: tuned %d configs in %.2fs; best (%s) %.4f ms", self.__name__,
+                  len(candidates), self.bench_time, best, timings[best])
+        return best, timings, failures
+
+    def _bench_all(self, args, kwargs, named, grid, jobs, job_of, outcomes, failures, bar):
+        timings: Dict[Config, float] = {}
+        installed: Dict[int, Optional[str]] = {}
+        runnable = [c for c in job_of if outcomes[job_of[c]].failure is None]
+        for config, index in job_of.items():
+            outcome = outcomes[index]
+            if outcome.failure is not None:
+                prefix = "pruned before compiling: " if outcome.pruned else ""
+                failures[config] = prefix + outcome.failure
+        self._restore_copies = {name: _snapshot(named[name]) for name in self.restore_value}
+        try:
+            for done, config in enumerate(runnable, 1):
+                index = job_of[config]
+                try:
+                    if index not in installed:
+                        installed[index] = None
+                        self.backend.install(jobs[index], outcomes[index])
+                    call = self._kernel_call(args, kwargs, named, grid, config)
+                    timings[config] = self.backend.bench(call, config, self.do_bench)
+                except Exception as error:  # noqa: BLE001 - a config that cannot launch
+                    failures[config] = backends.failure_reason(error)
+                best = min(timings, key=timings.get) if timings else None
+                bar.update("timed", done, len(runnable),
+                           f"{timings[best]:.4f} ms ({best})" if best else None)
+        finally:
+            # The launch that follows starts from the arguments as the caller gave them.
+            for name, saved in self._restore_copies.items():
+                _restore(named[name], saved)
+            self._restore_copies = {}
+            self._reset_arguments(named)
+        return timings
+
+    def _kernel_call(self, args, kwargs, named, grid, config: Config) -> Callable[[], None]:
+        current = {**kwargs, **config.all_kwargs()}
+        full = {**named, **current}
+
+        def call() -> None:
+            if config.pre_hook is not None:
+                config.pre_hook(full)
+            self.pre_hook(full)
+            try:
+                self.fn.run(*args, grid=grid, **current)
+            except BaseException as error:
+                self.post_hook(full, exception=error)
+                raise
+            self.post_hook(full, exception=None)
+
+        return call
+
+    def _reset_arguments(self, kwargs: Dict[str, Any]) -> None:
+        for name in self.reset_to_zero:
+            _zero(kwargs[name])
+
+    def _restore_arguments(self, kwargs: Dict[str, Any], exception=None) -> None:
+        for name, saved in self._restore_copies.items():
+            _restore(kwargs[name], saved)
+
+
+def autotune(configs: Sequence[Config], key: Sequence[str],
+             prune_configs_by: Optional[Dict[str, Any]] = None,
+             reset_to_zero: Optional[Sequence[str]] = None,
+             restore_value: Optional[Sequence[str]] = None,
+             pre_hook: Optional[Callable] = None, post_hook: Optional[Callable] = None,
+             do_bench: Optional[Callable] = None, cache_results: bool = True):
+    """Decorator: tune a @jit kernel over ``configs`` for each value of the ``key`` arguments.
+
+    As ``triton.autotune``; ``cache_results`` (default on, unlike Triton) keeps results on
+    disk. ``reset_to_zero``/``restore_value`` name arguments zeroed before each timed launch /
+    restored after it, for kernels that accumulate into or update their inputs.
+
+    Example::
+
+        @tessera.autotune(configs=[tessera.Config({"BLOCK": 1024}, num_warps=4),
+                                   tessera.Config({"BLOCK": 4096}, num_warps=8)],
+                          key=["n"])
+        @tessera.jit
+        def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr): ...
+
+        add_kernel[lambda meta: (tessera.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    """
+    def decorate(fn):
+        return Autotuner(fn, configs, key, prune_configs_by, reset_to_zero, restore_value,
+                         pre_hook, post_hook, do_bench, cache_results)
+    return decorate
