@@ -43,6 +43,12 @@ def _normalize_grid(grid: Any, kernel: str) -> Tuple[int, int, int]:
     return dims + (1,) * (3 - len(dims))
 
 
+# Bumped whenever a @jit function is created. A kernel compiled before a helper it calls was
+# redefined (a notebook cell run again) notices on its next launch with one integer compare,
+# then checks whether its sources really changed (see JITFunction._check_redefinitions).
+_jit_generation = 0
+
+
 class JITFunction:
     """A kernel: call it as ``kernel[grid](*args, **constexprs)``; inspect it with ``asm``."""
 
@@ -63,6 +69,9 @@ class JITFunction:
         self._tile_ir: Dict[Any, Any] = {}      # specialization key -> module (interpreter)
         self._tile_ir_source: Optional[str] = None  # the source key _tile_ir was built from
         self._source_key: Optional[str] = None
+        global _jit_generation
+        _jit_generation += 1
+        self._generation = _jit_generation
         functools.update_wrapper(self, fn)
 
     def _make_binder(self) -> Callable:
@@ -134,10 +143,26 @@ class JITFunction:
         interpret = knobs.interpret if self.interpret is None else self.interpret
         if interpret:
             return self._run_interpreted(key, values, constexprs, grid, num_warps)
+        if self._generation != _jit_generation:
+            self._check_redefinitions()
         kernel = self._kernels.get(key)
         if kernel is None:
             kernel = self._prepare(key, values, constexprs, num_warps, num_stages)
         kernel.launch(grid, values)
+
+    def _check_redefinitions(self) -> None:
+        """Drops compiled kernels when a @jit function this kernel calls has changed."""
+        self._generation = _jit_generation
+        if self._source_key is None:
+            return
+        from .frontend import kernel_source_key
+        try:
+            source = kernel_source_key(self.fn)
+        except OSError:
+            return
+        if source != self._source_key:
+            self._source_key = source
+            self._kernels.clear()
 
     def _constexpr_dict(self, constexprs) -> Dict[str, Any]:
         return dict(zip(self.constexpr_names, constexprs))
