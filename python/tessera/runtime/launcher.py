@@ -24,8 +24,12 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 
 @functools.lru_cache(maxsize=None)
 def compiler_build_id() -> str:
-    """Identifies this compiler build: the core library and the Python compiler sources."""
+    """Identifies this compiler build: the core library, the Python compiler sources and the
+    ptxas release that makes the cubins (another ptxas must not reuse stale cubins)."""
+    from ..compiler import ptxas
     digest = hashlib.sha256()
+    assembler = ptxas.find_ptxas()
+    digest.update(f"ptxas {ptxas.version(assembler) if assembler else 'driver-jit'}".encode())
     core = _PACKAGE / "_lib" / "libtessera_core.so"
     if core.exists():
         stat = core.stat()
@@ -114,11 +118,13 @@ def kernel_cache_key(jit_fn, specialization, constexprs: Dict[str, Any], options
                      options=options.key(), arch=options.arch)
 
 
-def build(jit_fn, specialization, constexprs: Dict[str, Any], options) -> Tuple[Dict, bytes]:
+def build(jit_fn, specialization, constexprs: Dict[str, Any], options,
+          tile_ir=None) -> Tuple[Dict, bytes]:
     """(metadata, image) of one specialization: from the disk cache, else compiled and stored.
 
     The image is the cubin, or the PTX when no ptxas was found (the driver JIT assembles it).
-    Needs no GPU: the autotuner runs this in worker processes to compile configs in parallel.
+    Needs no GPU: the autotuner runs this in worker processes to compile configs in parallel,
+    passing the ``tile_ir`` it already built (compile_kernel then skips the front end).
     """
     from ..compiler import compile_kernel
 
@@ -128,7 +134,8 @@ def build(jit_fn, specialization, constexprs: Dict[str, Any], options) -> Tuple[
     if entry is not None:
         return json.loads(entry["metadata.json"]), entry.get("kernel.cubin") or entry["kernel.ptx"]
     signature, div16, eq1 = specialization
-    compiled = compile_kernel(jit_fn.fn, signature, constexprs, div16, eq1, options)
+    compiled = compile_kernel(jit_fn.fn, signature, constexprs, div16, eq1, options,
+                              tile_ir=tile_ir)
     files = {"metadata.json": json.dumps(compiled.metadata, indent=1).encode(),
              "kernel.ptx": compiled.asm["ptx"].encode()}
     if "cubin" in compiled.asm:
