@@ -5,6 +5,7 @@
 // lower_layout.cpp. Thread coordinates of a register come from the value's linear layout:
 // L(register, lane = tid % 32, warp = tid / 32) (thread_indices.cpp).
 #include "codegen/lower_to_llvm.h"
+#include "codegen/lower_tensor_core.h"
 #include "codegen/lower_debug.h"
 #include "codegen/lower_reduce.h"
 
@@ -143,6 +144,8 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
 
   // The analysis only reads the IR; it takes a mutable op for the passes that share it.
   axisInfo_ = std::make_unique<analysis::AxisInfoAnalysis>(const_cast<ir::Operation *>(&func));
+  if (func.hasAttr("shared_reserved")) // the pipeliner's ring buffers (lower_shared.cpp)
+    reservedSharedBytes_ = func.intAttr("shared_reserved");
   builder_.SetInsertPoint(llvm::BasicBlock::Create(context(), "entry", function));
   emitThreadIds();
   for (unsigned i = 0; i < body.numArguments(); ++i)
@@ -180,6 +183,8 @@ void KernelLowering::lowerOp(const ir::Operation &op) {
 }
 
 void KernelLowering::dispatchOp(const ir::Operation &op) {
+  if (lowerTensorCoreOp(*this, op)) // dot, trans, shared-memory ops, operand conversions
+    return;
   switch (op.code()) {
   case ir::OpCode::Return:
     builder_.CreateRetVoid();

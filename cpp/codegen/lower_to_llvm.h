@@ -76,6 +76,9 @@ public:
   llvm::Value *warpId();
   /// Base of the shared scratch region (dynamic shared memory), growing it to `bytes`.
   llvm::Value *sharedScratch(int64_t bytes);
+  /// A long-lived buffer at `offset` in the region reserved before the scratch region (ring
+  /// buffers of the pipeliner: local_alloc's `offset`; the func's `shared_reserved` sizes it).
+  llvm::Value *sharedBuffer(int64_t offset, int64_t bytes);
   /// bar.sync 0: every thread of the CTA.
   void emitBarrier();
   llvm::Value *callIntrinsic(llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Type *> types,
@@ -112,6 +115,7 @@ private:
   llvm::Value *threadId_ = nullptr, *laneId_ = nullptr, *warpId_ = nullptr;
   llvm::GlobalVariable *sharedMemory_ = nullptr;
   int64_t sharedBytes_ = 0;
+  int64_t reservedSharedBytes_ = 0; // the func's shared_reserved: buffers before the scratch
 };
 
 // Per-kind lowering entry points, one file each. Each throws a CompileError about `op` for

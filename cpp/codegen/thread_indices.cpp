@@ -153,8 +153,19 @@ llvm::Value *KernelLowering::sharedScratch(int64_t bytes) {
                                              llvm::GlobalValue::NotThreadLocal, 3);
     sharedMemory_->setAlignment(llvm::Align(16));
   }
-  sharedBytes_ = std::max(sharedBytes_, bytes);
-  return sharedMemory_;
+  sharedBytes_ = std::max(sharedBytes_, reservedSharedBytes_ + bytes);
+  if (reservedSharedBytes_ == 0)
+    return sharedMemory_;
+  return builder_.CreateGEP(builder_.getInt8Ty(), sharedMemory_, i32(reservedSharedBytes_));
+}
+
+llvm::Value *KernelLowering::sharedBuffer(int64_t offset, int64_t bytes) {
+  if (offset < 0 || offset + bytes > reservedSharedBytes_)
+    throw std::invalid_argument("shared buffer [" + std::to_string(offset) + ", " +
+                                std::to_string(offset + bytes) + ") lies outside the reserved " +
+                                std::to_string(reservedSharedBytes_) + " bytes");
+  llvm::Value *base = sharedScratch(0);
+  return builder_.CreateGEP(builder_.getInt8Ty(), base, i32(offset - reservedSharedBytes_));
 }
 
 void KernelLowering::emitBarrier() {

@@ -29,19 +29,24 @@ const DotOperandEncoding *dotOperandOf(const Value *value) {
   return dynamic_cast<const DotOperandEncoding *>(value->type().encoding().get());
 }
 
+// Before accelerate_matmul a dot may hold any layouts; after it the result is #mma (or the
+// Blocked layout of an FMA dot) and the operands #dot_op layouts of it.
 void verifyDotEncodings(const Operation &op) {
   const EncodingPtr &result = op.result()->type().encoding();
   if (!result)
     return;
+  bool isMma = dynamic_cast<const MmaEncoding *>(result.get()) != nullptr;
   for (unsigned i = 0; i < 2; ++i) {
     const DotOperandEncoding *operand = dotOperandOf(op.operand(i));
+    if (!operand && !isMma)
+      continue;
     if (!operand || operand->getOpIdx() != static_cast<int>(i) ||
         !operand->getParent()->equals(*result))
       emitError(op, "dot operand " + std::to_string(i) + " must have a #dot_op<{opIdx = " +
                         std::to_string(i) + "}> layout whose parent is the result's, got " +
                         op.operand(i)->type().str());
   }
-  if (op.operand(2)->type() != op.result()->type())
+  if (isMma && op.operand(2)->type() != op.result()->type())
     emitError(op, "dot accumulator and result must have one type");
 }
 

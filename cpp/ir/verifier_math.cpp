@@ -29,8 +29,7 @@ bool isF32OrF64(const Type &type) { return isKind(type, {ScalarKind::F32, Scalar
 
 void expectSameTypes(const Operation &op, unsigned numOperands) {
   if (op.numOperands() != numOperands || op.numResults() != 1)
-    emitError(op, std::string(op.name()) + " takes " + std::to_string(numOperands) +
-                      " operands and gives one result");
+    emitError(op, "takes " + std::to_string(numOperands) + " operands and gives one result");
   for (Value *operand : op.operands())
     if (operand->type() != op.result()->type())
       emitError(op, "operands and result must have one type, got " + operand->type().str() +
@@ -39,7 +38,7 @@ void expectSameTypes(const Operation &op, unsigned numOperands) {
 
 const std::string &stringAttrOrFail(const Operation &op, const char *name) {
   if (!op.hasAttr(name) || !std::holds_alternative<std::string>(op.attr(name)))
-    emitError(op, std::string(op.name()) + " needs a string attribute '" + name + "'");
+    emitError(op, std::string("needs a string attribute '") + name + "'");
   return op.stringAttr(name);
 }
 
@@ -96,20 +95,19 @@ void verifyMathOp(const Operation &op) {
   switch (op.code()) {
   case OpCode::AbsF:
     if (!isKind(type, {ScalarKind::F16, ScalarKind::BF16, ScalarKind::F32, ScalarKind::F64}))
-      emitError(op, "absf takes f16, bf16, f32 or f64, got " + type.str());
+      emitError(op, "takes f16, bf16, f32 or f64, got " + type.str());
     break;
   case OpCode::AbsI:
     if (!isKind(type, {ScalarKind::I8, ScalarKind::I16, ScalarKind::I32, ScalarKind::I64}))
-      emitError(op, "absi takes i8, i16, i32 or i64, got " + type.str());
+      emitError(op, "takes i8, i16, i32 or i64, got " + type.str());
     break;
   case OpCode::MulHiUI:
     if (!isKind(type, {ScalarKind::I32, ScalarKind::I64}))
-      emitError(op, "mulhiui takes i32 or i64, got " + type.str());
+      emitError(op, "takes i32 or i64, got " + type.str());
     break;
   default:
     if (!isF32OrF64(type))
-      emitError(op, std::string(op.name()) + " takes f32 or f64 (compute f16/bf16 in f32), got " +
-                        type.str());
+      emitError(op, "takes f32 or f64 (compute f16/bf16 in f32), got " + type.str());
     break;
   }
 }
@@ -117,9 +115,9 @@ void verifyMathOp(const Operation &op) {
 void verifyAtomicOp(const Operation &op) {
   bool isCas = op.code() == OpCode::AtomicCAS;
   if (op.numResults() != 1)
-    emitError(op, std::string(op.name()) + " gives one result (the old values)");
+    emitError(op, "gives one result (the old values)");
   if (isCas ? op.numOperands() != 3 : op.numOperands() < 2 || op.numOperands() > 3)
-    emitError(op, isCas ? "atomic_cas takes (ptr, cmp, val)" : "atomic_rmw takes (ptr, val[, mask])");
+    emitError(op, isCas ? "takes (ptr, cmp, val)" : "takes (ptr, val[, mask])");
   expectOneOf(op, "sem", {"relaxed", "acquire", "release", "acq_rel"});
   expectOneOf(op, "scope", {"cta", "gpu", "sys"});
   verifySameShapeAndLayout(op);
@@ -139,14 +137,14 @@ void verifyAtomicOp(const Operation &op) {
   if (isCas) {
     if (!isKind(element, {ScalarKind::I16, ScalarKind::I32, ScalarKind::I64, ScalarKind::F16,
                           ScalarKind::BF16, ScalarKind::F32, ScalarKind::F64}))
-      emitError(op, "atomic_cas takes 16, 32 or 64-bit elements, got " + element.str());
+      emitError(op, "takes 16, 32 or 64-bit elements, got " + element.str());
     return;
   }
   expectOneOf(op, "kind",
               {"add", "fadd", "max", "min", "umax", "umin", "and", "or", "xor", "xchg"});
   const std::string &kind = op.stringAttr("kind");
   if (!kindAcceptsElement(kind, element))
-    emitError(op, "atomic_rmw kind '" + kind + "' does not take " + element.str());
+    emitError(op, "kind '" + kind + "' does not take " + element.str());
 }
 
 } // namespace tessera::ir::detail

@@ -31,7 +31,8 @@ const char *kUsage =
     "  --list-passes             list the registered passes and exit\n"
     "  --emit=llvm|llvm-unopt|ptx  after the passes, print the kernel's optimized LLVM IR, its\n"
     "                            LLVM IR as lowered, or its PTX instead of the tile IR (codegen)\n"
-    "  --arch=sm_90a             target of --emit (sm_80, sm_90a, ...)\n";
+    "  --arch=sm_90a             target of --emit (sm_80, sm_90a, ...)\n"
+    "  --libdevice=PATH          libdevice.10.bc for --emit (default: the CUDA install's)\n";
 
 struct Options {
   std::string input = "-";
@@ -42,6 +43,7 @@ struct Options {
   bool splitInputFile = false;
   std::string emit; // "", "llvm", "llvm-unopt" or "ptx"
   std::string arch = "sm_90a";
+  std::string libdevice;
 };
 
 std::vector<std::string> splitList(const std::string &text) {
@@ -86,6 +88,8 @@ bool parseArguments(int argc, char **argv, Options &options, int &exitCode) {
       }
     } else if (arg.rfind("--arch=", 0) == 0) {
       options.arch = value("--arch=");
+    } else if (arg.rfind("--libdevice=", 0) == 0) {
+      options.libdevice = value("--libdevice=");
     } else if (arg == "--no-verify") {
       options.verify = false;
     } else if (arg == "--print-locations") {
@@ -171,6 +175,7 @@ bool processModule(const std::string &text, const std::string &fileName,
     if (!options.emit.empty()) {
       tessera::codegen::CodegenOptions codegenOptions;
       codegenOptions.arch = options.arch;
+      codegenOptions.libdevicePath = options.libdevice;
       tessera::codegen::CodegenResult result = tessera::codegen::generate(*module, codegenOptions);
       std::cout << (options.emit == "ptx"          ? result.ptx
                     : options.emit == "llvm-unopt" ? result.unoptimizedLLVMIR

@@ -26,6 +26,10 @@
 //    of another (an accumulator fed by a coalesced load) is carried in the other layout: the
 //    conversion inside the loop becomes one of the init before it and one of the result after.
 // 4. Erase the ops and loop-carried values that the rewrites left without users.
+// 5. A reduce whose operands are converted out of one layout, by conversions that feed
+//    nothing else (or are computed from scalars alone, as argmax's indices), reduces in that
+//    layout instead: the conversion moves after it, onto the smaller reduced tensors (for a
+//    rank-1 reduce, a scalar: it disappears); step 2 recomputes the indices in that layout.
 #include "transforms/layout_passes.h"
 
 #include "ir/pass_manager.h"
@@ -302,6 +306,69 @@ bool retypeCarriedValue(Operation *func, Operation *loop, unsigned carried,
   return true;
 }
 
+/// Computed from scalars alone by ops that can produce any layout (no loads), so that step 2
+/// recomputes it in whatever layout it is converted to.
+bool isComputedFromScalars(Value *value, int depth = 0) {
+  Operation *def = value->definingOp();
+  if (!def || depth > 16 || !followsResultLayout(*def) || def->code() == OpCode::Load)
+    return false;
+  for (Value *operand : def->operands())
+    if (operand->type().isTensor() && !isComputedFromScalars(operand, depth + 1))
+      return false;
+  return true;
+}
+
+// Plan step 5.
+bool reduceBeforeConverting(Operation *func) {
+  bool changed = false;
+  for (Operation *op : opsInOrder(func)) {
+    if (op->code() != OpCode::Reduce)
+      continue;
+    EncodingPtr source;
+    bool movable = true;
+    std::vector<Operation *> converts(op->numOperands(), nullptr);
+    for (unsigned i = 0; i < op->numOperands() && movable; ++i) {
+      Value *operand = op->operand(i);
+      Operation *def = operand->definingOp();
+      bool onlyHere = std::all_of(operand->users().begin(), operand->users().end(),
+                                  [&](Operation *user) { return user == op; });
+      if (def && def->code() == OpCode::ConvertLayout && onlyHere) {
+        EncodingPtr from = def->operand(0)->type().encoding();
+        movable = from && (!source || sameEncoding(source, from));
+        source = from;
+        converts[i] = def;
+      } else {
+        movable = isComputedFromScalars(operand);
+      }
+    }
+    if (!movable || !source)
+      continue;
+    auto slice = std::make_shared<const SliceEncoding>(static_cast<int>(op->intAttr("axis")),
+                                                       source);
+    Builder builder;
+    builder.setInsertionPoint(op);
+    for (unsigned i = 0; i < op->numOperands(); ++i)
+      op->setOperand(i, converts[i] ? converts[i]->operand(0)
+                                    : createConvert(builder, op->operand(i), source));
+    builder.setInsertionPointAfter(op);
+    for (auto &result : op->results()) {
+      if (!result->type().isTensor())
+        continue;
+      EncodingPtr wanted = result->type().encoding();
+      std::vector<OperandUse> uses = usesOf(result.get());
+      result->setType(result->type().withEncoding(slice));
+      Value *converted = createConvert(builder, result.get(), wanted);
+      for (const OperandUse &use : uses)
+        use.user->setOperand(use.index, converted);
+    }
+    for (Operation *convert : converts)
+      if (convert && !convert->result()->hasUses())
+        convert->erase();
+    changed = true;
+  }
+  return changed;
+}
+
 void removeConversionsInFunction(Operation *func) {
   // Every round removes conversions or moves them out of a loop, so this ends; the bound is
   // insurance.
@@ -329,6 +396,7 @@ void removeConversionsInFunction(Operation *func) {
           if (op->result(i)->type().isTensor())
             changed = retypeCarriedValue(func, op, i, cache) || changed;
     eraseDeadOps(func->body()); // plan step 4 (dce's helper: dead ops and carried values)
+    changed = reduceBeforeConverting(func) || changed;
   }
 }
 

@@ -49,10 +49,14 @@ KNOBS = {
                  "Comma-separated pass names (or 'all') whose output IR is printed to stderr."),
     "ptxas": Knob("TESSERA_PTXAS", "", str,
                   "Path of ptxas; empty means search PATH and CUDA_HOME, else use the driver JIT."),
+    "libdevice": Knob("TESSERA_LIBDEVICE", "", str,
+                      "Path of libdevice.10.bc (math functions such as erf); empty means "
+                      "$CUDA_HOME/nvvm/libdevice, then /usr/local/cuda/nvvm/libdevice."),
     "always_compile": Knob("TESSERA_ALWAYS_COMPILE", False, _parse_bool,
                            "Ignore the on-disk cache and compile every kernel again."),
     "autotune": Knob("TESSERA_AUTOTUNE", "", str,
-                     "'force' re-tunes, 'off' uses the cached or first config; empty = default."),
+                     "'force' tunes again (once per key and process, ignoring results on disk), "
+                     "'off' uses the result on disk or the first config; empty = default."),
     "autotune_progress": Knob("TESSERA_AUTOTUNE_PROGRESS", None, _parse_bool,
                               "Show the autotuner's progress bar on stderr (unset: only when "
                               "stderr is a terminal)."),

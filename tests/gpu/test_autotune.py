@@ -44,14 +44,15 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 @tessera.jit
 def mix_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, STEPS: tl.constexpr):
-    # Slow to compile on purpose: STEPS unrolled steps of a contracting linear recurrence.
+    # Slow to compile on purpose: STEPS unrolled steps of an area-preserving recurrence (a
+    # symplectic Euler rotation: the values stay of order 1, so the result can be checked).
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
     y = tl.load(y_ptr + offs, mask=mask)
     for _ in tl.static_range(STEPS):
-        x = x * 0.5 + y * 0.25
-        y = y * 0.5 + x * 0.25
+        x = x + y * 0.25
+        y = y - x * 0.25
     tl.store(out_ptr + offs, x + y, mask=mask)
 
 
@@ -116,7 +117,8 @@ class Counting(TuningBackend):
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+    total = tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, total, mask=mask)
 
 add_kernel.backend = Counting()
 n = 1 << 20
@@ -185,16 +187,19 @@ def test_do_bench_statistics():
 
 
 MIX_SIGNATURE = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
-MIX_CONFIGS = [tessera.Config({"BLOCK": b, "STEPS": 512}, num_warps=w, num_stages=1)
-               for b, w in [(128, 1), (256, 2), (512, 4), (1024, 8), (256, 1), (512, 2),
-                            (1024, 4), (2048, 8)]]
+# Compile time grows with the elements per thread (BLOCK / (32 num_warps)): mostly 8 each, so
+# that no single config dominates the parallel wall time (ptxas takes most of it).
+MIX_STEPS = 1024
+MIX_CONFIGS = [tessera.Config({"BLOCK": b, "STEPS": MIX_STEPS}, num_warps=w, num_stages=1)
+               for b, w in [(256, 1), (512, 2), (1024, 4), (2048, 8), (4096, 16), (8192, 32),
+                            (128, 1), (512, 4)]]
 
 
 def sequential_compile_seconds(arch: str) -> float:
     start = time.perf_counter()
     for config in MIX_CONFIGS:
         compile_kernel(mix_kernel.fn, MIX_SIGNATURE, dict(config.kwargs),
-                       {"x_ptr", "y_ptr", "out_ptr"}, set(),
+                       {"x_ptr", "y_ptr", "out_ptr", "n"}, set(),   # as the tuned launch
                        CompileOptions(num_warps=config.num_warps, num_stages=1, arch=arch))
     return time.perf_counter() - start
 
@@ -210,10 +215,11 @@ def parallel_tuning_seconds(n: int = 1 << 20):
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     ref_x, ref_y = x.double(), y.double()
-    for _ in range(512):
-        ref_x = ref_x * 0.5 + ref_y * 0.25
-        ref_y = ref_y * 0.5 + ref_x * 0.25
-    torch.testing.assert_close(out.double(), ref_x + ref_y, rtol=1e-5, atol=1e-30)
+    for _ in range(MIX_STEPS):
+        ref_x = ref_x + ref_y * 0.25
+        ref_y = ref_y - ref_x * 0.25
+    # fp32 rounding over 1024 steps drifts the phase by ~1e-4: far below any logic error.
+    torch.testing.assert_close(out.double(), ref_x + ref_y, rtol=1e-3, atol=1e-3)
     assert kernel.failed_configs == []
     return seconds, kernel
 

@@ -10,7 +10,7 @@ launches through the interpreter.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..config import knobs
@@ -49,7 +49,6 @@ class Outcome:
     failure: Optional[str] = None
     pruned: bool = False                 # dropped by the resource model before compiling
     worker: int = 0                      # pid of the process that compiled it
-    details: Dict[str, Any] = field(default_factory=dict)
 
 
 def failure_reason(error: BaseException) -> str:
@@ -79,13 +78,11 @@ def compile_one(job: CompileJob) -> Outcome:
         if reason is not None:
             return Outcome(failure=reason, pruned=True, worker=pid)
         metadata, image = launcher.build(job.jit_fn, job.specialization, job.constexpr_dict,
-                                         job.options)
+                                         job.options, tile_ir=module)
         reason = resources.why_not_fit(resources.from_metadata(metadata), props)
         if reason is not None:
             return Outcome(failure=f"out of resources: {reason}", worker=pid)
-        blocks, limiter = resources.occupancy(resources.from_metadata(metadata), props)
-        return Outcome(built=(metadata, image), worker=pid,
-                       details={"blocks_per_multiprocessor": blocks, "limited_by": limiter})
+        return Outcome(built=(metadata, image), worker=pid)
     except Exception as error:  # noqa: BLE001 - every failure of a config is a result
         return Outcome(failure=failure_reason(error), worker=pid)
 
@@ -109,7 +106,8 @@ class TuningBackend:
                 on_done: Optional[Callable[[int, Outcome], None]] = None) -> List[Outcome]:
         """Compiles every job, in parallel on all CPU cores."""
         results = parallel.run_jobs(jobs, compile_one, on_done=on_done)
-        return [r if isinstance(r, Outcome) else Outcome(failure=failure_reason(r)) for r in results]
+        return [r if isinstance(r, Outcome) else Outcome(failure=failure_reason(r))
+                for r in results]
 
     def install(self, job: CompileJob, outcome: Outcome) -> None:
         """Loads a compiled config so that launches with its arguments find it."""

@@ -42,7 +42,9 @@ def cpu_count() -> int:
 
 
 def fork_available() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods()
+    """Whether workers can be forked (a daemonic process may not have children)."""
+    return ("fork" in multiprocessing.get_all_start_methods()
+            and not multiprocessing.current_process().daemon)
 
 
 def _run_indexed(index: int) -> Any:

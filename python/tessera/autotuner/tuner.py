@@ -20,6 +20,7 @@ import functools
 import inspect
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..config import knobs
@@ -49,6 +50,15 @@ def _restore(value, saved) -> None:
         value.copy_(saved)
     else:
         value[...] = saved
+
+
+@dataclass
+class _Launch:
+    """One launch of an autotuned kernel: its arguments as given, and all of them by name."""
+    args: tuple
+    kwargs: Dict[str, Any]
+    named: Dict[str, Any]
+    grid: Any
 
 
 class Autotuner:
@@ -126,7 +136,7 @@ class Autotuner:
         key = self._key(named)
         config = self.cache.get(key)
         if config is None:
-            config = self._choose(key, args, kwargs, named, grid)
+            config = self._choose(key, _Launch(args, kwargs, named, grid))
             self.cache[key] = config
         self.best_config = config
         if config.pre_hook is not None:
@@ -144,14 +154,14 @@ class Autotuner:
 
     # ------------------------------------------------------------------ choosing
 
-    def _choose(self, key, args, kwargs, named, grid) -> Config:
+    def _choose(self, key: tuple, launch: _Launch) -> Config:
         mode = (knobs.autotune or "").strip().lower()
         if mode not in _MODES:
             raise ValueError(f"TESSERA_AUTOTUNE={knobs.autotune!r}: use 'force', 'off' or "
                              f"leave it empty")
         if len(self.configs) == 1 or not self.backend.enabled(self.jit_fn):
             return self.configs[0]
-        values = [named[n] for n in self.jit_fn.runtime_names if n in named]
+        values = [launch.named[n] for n in self.jit_fn.runtime_names if n in launch.named]
         target = self.backend.target(self.jit_fn, values)
         material, disk_key = self._disk_key(key, target)
         if disk_key is not None and mode != "force":
@@ -160,10 +170,11 @@ class Autotuner:
             if best is not None:
                 self.configs_timings = results.stored_timings(record, self.configs)
                 self.failed_configs = []
+                self.bench_time = 0.0
                 return best
         if mode == "off":
             return self.configs[0]
-        best, timings, failures = self._tune(args, kwargs, named, grid, target)
+        best, timings, failures = self._tune(launch, target)
         if disk_key is not None:
             results.store(disk_key, results.make_record(material, best, timings, failures,
                                                         self.bench_time))
@@ -225,17 +236,17 @@ class Autotuner:
                                    values, constexprs, self.jit_fn._specialization(keys),
                                    options, target)
 
-    def _tune(self, args, kwargs, named, grid, target):
+    def _tune(self, launch: _Launch, target) -> Tuple[Config, Dict, Dict]:
+        """(best config, {config: ms}, {config: why it failed}) for this launch's key."""
         start = time.perf_counter()
-        positional = dict(zip(self.arg_names, args))
-        candidates = self.prune_configs(kwargs, positional)
+        candidates = self.prune_configs(launch.kwargs, dict(zip(self.arg_names, launch.args)))
         failures: Dict[Config, str] = {}
         jobs: List[backends.CompileJob] = []
         job_of: Dict[Config, int] = {}
         index_of_key: Dict[tuple, int] = {}
         for config in candidates:
             try:
-                job = self._job(config, args, kwargs, target)
+                job = self._job(config, launch.args, launch.kwargs, target)
                 hash(job.kernel_key)
             except Exception as error:  # noqa: BLE001 - e.g. a heuristic or binding error
                 failures[config] = backends.failure_reason(error)
@@ -257,8 +268,15 @@ class Autotuner:
             bar.update("compiled", compiled[0], len(jobs))
 
         outcomes = self.backend.compile(jobs, on_done=on_compiled) if jobs else []
-        timings = self._bench_all(args, kwargs, named, grid, jobs, job_of, outcomes, failures,
-                                  bar)
+        built = []
+        for config, index in job_of.items():
+            outcome = outcomes[index]
+            if outcome.failure is None:
+                built.append((config, jobs[index], outcome))
+            else:
+                prefix = "pruned before compiling: " if outcome.pruned else ""
+                failures[config] = prefix + outcome.failure
+        timings = self._bench_all(launch, built, failures, bar)
         bar.close()
         self.bench_time = time.perf_counter() - start
         self.configs_timings = dict(timings)
@@ -274,29 +292,26 @@ class Autotuner:
                   len(candidates), self.bench_time, best, timings[best])
         return best, timings, failures
 
-    def _bench_all(self, args, kwargs, named, grid, jobs, job_of, outcomes, failures, bar):
+    def _bench_all(self, launch: _Launch, built: List[tuple], failures: Dict[Config, str],
+                   bar: Progress) -> Dict[Config, float]:
+        """Times each (config, job, outcome) of ``built``; a config that fails to load or
+        launch goes to ``failures``."""
         timings: Dict[Config, float] = {}
-        installed: Dict[int, Optional[str]] = {}
-        runnable = [c for c in job_of if outcomes[job_of[c]].failure is None]
-        for config, index in job_of.items():
-            outcome = outcomes[index]
-            if outcome.failure is not None:
-                prefix = "pruned before compiling: " if outcome.pruned else ""
-                failures[config] = prefix + outcome.failure
+        installed = set()
+        named = launch.named
         self._restore_copies = {name: _snapshot(named[name]) for name in self.restore_value}
         try:
-            for done, config in enumerate(runnable, 1):
-                index = job_of[config]
+            for done, (config, job, outcome) in enumerate(built, 1):
                 try:
-                    if index not in installed:
-                        installed[index] = None
-                        self.backend.install(jobs[index], outcomes[index])
-                    call = self._kernel_call(args, kwargs, named, grid, config)
+                    if id(job) not in installed:
+                        installed.add(id(job))
+                        self.backend.install(job, outcome)
+                    call = self._kernel_call(launch, config)
                     timings[config] = self.backend.bench(call, config, self.do_bench)
                 except Exception as error:  # noqa: BLE001 - a config that cannot launch
                     failures[config] = backends.failure_reason(error)
                 best = min(timings, key=timings.get) if timings else None
-                bar.update("timed", done, len(runnable),
+                bar.update("timed", done, len(built),
                            f"{timings[best]:.4f} ms ({best})" if best else None)
         finally:
             # The launch that follows starts from the arguments as the caller gave them.
@@ -306,16 +321,16 @@ class Autotuner:
             self._reset_arguments(named)
         return timings
 
-    def _kernel_call(self, args, kwargs, named, grid, config: Config) -> Callable[[], None]:
-        current = {**kwargs, **config.all_kwargs()}
-        full = {**named, **current}
+    def _kernel_call(self, launch: _Launch, config: Config) -> Callable[[], None]:
+        current = {**launch.kwargs, **config.all_kwargs()}
+        full = {**launch.named, **current}
 
         def call() -> None:
             if config.pre_hook is not None:
                 config.pre_hook(full)
             self.pre_hook(full)
             try:
-                self.fn.run(*args, grid=grid, **current)
+                self.fn.run(*launch.args, grid=launch.grid, **current)
             except BaseException as error:
                 self.post_hook(full, exception=error)
                 raise

@@ -12,6 +12,7 @@ Each stage's text is kept in ``CompiledKernel.asm`` so that every stage can be i
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -25,7 +26,7 @@ from . import ptxas
 # The default pipeline, by stage. Pass names are the registered names (one name per pass file).
 PIPELINES: Dict[str, List[str]] = {
     "tir": ["canonicalize", "cse", "dce", "licm", "canonicalize", "dce"],
-    "tgir": ["assign_layouts", "coalesce", "remove_layout_conversions",
+    "tgir": ["assign_layouts", "coalesce", "accelerate_matmul", "remove_layout_conversions",
              "canonicalize", "cse", "dce"],
 }
 
@@ -71,17 +72,33 @@ def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     return module
 
 
+def libdevice_path() -> str:
+    """libdevice.10.bc for the math ops that need it (codegen links it only then):
+    TESSERA_LIBDEVICE, else the CUDA toolkit's ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda);
+    "" when none exists, and codegen reports a missing libdevice if a kernel needs it."""
+    if knobs.libdevice:
+        return knobs.libdevice
+    for bin_dir in ptxas._toolkit_directories():  # CUDA_HOME, CUDA_PATH, /usr/local/cuda
+        candidate = os.path.join(os.path.dirname(bin_dir), "nvvm", "libdevice", "libdevice.10.bc")
+        if os.path.isfile(candidate):
+            return candidate
+    return ""
+
+
 def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                    divisibility_16=(), equal_to_1=(),
-                   options: CompileOptions = CompileOptions()) -> CompiledKernel:
-    """Compiles one specialization through every stage down to a cubin (when ptxas is found)."""
-    module = build_tile_ir(fn, signature, constexprs, divisibility_16, equal_to_1,
-                           options.num_warps)
+                   options: CompileOptions = CompileOptions(), tile_ir=None) -> CompiledKernel:
+    """Compiles one specialization through every stage down to a cubin (when ptxas is found).
+
+    ``tile_ir``: the module :func:`build_tile_ir` made for these same arguments, used (and
+    consumed) instead of running the front end again (the autotuner reads it first)."""
+    module = tile_ir if tile_ir is not None else build_tile_ir(
+        fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps)
     asm: Dict[str, Any] = {"tir": module.str()}
     _run_pipeline(module, "tgir")
     asm["tgir"] = module.str()
     generated = _codegen.generate(module, arch=options.arch, num_warps=options.num_warps,
-                                  opt_level=options.opt_level)
+                                  opt_level=options.opt_level, libdevice_path=libdevice_path())
     asm["llir"] = generated["llvm_ir"]
     asm["ptx"] = generated["ptx"]
     metadata: Dict[str, Any] = {
@@ -94,5 +111,9 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     assembled = ptxas.assemble(asm["ptx"], options.arch)
     if assembled is not None:
         asm["cubin"] = assembled.cubin
-        metadata.update(assembled.report)
+        # ptxas reports static shared memory; "shared_bytes" stays the dynamic amount the
+        # launcher must pass (the kernel's shared scratch and ring buffers).
+        report = dict(assembled.report)
+        metadata["static_shared_bytes"] = report.pop("shared_bytes", 0)
+        metadata.update(report)
     return CompiledKernel(generated["kernel_name"], asm, metadata)

@@ -16,6 +16,8 @@ import numpy as np
 from . import debug_ops  # noqa: F401  (registers the print and assert handlers)
 from . import reductions  # noqa: F401  (registers the reduce and scan handlers)
 from . import dot_ops  # noqa: F401  (registers dot, trans and the shared-memory ops)
+from . import math_ops  # noqa: F401  (registers exp, log, sqrt, erf, fma, ...)
+from . import atomic_ops  # noqa: F401  (registers atomic_rmw and atomic_cas)
 from .errors import AssertionFault, KernelAssertionError, KernelRuntimeError, OpFault
 from .handlers import HANDLERS, handles
 from .memory import AccessError, AddressSpace

@@ -2,7 +2,7 @@
 
 Import it as ``import tessera.language as tl``; a Triton elementwise kernel ports by changing
 its imports. Everything public is re-exported here explicitly; semantic.py (the type rules)
-is private. Math functions (exp, log, sqrt, ...) will live in math.py (issue 4).
+is private. Math functions are also reachable as ``tl.math.exp`` (math.py), as Triton's.
 """
 from .core import (
     PropagateNan,
@@ -51,6 +51,39 @@ from .core import (
     zeros_like,
 )
 from .dot import dot, permute, trans
+from . import math
+from .atomic import (
+    atomic_add,
+    atomic_and,
+    atomic_cas,
+    atomic_max,
+    atomic_min,
+    atomic_or,
+    atomic_xchg,
+    atomic_xor,
+)
+from .math import (
+    abs,
+    ceil,
+    clamp,
+    cos,
+    div_rn,
+    erf,
+    exp,
+    exp2,
+    fdiv,
+    floor,
+    fma,
+    log,
+    log2,
+    rsqrt,
+    sigmoid,
+    sin,
+    softmax,
+    sqrt,
+    sqrt_rn,
+    umulhi,
+)
 from .reduction import (
     argmax,
     argmin,
@@ -74,4 +107,8 @@ __all__ = [
     "dot", "permute", "trans",
     "argmax", "argmin", "associative_scan", "cumprod", "cumsum", "max", "min", "reduce", "sum",
     "xor_sum",
+    "math", "abs", "ceil", "clamp", "cos", "div_rn", "erf", "exp", "exp2", "fdiv", "floor", "fma",
+    "log", "log2", "rsqrt", "sigmoid", "sin", "softmax", "sqrt", "sqrt_rn", "umulhi",
+    "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
+    "atomic_xchg", "atomic_xor",
 ]

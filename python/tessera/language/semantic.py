@@ -15,6 +15,8 @@ from .. import _tessera
 from . import core as tl
 from .core import dtype, tensor
 from .reduction_semantic import ReductionSemantic
+from .math_semantic import MathSemantic
+from .atomic_semantic import AtomicSemantic
 
 ir = _tessera.ir
 
@@ -115,7 +117,7 @@ def _signed_bits(value: int, width: int) -> int:
     return value - (1 << width) if value >> (width - 1) else value
 
 
-class Semantic(ReductionSemantic):
+class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic):
     """Builds typed tile IR for the language's operators and builtins through ``builder``
     (reductions and scans: reduction_semantic.py)."""
 

@@ -3,6 +3,7 @@
 // ("Matrix Fragments for mma.m16n8k16 / mma.m16n8k8 with floating point type"), the warp
 // tiling of larger tiles, the register-only conversion that chained dots rely on, the FMA
 // (Blocked-parent) operand layouts, and the text forms.
+#include "layout/blocked.h"
 #include "layout/conversion.h"
 #include "layout/dot_operand.h"
 #include "layout/encoding.h"
@@ -112,10 +113,11 @@ TEST(MmaLayoutTest, OperandsBroadcastAcrossTheWarpsOfTheOtherDim) {
   LinearLayout c = parent->toLinearLayout({64, 64});
   EXPECT_TRUE(a.isSurjective());
   EXPECT_TRUE(b.isSurjective());
-  // Every accumulator element's row is held by the same thread in A, its column in B.
-  for (int warp = 0; warp < 4; ++warp)
+  // The tensor cores exchange fragments within a warp: each warp holds in A every row, and
+  // in B every column, of its accumulator elements.
+  for (int warp = 0; warp < 4; ++warp) {
+    std::set<int> rowsA, colsB, rowsC, colsC;
     for (int lane = 0; lane < 32; ++lane) {
-      std::set<int> rowsA, colsB, rowsC, colsC;
       for (int reg = 0; reg < a.getInDimSize(kRegisterDim); ++reg)
         rowsA.insert(at(a, reg, lane, warp).first);
       for (int reg = 0; reg < b.getInDimSize(kRegisterDim); ++reg)
@@ -124,9 +126,11 @@ TEST(MmaLayoutTest, OperandsBroadcastAcrossTheWarpsOfTheOtherDim) {
         rowsC.insert(at(c, reg, lane, warp).first);
         colsC.insert(at(c, reg, lane, warp).second);
       }
-      EXPECT_EQ(rowsA, rowsC);
-      EXPECT_EQ(colsB, colsC);
     }
+    EXPECT_EQ(rowsA, rowsC);
+    EXPECT_EQ(colsB, colsC);
+    EXPECT_EQ(rowsA.size(), 32u);
+  }
 }
 
 TEST(MmaLayoutTest, ChainedDotsConvertInRegistersWhenWarpsLieAlongM) {
@@ -142,8 +146,8 @@ TEST(MmaLayoutTest, ChainedDotsConvertInRegistersWhenWarpsLieAlongM) {
 }
 
 TEST(MmaLayoutTest, BlockedParentOperandsHoldWholeRowsAndColumns) {
-  auto blocked = std::make_shared<const BlockedEncoding>(std::vector<int>{1, 4}, std::vector<int>{4, 8},
-                                                         std::vector<int>{4, 1}, std::vector<int>{1, 0});
+  auto blocked = std::make_shared<const BlockedEncoding>(
+      std::vector<int>{1, 4}, std::vector<int>{4, 8}, std::vector<int>{4, 1}, std::vector<int>{1, 0});
   LinearLayout c = blocked->toLinearLayout({32, 32});
   LinearLayout a = operand(0, blocked, 1, {32, 16}), b = operand(1, blocked, 1, {16, 32});
   for (int warp = 0; warp < 4; ++warp)

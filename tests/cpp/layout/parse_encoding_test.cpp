@@ -67,7 +67,7 @@ TEST(ParseEncodingTest, MalformedTextThrowsRuntimeError) {
   const std::string good =
       "#blocked<{sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]}>";
   expectParseError("", "expected '#'");
-  expectParseError("#mma<{}>", "unknown encoding '#mma'");
+  expectParseError("#mfma<{}>", "unknown encoding '#mfma'"); // #mma is known (mma.h)
   expectParseError(good + " x", "unexpected trailing text");
   expectParseError("#blocked<{sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [4]}>",
                    "expected field 'order = [...]'");

@@ -345,7 +345,7 @@ def test_heuristics_alone():
     for n in (300, 1000):
         x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
         out = np.full_like(x, np.nan)
-        kernel[lambda meta: (tessera.cdiv(n, meta["BLOCK"]),)](x, out, n)
+        kernel[grid(n)](x, out, n)
         np.testing.assert_array_equal(out, 3.0 * x)
 
 

@@ -3,7 +3,6 @@ processes compiling one kernel into one directory at once, damaged metadata/PTX/
 rebuilt, the exact arch in the key. (Entry-level cache tests: tests/python/runtime/.)"""
 import json
 import multiprocessing
-import os
 
 import pytest
 import tessera

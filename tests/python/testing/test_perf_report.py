@@ -50,7 +50,8 @@ def test_table_printed_and_saved(tmp_path, capsys):
     assert printed.startswith("demo:")
     assert printed.splitlines()[1].split() == ["n", "A", "B"]
     assert printed.splitlines()[4].split() == ["4", "40", "80"]
-    rows = list(csv.reader(open(tmp_path / "demo.csv")))
+    with open(tmp_path / "demo.csv") as f:
+        rows = list(csv.reader(f))
     assert rows == [["n", "A", "B"], ["1", "10.0", "20.0"], ["2", "20.0", "40.0"],
                     ["4", "40.0", "80.0"]]
     values = table.column("B") if isinstance(table, Table) else list(table["B"])

@@ -1,0 +1,303 @@
+// Lowering of shared-memory staging for tensor cores: conversions into #mma dot-operand layouts,
+// and the pipeliner's ops (local_alloc, local_load, async_copy, async_commit_group,
+// async_wait, barrier). Also the dispatcher of all of issue 5's ops (lowerTensorCoreOp).
+//
+// A conversion into a dot operand that registers cannot do (a coalesced load's tile to the
+// mma fragments) goes: barrier; each thread stores its elements, 16 bytes at a time, into a
+// tile swizzled for the operand (dotOperandSharedEncoding); barrier; ldmatrix reads the
+// fragments (layout/ldmatrix.h; plain ld.shared where no ldmatrix form fits, e.g. tf32 B
+// stored N-major). The pipeliner's ring buffers sit at the offsets it gave them (attribute
+// `offset`), in a region reserved before the scratch region of conversions.
+#include "codegen/lower_tensor_core.h"
+
+#include "ir/diagnostics.h"
+#include "ir/tensor_core_verifier.h"
+#include "layout/conversion.h"
+#include "layout/dot_operand.h"
+#include "layout/ldmatrix.h"
+#include "layout/shared_encoding.h"
+
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
+namespace tessera::codegen {
+
+namespace {
+
+/// The dim a shared tile should keep contiguous for `layout`'s stores: the one its
+/// consecutive registers step (vector stores), else the one its first lanes step (a warp's
+/// stores then fill whole rows), else the last.
+int fastestDim(const LinearLayout &layout) {
+  for (const char *dim : {kRegisterDim, kLaneDim}) {
+    int numBits = layout.hasInDim(dim) ? layout.getInDimSizeLog2(dim) : 0;
+    for (int bit = 0; bit < numBits; ++bit)
+      for (int axis = 0; axis < layout.getNumOutDims(); ++axis)
+        if (layout.getBasis(dim, bit, tensorDimName(axis)) == 1)
+          return axis;
+  }
+  return layout.getNumOutDims() - 1;
+}
+
+llvm::Value *byteAddress(KernelLowering &lowering, llvm::Value *base, llvm::Value *elementOffset,
+                         int elementBytes) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  return b.CreateGEP(b.getInt8Ty(), base, b.CreateMul(elementOffset, lowering.i32(elementBytes)));
+}
+
+llvm::Intrinsic::ID ldmatrixIntrinsic(int numMatrices, bool transposed) {
+  switch (numMatrices) {
+  case 1:
+    return transposed ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x1_trans_b16
+                      : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x1_b16;
+  case 2:
+    return transposed ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_trans_b16
+                      : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_b16;
+  default:
+    return transposed ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16
+                      : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16;
+  }
+}
+
+Registers loadWithLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan,
+                           const LinearLayout &layout, llvm::Value *base, llvm::Type *elementType,
+                           int elementBytes) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  Registers result(layout.getInDimSize(kRegisterDim));
+  std::vector<std::vector<llvm::Value *>> rows = lowering.emitIndices(plan.addresses);
+  llvm::Type *wordType = plan.elementsPerWord == 1
+                             ? elementType
+                             : llvm::FixedVectorType::get(elementType, plan.elementsPerWord);
+  for (size_t instruction = 0; instruction < rows.size(); ++instruction) {
+    llvm::Value *address = byteAddress(lowering, base, rows[instruction][0], elementBytes);
+    llvm::Value *loaded = lowering.callIntrinsic(
+        ldmatrixIntrinsic(plan.numMatrices, plan.transposed), {address->getType()}, {address});
+    for (int word = 0; word < plan.numMatrices; ++word) {
+      llvm::Value *bits = plan.numMatrices == 1
+                              ? loaded
+                              : b.CreateExtractValue(loaded, {static_cast<unsigned>(word)});
+      llvm::Value *value = b.CreateBitCast(bits, wordType);
+      for (int e = 0; e < plan.elementsPerWord; ++e)
+        result[instruction * plan.registersPerInstruction + word * plan.elementsPerWord + e] =
+            plan.elementsPerWord == 1 ? value : b.CreateExtractElement(value, uint64_t(e));
+    }
+  }
+  return result;
+}
+
+/// Groups of consecutive registers one shared access may cover: consecutive offsets, at most
+/// 16 bytes, never splitting a group of duplicate registers.
+int sharedAccessWidth(const LinearLayout &offsets, int elementBytes, int32_t skipMask) {
+  int width = std::min(offsets.getNumConsecutiveInOut(kRegisterDim, kOffsetDim),
+                       std::max(1, 16 / elementBytes));
+  while (skipMask & (width - 1))
+    width /= 2;
+  return width;
+}
+
+/// The conversion of `op` goes through the operand tile: into an #mma dot operand, and more
+/// than a register permutation.
+bool needsOperandTile(KernelLowering &lowering, const ir::Operation &op) {
+  const auto *operand =
+      dynamic_cast<const DotOperandEncoding *>(op.result()->type().encoding().get());
+  if (!operand || !operand->getMmaParent() || op.operand(0)->type().rank() != 2)
+    return false;
+  const LinearLayout &source = lowering.layoutOf(op.operand(0)->type(), op);
+  const LinearLayout &destination = lowering.layoutOf(op.result()->type(), op);
+  return planConversion(source, destination).kind > ConversionKind::RegisterPermutation;
+}
+
+void lowerOperandConversion(KernelLowering &lowering, const ir::Operation &op) {
+  const ir::Type &type = op.result()->type();
+  const LinearLayout &source = lowering.layoutOf(op.operand(0)->type(), op);
+  const LinearLayout &destination = lowering.layoutOf(type, op);
+  int elementBytes = lowering.memoryBytes(type, op);
+  int fastest = fastestDim(source);
+  SharedTileLayout tile = dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest},
+                                                   elementBytes)
+                              ->tileFor(type.shape());
+  llvm::Value *base = lowering.sharedScratch(tile.allocationSize() * elementBytes);
+  lowering.emitBarrier(); // earlier readers of the scratch region are done
+  storeToSharedTile(lowering, op, lowering.registersOf(op.operand(0)), source, tile, base,
+                    type.elementType());
+  lowering.emitBarrier();
+  lowering.setRegisters(op.result(),
+                        loadFromSharedTile(lowering, op, destination, tile, base, type.elementType()));
+}
+
+/// The 2-D tile of one slot of a #shared buffer (the buffer itself when it has no ring dim),
+/// and the bytes a slot takes.
+SharedTileLayout slotTile(const ir::Type &bufferType, bool hasRingDim) {
+  const auto &encoding = static_cast<const SharedEncoding &>(*bufferType.encoding());
+  std::vector<int64_t> shape = bufferType.shape();
+  if (!hasRingDim)
+    return encoding.tileFor(shape);
+  shape.erase(shape.begin());
+  std::vector<int> order;
+  for (int dim : encoding.getOrder())
+    if (dim != 0)
+      order.push_back(dim - 1);
+  return SharedEncoding(encoding.getVec(), encoding.getPerPhase(), encoding.getMaxPhase(), order)
+      .tileFor(shape);
+}
+
+llvm::Value *slotBase(KernelLowering &lowering, const ir::Operation &op, unsigned bufferIndex,
+                      const SharedTileLayout &tile, int elementBytes) {
+  llvm::Value *base = lowering.registersOf(op.operand(bufferIndex))[0];
+  if (op.numOperands() <= bufferIndex + 1)
+    return base;
+  llvm::Value *slot = lowering.registersOf(op.operand(bufferIndex + 1))[0];
+  return byteAddress(lowering, base, slot, static_cast<int>(tile.allocationSize()) * elementBytes);
+}
+
+void lowerLocalAlloc(KernelLowering &lowering, const ir::Operation &op) {
+  const ir::Type &type = op.result()->type();
+  int elementBytes = lowering.memoryBytes(type, op);
+  SharedTileLayout tile = slotTile(type, false);
+  llvm::Value *base;
+  if (op.hasAttr("offset")) {
+    base = lowering.sharedBuffer(op.intAttr("offset"), tile.allocationSize() * elementBytes);
+  } else if (op.numOperands() == 1) {
+    base = lowering.sharedScratch(tile.allocationSize() * elementBytes);
+  } else {
+    ir::emitError(op, "codegen: local_alloc without a source needs an offset (allocate it)");
+  }
+  if (op.numOperands() == 1) {
+    const ir::Type &sourceType = op.operand(0)->type();
+    lowering.emitBarrier();
+    storeToSharedTile(lowering, op, lowering.registersOf(op.operand(0)),
+                      lowering.layoutOf(sourceType, op), tile, base, sourceType.elementType());
+    lowering.emitBarrier();
+  }
+  lowering.setRegisters(op.result(), {base});
+}
+
+void lowerLocalLoad(KernelLowering &lowering, const ir::Operation &op) {
+  const ir::Type &bufferType = op.operand(0)->type(), &type = op.result()->type();
+  int elementBytes = lowering.memoryBytes(type, op);
+  SharedTileLayout tile = slotTile(bufferType, op.numOperands() == 2);
+  llvm::Value *base = slotBase(lowering, op, 0, tile, elementBytes);
+  lowering.setRegisters(op.result(), loadFromSharedTile(lowering, op, lowering.layoutOf(type, op),
+                                                        tile, base, type.elementType()));
+}
+
+/// cp.async of `bytes` (4, 8 or 16) from `source` to `destination`, zero-filled where
+/// `predicate` (may be null) is false.
+void emitAsyncCopy(KernelLowering &lowering, llvm::Value *destination, llvm::Value *source,
+                   int bytes, llvm::Value *predicate) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  llvm::Value *sourceBytes =
+      predicate ? b.CreateSelect(predicate, lowering.i32(bytes), lowering.i32(0)) : lowering.i32(bytes);
+  llvm::Intrinsic::ID id = bytes == 16  ? llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s
+                           : bytes == 8 ? llvm::Intrinsic::nvvm_cp_async_ca_shared_global_8_s
+                                        : llvm::Intrinsic::nvvm_cp_async_ca_shared_global_4_s;
+  lowering.callIntrinsic(id, {}, {destination, source, sourceBytes});
+}
+
+void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
+  const ir::Type &pointerType = op.operand(0)->type(), &bufferType = op.operand(1)->type();
+  int elementBytes = lowering.memoryBytes(bufferType, op);
+  SharedTileLayout tile = slotTile(bufferType, true);
+  llvm::Value *base = slotBase(lowering, op, 1, tile, elementBytes);
+  const LinearLayout &layout = lowering.layoutOf(pointerType, op);
+  LinearLayout offsets = sharedOffsetLayout(layout, tile);
+  int32_t duplicates = KernelLowering::duplicateRegisterMask(layout);
+  int width = sharedAccessWidth(offsets, elementBytes, duplicates);
+  int dim = fastestDim(layout);
+  ir::Value *pointers = op.operand(0);
+  ir::Value *mask = op.numOperands() == 4 ? op.operand(3) : nullptr;
+  width = static_cast<int>(std::min<int64_t>(width, lowering.axisInfo().pointerAlignment(pointers, dim)));
+  if (mask)
+    width = static_cast<int>(std::min<int64_t>(width, lowering.axisInfo().maskAlignment(mask, dim)));
+  if (width * elementBytes < 4) // the pipeliner checks this too (asyncCopyWidth)
+    ir::emitError(op, "codegen: async_copy needs 4-byte aligned runs of elements, got " +
+                          std::to_string(width * elementBytes) + " bytes");
+  const Registers &sources = lowering.registersOf(pointers);
+  const Registers *masks = mask ? &lowering.registersOf(mask) : nullptr;
+  std::vector<std::vector<llvm::Value *>> indices = lowering.emitIndices(offsets);
+  for (int first = 0; first < static_cast<int>(sources.size()); first += width) {
+    if (first & duplicates)
+      continue;
+    llvm::Value *destination = byteAddress(lowering, base, indices[first][0], elementBytes);
+    llvm::Value *predicate = masks ? (*masks)[first] : nullptr;
+    emitAsyncCopy(lowering, destination, sources[first], width * elementBytes, predicate);
+  }
+}
+
+} // namespace
+
+void storeToSharedTile(KernelLowering &lowering, const ir::Operation &op, const Registers &source,
+                       const LinearLayout &layout, const SharedTileLayout &tile,
+                       llvm::Value *base, const ir::Type &elementType) {
+  llvm::Type *memoryType = lowering.memoryType(elementType, op);
+  int elementBytes = lowering.memoryBytes(elementType, op);
+  LinearLayout offsets = sharedOffsetLayout(layout, tile);
+  int32_t duplicates = KernelLowering::duplicateRegisterMask(layout);
+  int width = sharedAccessWidth(offsets, elementBytes, duplicates);
+  std::vector<std::vector<llvm::Value *>> indices = lowering.emitIndices(offsets);
+  for (int first = 0; first < static_cast<int>(source.size()); first += width) {
+    if (first & duplicates)
+      continue;
+    emitVectorStore(lowering, byteAddress(lowering, base, indices[first][0], elementBytes),
+                    llvm::ArrayRef<llvm::Value *>(source).slice(first, width), memoryType);
+  }
+}
+
+Registers loadFromSharedTile(KernelLowering &lowering, const ir::Operation &op,
+                             const LinearLayout &layout, const SharedTileLayout &tile,
+                             llvm::Value *base, const ir::Type &elementType) {
+  llvm::Type *memoryType = lowering.memoryType(elementType, op);
+  llvm::Type *registerType = lowering.registerType(elementType, op);
+  int elementBytes = lowering.memoryBytes(elementType, op);
+  if (memoryType == registerType)
+    if (std::optional<LdmatrixPlan> plan = planLdmatrix(layout, tile, elementBytes))
+      return loadWithLdmatrix(lowering, *plan, layout, base, registerType, elementBytes);
+  LinearLayout offsets = sharedOffsetLayout(layout, tile);
+  int width = sharedAccessWidth(offsets, elementBytes, 0);
+  std::vector<std::vector<llvm::Value *>> indices = lowering.emitIndices(offsets);
+  Registers result(indices.size());
+  for (int first = 0; first < static_cast<int>(indices.size()); first += width) {
+    std::vector<llvm::Value *> loaded =
+        emitVectorLoad(lowering, byteAddress(lowering, base, indices[first][0], elementBytes),
+                       memoryType, registerType, width);
+    std::copy(loaded.begin(), loaded.end(), result.begin() + first);
+  }
+  return result;
+}
+
+bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
+  switch (op.code()) {
+  case ir::OpCode::Dot:
+    lowerDot(lowering, op);
+    return true;
+  case ir::OpCode::Trans:
+    lowerTrans(lowering, op);
+    return true;
+  case ir::OpCode::ConvertLayout:
+    if (!needsOperandTile(lowering, op))
+      return false;
+    lowerOperandConversion(lowering, op);
+    return true;
+  case ir::OpCode::LocalAlloc:
+    lowerLocalAlloc(lowering, op);
+    return true;
+  case ir::OpCode::LocalLoad:
+    lowerLocalLoad(lowering, op);
+    return true;
+  case ir::OpCode::AsyncCopy:
+    lowerAsyncCopy(lowering, op);
+    return true;
+  case ir::OpCode::AsyncCommitGroup:
+    lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
+    return true;
+  case ir::OpCode::AsyncWait:
+    lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {},
+                           {lowering.i32(op.intAttr("pending"))});
+    return true;
+  case ir::OpCode::Barrier:
+    lowering.emitBarrier();
+    return true;
+  default:
+    return false;
+  }
+}
+
+} // namespace tessera::codegen

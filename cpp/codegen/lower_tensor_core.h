@@ -1,0 +1,35 @@
+// Internal interface of the tensor-core lowering (issue 5): dot on mma.sync or FMA units, trans,
+// conversions into dot-operand layouts through swizzled shared memory read with ldmatrix, and
+// the shared-memory ops of the software pipeliner (local_alloc, local_load, async_copy, ...).
+// lower_to_llvm.cpp's dispatch hands these ops here first.
+#pragma once
+
+#include "codegen/lower_to_llvm.h"
+#include "layout/shared_memory.h"
+
+namespace tessera::codegen {
+
+/// Lowers `op` when it is one of the ops above (or a convert_layout into an #mma dot-operand
+/// layout that needs shared memory) and returns true; false leaves it to the generic lowering.
+bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op);
+
+// ---- lower_dot.cpp ----------------------------------------------------------------------------
+/// dot: mma.sync (m16n8k16 f16/bf16, m16n8k8 tf32, tf32x3) for an #mma result, FMA for a
+/// Blocked one.
+void lowerDot(KernelLowering &lowering, const ir::Operation &op);
+/// trans: a relabeling of the operand's registers (accelerate_matmul makes it one).
+void lowerTrans(KernelLowering &lowering, const ir::Operation &op);
+
+// ---- lower_shared.cpp -------------------------------------------------------------------------
+/// Stores `source` (registers of `layout`) into the tile at `base` (addrspace 3), one 16-byte
+/// (at most) access per group of consecutive registers, skipping duplicate registers.
+void storeToSharedTile(KernelLowering &lowering, const ir::Operation &op, const Registers &source,
+                       const LinearLayout &layout, const SharedTileLayout &tile,
+                       llvm::Value *base, const ir::Type &elementType);
+/// Loads the registers of `layout` from the tile at `base`: ldmatrix when a plan exists
+/// (layout/ldmatrix.h), else vectorized ld.shared.
+Registers loadFromSharedTile(KernelLowering &lowering, const ir::Operation &op,
+                             const LinearLayout &layout, const SharedTileLayout &tile,
+                             llvm::Value *base, const ir::Type &elementType);
+
+} // namespace tessera::codegen

@@ -1,0 +1,70 @@
+"""tl.device_print and tl.device_assert on the GPU, each in a child process (device printf
+writes to the process's C stdout; a failed device assert leaves the CUDA context unusable):
+the GPU prints the same lines as the interpreter (in another order), and an assert that fails
+stops the kernel with the CUDA runtime's message naming the file, line and message.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PROGRAM = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import torch
+    import tessera
+    import tessera.language as tl
+
+    @tessera.jit
+    def debug_kernel(x_ptr, u_ptr, n, LIMIT: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=-1.0)
+        tl.device_print("x", x, n)
+        tl.device_print("u", tl.load(u_ptr + offs), hex=True)
+        tl.device_assert(x < LIMIT, "x over the limit")
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(300).astype(np.float32)  # 2 programs of 256, the last partial
+    u = rng.integers(-2**31, 2**31, 512).astype(np.int32)  # hex prints the bits
+    limit = float(sys.argv[2])
+    if sys.argv[1] == "gpu":
+        debug_kernel[(2,)](torch.from_numpy(x).cuda(), torch.from_numpy(u).cuda(), 300,
+                           LIMIT=limit, BLOCK=256)
+        torch.cuda.synchronize()
+    else:
+        tessera.config.knobs.interpret = True
+        debug_kernel[(2,)](x, u, 300, LIMIT=limit, BLOCK=256)
+""")
+
+
+def run(where: str, limit: float, directory) -> subprocess.CompletedProcess:
+    script = directory / "debug_program.py"  # a file: the front end reads kernel source
+    script.write_text(PROGRAM)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    return subprocess.run([sys.executable, str(script), where, str(limit)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_gpu_prints_the_interpreters_lines(tmp_path):
+    gpu, cpu = run("gpu", 100.0, tmp_path), run("interpreter", 100.0, tmp_path)
+    assert gpu.returncode == 0, gpu.stderr
+    assert cpu.returncode == 0, cpu.stderr
+    expected = cpu.stdout.splitlines()
+    assert len(expected) == 2 * (256 + 1 + 256)  # per program: x, n once, u
+    assert sorted(gpu.stdout.splitlines()) == sorted(expected)
+
+
+def test_failed_device_assert_stops_the_kernel(tmp_path):
+    gpu = run("gpu", 0.0, tmp_path)  # standard normal values: some are >= 0
+    assert gpu.returncode != 0
+    assert "x over the limit" in gpu.stdout + gpu.stderr
+    cpu = run("interpreter", 0.0, tmp_path)
+    assert cpu.returncode != 0 and "KernelAssertionError" in cpu.stderr
