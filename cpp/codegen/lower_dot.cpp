@@ -75,6 +75,40 @@ llvm::Value *roundToTf32(KernelLowering &lowering, llvm::Value *value) {
   return lowering.builder().CreateBitCast(bits, lowering.builder().getFloatTy());
 }
 
+/// A dot operand's registers as the mma steps ask for them: lazily made ones (ldmatrix at
+/// first use) or the value's, each rounded to tf32 once when asked (and split for tf32x3).
+class OperandRegisters {
+public:
+  OperandRegisters(KernelLowering &lowering, const ir::Value *value, bool tf32, bool split)
+      : lowering_(lowering), lazy_(lowering.lazyRegistersOf(value)),
+        eager_(lazy_ ? nullptr : &lowering.registersOf(value)), tf32_(tf32), split_(split) {}
+
+  llvm::Value *get(int reg, bool small) {
+    if (!tf32_)
+      return raw(reg);
+    if (big_.size() <= static_cast<size_t>(reg)) {
+      big_.resize(reg + 1, nullptr);
+      small_.resize(reg + 1, nullptr);
+    }
+    if (!big_[reg]) {
+      llvm::Value *value = raw(reg);
+      big_[reg] = roundToTf32(lowering_, value);
+      if (split_)
+        small_[reg] = roundToTf32(lowering_, lowering_.builder().CreateFSub(value, big_[reg]));
+    }
+    return small ? small_[reg] : big_[reg];
+  }
+
+private:
+  llvm::Value *raw(int reg) { return lazy_ ? (*lazy_)(reg) : (*eager_)[reg]; }
+
+  KernelLowering &lowering_;
+  const KernelLowering::RegisterMaker *lazy_;
+  const Registers *eager_;
+  bool tf32_, split_;
+  std::vector<llvm::Value *> big_, small_;
+};
+
 struct MmaCall {
   llvm::Intrinsic::ID id;
   bool halfAccumulator; // c/d as two f16x2 words instead of four f32
@@ -134,27 +168,19 @@ void lowerMmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaEnc
     ir::emitError(op, "codegen: an \"ieee\" f32 dot runs on FMA units (accelerate_matmul)");
   MmaCall call = mmaCallFor(kind, cType.scalarKind() == ir::ScalarKind::F16);
 
-  // Inputs: as given, or rounded to tf32 (big) with their remainders (small) for tf32x3.
-  Registers aBig = lowering.registersOf(op.operand(0)), bBig = lowering.registersOf(op.operand(1));
-  Registers aSmall, bSmall;
+  // Operand registers, made on first use (lazily read from shared memory, or as given),
+  // rounded to tf32 (big) with their remainders (small) for tf32x3.
   bool split = kind == InputKind::Tf32 && precision == "tf32x3";
-  if (kind == InputKind::Tf32)
-    for (auto [big, small] : {std::pair{&aBig, &aSmall}, std::pair{&bBig, &bSmall}})
-      for (llvm::Value *&value : *big) {
-        llvm::Value *rounded = roundToTf32(lowering, value);
-        if (split)
-          small->push_back(
-              roundToTf32(lowering, lowering.builder().CreateFSub(value, rounded)));
-        value = rounded;
-      }
+  OperandRegisters a(lowering, op.operand(0), kind == InputKind::Tf32, split);
+  OperandRegisters b(lowering, op.operand(1), kind == InputKind::Tf32, split);
 
   MmaSchedule schedule =
       scheduleMma(lowering.layoutOf(aType, op), lowering.layoutOf(bType, op),
                   lowering.layoutOf(cType, op), mma.getWarpsPerCTA(), aEncoding.getKWidth());
-  auto words = [&](const Registers &values, const std::vector<int> &regs) {
+  auto words = [&](OperandRegisters &operand, const std::vector<int> &regs, bool small) {
     std::vector<llvm::Value *> elements;
     for (int reg : regs)
-      elements.push_back(values[reg]);
+      elements.push_back(operand.get(reg, small));
     return packWords(lowering, kind, elements);
   };
   Registers result = lowering.registersOf(op.operand(2));
@@ -163,10 +189,10 @@ void lowerMmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaEnc
     for (int reg : step.c)
       accumulator.push_back(result[reg]);
     if (split) {
-      emitMma(lowering, call, words(aSmall, step.a), words(bBig, step.b), accumulator);
-      emitMma(lowering, call, words(aBig, step.a), words(bSmall, step.b), accumulator);
+      emitMma(lowering, call, words(a, step.a, true), words(b, step.b, false), accumulator);
+      emitMma(lowering, call, words(a, step.a, false), words(b, step.b, true), accumulator);
     }
-    emitMma(lowering, call, words(aBig, step.a), words(bBig, step.b), accumulator);
+    emitMma(lowering, call, words(a, step.a, false), words(b, step.b, false), accumulator);
     for (size_t e = 0; e < step.c.size(); ++e)
       result[step.c[e]] = accumulator[e];
   }

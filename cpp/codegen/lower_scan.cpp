@@ -16,7 +16,8 @@
 //    - another lane of this warp (no warp bit at or below j): shfl.sync.idx from the
 //      partner's lane, of the partner's register;
 //    - another warp: barrier; each partner stores its value to shared scratch at (its
-//      coordinates off the axis, c' >> (j+1)); barrier; elements with c' bit j = 1 load theirs.
+//      coordinates off the axis, c' >> (j+1)) (the others to a spare slot: no branches);
+//      barrier; elements with c' bit j = 1 load theirs.
 #include "codegen/lower_reduce.h"
 
 #include "ir/diagnostics.h"
@@ -156,24 +157,26 @@ struct ScanState {
     std::vector<int64_t> shape = op.operand(0)->type().shape();
     int64_t extent = shape[axis];
     int64_t blocksPerRow = extent >> (j + 1);
-    int64_t numel = op.operand(0)->type().numElements();
+    // One slot per block of 2^(j+1) along the axis, plus a last one that elements which are
+    // no partner write to instead (a select, not a branch per register).
+    int64_t slots = (op.operand(0)->type().numElements() >> (j + 1)) + 1;
     int64_t totalBytes = 0;
-    std::vector<int64_t> sections = sharedSections(lowering, op, numel >> (j + 1), totalBytes);
+    std::vector<int64_t> sections = sharedSections(lowering, op, slots, totalBytes);
     llvm::Value *base = lowering.sharedScratch(totalBytes);
     if (indices.empty())
       indices = lowering.emitIndices(layout);
     int32_t duplicates = KernelLowering::duplicateRegisterMask(layout);
     int numRegs = static_cast<int>(values.size());
-    std::vector<llvm::Value *> slot(numRegs), isPartner(numRegs);
     int32_t low = (1 << j) - 1, lowAndJ = (2 << j) - 1;
-    for (int reg = 0; reg < numRegs; ++reg) {
+    auto slotOf = [&](int reg) {
       llvm::Value *c = indices[reg][bits.outDim];
       llvm::Value *cPrime = reverse ? b.CreateXor(c, lowering.i32(extent - 1)) : c;
       llvm::Value *other = emitLinearIndex(lowering, layout, indices[reg], shape, axis);
-      slot[reg] = b.CreateAdd(b.CreateMul(other, lowering.i32(blocksPerRow)),
-                              b.CreateLShr(cPrime, j + 1));
-      isPartner[reg] = b.CreateICmpEQ(b.CreateAnd(cPrime, lowAndJ), lowering.i32(low));
-    }
+      llvm::Value *slot = b.CreateAdd(b.CreateMul(other, lowering.i32(blocksPerRow)),
+                                      b.CreateLShr(cPrime, j + 1));
+      llvm::Value *isPartner = b.CreateICmpEQ(b.CreateAnd(cPrime, lowAndJ), lowering.i32(low));
+      return std::make_pair(slot, isPartner);
+    };
     auto address = [&](unsigned operand, llvm::Value *index) {
       int bytes = lowering.memoryBytes(op.operand(operand)->type(), op);
       llvm::Value *offset = b.CreateAdd(lowering.i32(sections[operand]),
@@ -184,21 +187,22 @@ struct ScanState {
     for (int reg = 0; reg < numRegs; ++reg) {
       if (reg & duplicates)
         continue;
-      emitIf(lowering, isPartner[reg], [&] {
-        for (unsigned k = 0; k < op.numOperands(); ++k) {
-          llvm::Type *memoryType = lowering.memoryType(op.operand(k)->type(), op);
-          b.CreateStore(lowering.toMemory(values[reg][k], memoryType), address(k, slot[reg]));
-        }
-      });
+      auto [slot, isPartner] = slotOf(reg);
+      llvm::Value *index = b.CreateSelect(isPartner, slot, lowering.i32(slots - 1));
+      for (unsigned k = 0; k < op.numOperands(); ++k) {
+        llvm::Type *memoryType = lowering.memoryType(op.operand(k)->type(), op);
+        b.CreateStore(lowering.toMemory(values[reg][k], memoryType), address(k, index));
+      }
     }
     lowering.emitBarrier();
     for (int reg = 0; reg < numRegs; ++reg) {
       if (!maySetBit(reg, j))
         continue;
+      llvm::Value *slot = slotOf(reg).first;
       Elements partner;
       for (unsigned k = 0; k < op.numOperands(); ++k) {
         const ir::Type &type = op.operand(k)->type();
-        llvm::Value *value = b.CreateLoad(lowering.memoryType(type, op), address(k, slot[reg]));
+        llvm::Value *value = b.CreateLoad(lowering.memoryType(type, op), address(k, slot));
         partner.push_back(lowering.fromMemory(value, lowering.registerType(type, op)));
       }
       combineWhereSet(reg, j, partner);

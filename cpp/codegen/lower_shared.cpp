@@ -7,7 +7,8 @@
 // tile swizzled for the operand (dotOperandSharedEncoding); barrier; ldmatrix reads the
 // fragments (layout/ldmatrix.h; plain ld.shared where no ldmatrix form fits, e.g. tf32 B
 // stored N-major). The pipeliner's ring buffers sit at the offsets it gave them (attribute
-// `offset`), in a region reserved before the scratch region of conversions.
+// `offset`) in a reserved region; while they are live (local_alloc .. async_wait 0) the
+// scratch region of conversions follows them, elsewhere it reuses their bytes.
 #include "codegen/lower_tensor_core.h"
 
 #include "ir/diagnostics.h"
@@ -57,30 +58,69 @@ llvm::Intrinsic::ID ldmatrixIntrinsic(int numMatrices, bool transposed) {
   }
 }
 
-Registers loadWithLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan,
-                           const LinearLayout &layout, llvm::Value *base, llvm::Type *elementType,
-                           int elementBytes) {
+/// Emits ldmatrix instruction `instruction` of `plan` and stores its registers in `result`.
+void emitLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan, int instruction,
+                  llvm::Value *rowOffset, llvm::Value *base, llvm::Type *elementType,
+                  int elementBytes, Registers &result) {
   llvm::IRBuilder<> &b = lowering.builder();
-  Registers result(layout.getInDimSize(kRegisterDim));
-  std::vector<std::vector<llvm::Value *>> rows = lowering.emitIndices(plan.addresses);
   llvm::Type *wordType = plan.elementsPerWord == 1
                              ? elementType
                              : llvm::FixedVectorType::get(elementType, plan.elementsPerWord);
-  for (size_t instruction = 0; instruction < rows.size(); ++instruction) {
-    llvm::Value *address = byteAddress(lowering, base, rows[instruction][0], elementBytes);
-    llvm::Value *loaded = lowering.callIntrinsic(
-        ldmatrixIntrinsic(plan.numMatrices, plan.transposed), {address->getType()}, {address});
-    for (int word = 0; word < plan.numMatrices; ++word) {
-      llvm::Value *bits = plan.numMatrices == 1
-                              ? loaded
-                              : b.CreateExtractValue(loaded, {static_cast<unsigned>(word)});
-      llvm::Value *value = b.CreateBitCast(bits, wordType);
-      for (int e = 0; e < plan.elementsPerWord; ++e)
-        result[instruction * plan.registersPerInstruction + word * plan.elementsPerWord + e] =
-            plan.elementsPerWord == 1 ? value : b.CreateExtractElement(value, uint64_t(e));
-    }
+  llvm::Value *address = byteAddress(lowering, base, rowOffset, elementBytes);
+  llvm::Value *loaded = lowering.callIntrinsic(
+      ldmatrixIntrinsic(plan.numMatrices, plan.transposed), {address->getType()}, {address});
+  for (int word = 0; word < plan.numMatrices; ++word) {
+    llvm::Value *bits = plan.numMatrices == 1
+                            ? loaded
+                            : b.CreateExtractValue(loaded, {static_cast<unsigned>(word)});
+    llvm::Value *value = b.CreateBitCast(bits, wordType);
+    for (int e = 0; e < plan.elementsPerWord; ++e)
+      result[instruction * plan.registersPerInstruction + word * plan.elementsPerWord + e] =
+          plan.elementsPerWord == 1 ? value : b.CreateExtractElement(value, uint64_t(e));
   }
+}
+
+Registers loadWithLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan,
+                           const LinearLayout &layout, llvm::Value *base, llvm::Type *elementType,
+                           int elementBytes) {
+  Registers result(layout.getInDimSize(kRegisterDim));
+  std::vector<std::vector<llvm::Value *>> rows = lowering.emitIndices(plan.addresses);
+  for (size_t instruction = 0; instruction < rows.size(); ++instruction)
+    emitLdmatrix(lowering, plan, static_cast<int>(instruction), rows[instruction][0], base,
+                 elementType, elementBytes, result);
   return result;
+}
+
+/// The registers of `layout` read by ldmatrix on demand: the first request for a register
+/// emits (at the current insertion point) the instruction that fills it.
+KernelLowering::RegisterMaker lazyLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan,
+                                           const LinearLayout &layout, llvm::Value *base,
+                                           llvm::Type *elementType, int elementBytes) {
+  struct State {
+    LdmatrixPlan plan;
+    std::vector<std::vector<llvm::Value *>> rows;
+    Registers loaded;
+  };
+  auto state = std::make_shared<State>();
+  state->plan = plan;
+  state->rows = lowering.emitIndices(plan.addresses); // address arithmetic, emitted here
+  state->loaded.assign(layout.getInDimSize(kRegisterDim), nullptr);
+  return [&lowering, state, base, elementType, elementBytes](int reg) {
+    if (!state->loaded[reg]) {
+      int instruction = reg / state->plan.registersPerInstruction;
+      emitLdmatrix(lowering, state->plan, instruction, state->rows[instruction][0], base,
+                   elementType, elementBytes, state->loaded);
+    }
+    return state->loaded[reg];
+  };
+}
+
+/// A local_load whose only user is a dot of its block: the dot reads each k step's fragments
+/// right before their mma instructions, so they are live briefly (as Triton's prefetch).
+bool feedsOneDot(const ir::Operation &op) {
+  const std::vector<ir::Operation *> &users = op.result()->users();
+  return users.size() == 1 && users[0]->code() == ir::OpCode::Dot &&
+         users[0]->parentBlock() == op.parentBlock();
 }
 
 /// Groups of consecutive registers one shared access may cover: consecutive offsets, at most
@@ -151,12 +191,17 @@ llvm::Value *slotBase(KernelLowering &lowering, const ir::Operation &op, unsigne
 void lowerLocalAlloc(KernelLowering &lowering, const ir::Operation &op) {
   const ir::Type &type = op.result()->type();
   int elementBytes = lowering.memoryBytes(type, op);
-  SharedTileLayout tile = slotTile(type, false);
+  bool isRing = op.numOperands() == 0 && type.rank() == 3; // slots need not be a power of two
+  SharedTileLayout tile = slotTile(type, isRing);
+  int64_t bytes = (isRing ? type.shape()[0] : 1) * tile.allocationSize() * elementBytes;
   llvm::Value *base;
   if (op.hasAttr("offset")) {
-    base = lowering.sharedBuffer(op.intAttr("offset"), tile.allocationSize() * elementBytes);
+    // The buffers may overlap the scratch of earlier conversions: wait for their readers.
+    lowering.emitBarrier();
+    lowering.setSharedBuffersLive(true);
+    base = lowering.sharedBuffer(op.intAttr("offset"), bytes);
   } else if (op.numOperands() == 1) {
-    base = lowering.sharedScratch(tile.allocationSize() * elementBytes);
+    base = lowering.sharedScratch(bytes);
   } else {
     ir::emitError(op, "codegen: local_alloc without a source needs an offset (allocate it)");
   }
@@ -175,8 +220,16 @@ void lowerLocalLoad(KernelLowering &lowering, const ir::Operation &op) {
   int elementBytes = lowering.memoryBytes(type, op);
   SharedTileLayout tile = slotTile(bufferType, op.numOperands() == 2);
   llvm::Value *base = slotBase(lowering, op, 0, tile, elementBytes);
-  lowering.setRegisters(op.result(), loadFromSharedTile(lowering, op, lowering.layoutOf(type, op),
-                                                        tile, base, type.elementType()));
+  const LinearLayout &layout = lowering.layoutOf(type, op);
+  llvm::Type *registerType = lowering.registerType(type, op);
+  if (feedsOneDot(op) && lowering.memoryType(type, op) == registerType)
+    if (std::optional<LdmatrixPlan> plan = planLdmatrix(layout, tile, elementBytes)) {
+      lowering.setLazyRegisters(
+          op.result(), lazyLdmatrix(lowering, *plan, layout, base, registerType, elementBytes));
+      return;
+    }
+  lowering.setRegisters(op.result(),
+                        loadFromSharedTile(lowering, op, layout, tile, base, type.elementType()));
 }
 
 /// cp.async of `bytes` (4, 8 or 16) from `source` to `destination`, zero-filled where
@@ -291,6 +344,8 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::AsyncWait:
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {},
                            {lowering.i32(op.intAttr("pending"))});
+    if (op.intAttr("pending") == 0) // the pipeliner's last wait: its buffers are dead
+      lowering.setSharedBuffersLive(false);
     return true;
   case ir::OpCode::Barrier:
     lowering.emitBarrier();

@@ -15,6 +15,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +44,17 @@ public:
 
   const Registers &registersOf(const ir::Value *value) const;
   void setRegisters(const ir::Value *value, Registers registers);
+  /// Registers made on demand, at the insertion point of their first use: maker(i) returns
+  /// register i (a dot operand read from shared memory just before the mma instructions that
+  /// need it: lower_shared.cpp, lower_dot.cpp). Null when `value` has none.
+  using RegisterMaker = std::function<llvm::Value *(int)>;
+  void setLazyRegisters(const ir::Value *value, RegisterMaker maker) {
+    lazyValues_[value] = std::move(maker);
+  }
+  const RegisterMaker *lazyRegistersOf(const ir::Value *value) const {
+    auto it = lazyValues_.find(value);
+    return it == lazyValues_.end() ? nullptr : &it->second;
+  }
 
   /// LLVM type of a scalar or pointer (of a tensor's element) as held in registers.
   llvm::Type *registerType(const ir::Type &type, const ir::Operation &op);
@@ -79,6 +91,9 @@ public:
   /// A long-lived buffer at `offset` in the region reserved before the scratch region (ring
   /// buffers of the pipeliner: local_alloc's `offset`; the func's `shared_reserved` sizes it).
   llvm::Value *sharedBuffer(int64_t offset, int64_t bytes);
+  /// Between the pipeliner's local_alloc and its final async_wait the buffers are live and the
+  /// scratch region starts after them; before and after, scratch reuses their bytes.
+  void setSharedBuffersLive(bool live) { sharedBuffersLive_ = live; }
   /// bar.sync 0: every thread of the CTA.
   void emitBarrier();
   llvm::Value *callIntrinsic(llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Type *> types,
@@ -111,11 +126,13 @@ private:
   int numWarps_;
   std::unique_ptr<analysis::AxisInfoAnalysis> axisInfo_;
   std::map<const ir::Value *, Registers> values_;
+  std::map<const ir::Value *, RegisterMaker> lazyValues_;
   std::map<std::string, LinearLayout> layouts_;
   llvm::Value *threadId_ = nullptr, *laneId_ = nullptr, *warpId_ = nullptr;
   llvm::GlobalVariable *sharedMemory_ = nullptr;
   int64_t sharedBytes_ = 0;
   int64_t reservedSharedBytes_ = 0; // the func's shared_reserved: buffers before the scratch
+  bool sharedBuffersLive_ = false;
 };
 
 // Per-kind lowering entry points, one file each. Each throws a CompileError about `op` for

@@ -153,10 +153,13 @@ llvm::Value *KernelLowering::sharedScratch(int64_t bytes) {
                                              llvm::GlobalValue::NotThreadLocal, 3);
     sharedMemory_->setAlignment(llvm::Align(16));
   }
-  sharedBytes_ = std::max(sharedBytes_, reservedSharedBytes_ + bytes);
-  if (reservedSharedBytes_ == 0)
+  // While the pipeliner's buffers are live the scratch region follows them; elsewhere it
+  // reuses their space (see setSharedBuffersLive).
+  int64_t base = sharedBuffersLive_ ? reservedSharedBytes_ : 0;
+  sharedBytes_ = std::max(sharedBytes_, base + bytes);
+  if (base == 0)
     return sharedMemory_;
-  return builder_.CreateGEP(builder_.getInt8Ty(), sharedMemory_, i32(reservedSharedBytes_));
+  return builder_.CreateGEP(builder_.getInt8Ty(), sharedMemory_, i32(base));
 }
 
 llvm::Value *KernelLowering::sharedBuffer(int64_t offset, int64_t bytes) {
@@ -164,8 +167,9 @@ llvm::Value *KernelLowering::sharedBuffer(int64_t offset, int64_t bytes) {
     throw std::invalid_argument("shared buffer [" + std::to_string(offset) + ", " +
                                 std::to_string(offset + bytes) + ") lies outside the reserved " +
                                 std::to_string(reservedSharedBytes_) + " bytes");
-  llvm::Value *base = sharedScratch(0);
-  return builder_.CreateGEP(builder_.getInt8Ty(), base, i32(offset - reservedSharedBytes_));
+  sharedScratch(0); // creates the region
+  sharedBytes_ = std::max(sharedBytes_, reservedSharedBytes_);
+  return builder_.CreateGEP(builder_.getInt8Ty(), sharedMemory_, i32(offset));
 }
 
 void KernelLowering::emitBarrier() {

@@ -65,7 +65,12 @@ LinearLayout DotOperandEncoding::toLinearLayout(const std::vector<int64_t> &shap
   std::vector<int64_t> tile(2);
   tile[kDim] = getInstrK();
   tile[otherDim] = opIdx == 0 ? 16 * int64_t(warpsPerCTA[0]) : 8 * int64_t(warpsPerCTA[1]);
-  return layout_detail::buildTileLayout(shape, registers, lanes, warps, tile, {kDim, otherDim});
+  // A repeats along K first (its registers then match the accumulator's, for chained dots);
+  // B along N first, so that one ldmatrix.x4 fills the fragments of two n tiles of one k step
+  // and a dot can read each k step just before its mma instructions.
+  std::vector<int> repeatOrder = opIdx == 0 ? std::vector<int>{kDim, otherDim}
+                                            : std::vector<int>{otherDim, kDim};
+  return layout_detail::buildTileLayout(shape, registers, lanes, warps, tile, repeatOrder);
 }
 
 } // namespace tessera

@@ -45,7 +45,7 @@ public:
   ///  B [8kWidth x 8]:  registers step k by 1 .. kWidth/2, then k by 4 kWidth;
   ///                    lanes step k by kWidth, 2 kWidth, then n by 1, 2, 4.
   /// Warps follow the parent (N bits first, then M); the dim the operand lacks is broadcast.
-  /// Registers repeat the tile along K first, then along M (A) or N (B).
+  /// Registers repeat the tile along K first, then M (A); along N first, then K (B).
   /// Blocked parent: the parent's layout of [M, 1] (A) or [1, N] (B), i.e. its bases along
   /// the operand's M (N) dim with the other dim broadcast, and the K extent in registers,
   /// consecutive registers stepping K.

@@ -16,7 +16,8 @@
 //
 // Plan:
 // 1. trans of a Blocked tile: the result takes the permuted Blocked layout (a relabeling of
-//    the same registers); its users get the old layout through a conversion.
+//    the same registers), looking through a conversion into its operand; its users get the
+//    old layout through a conversion.
 // 2. Per dot: the warps. A chained dot (its result feeds another dot's A operand, or its A
 //    operand comes from a dot, as attention's two products) puts every warp along M, so
 //    that a row of the product stays within one warp and the cast result can feed the next
@@ -70,8 +71,13 @@ void retypeResult(Value *value, const EncodingPtr &encoding) {
     use.user->setOperand(use.index, back);
 }
 
-// Plan step 1.
+// Plan step 1. A conversion feeding the trans (assign_layouts' default layout after a
+// coalesced load) is skipped: the trans relabels the conversion's source instead.
 void makeTransFree(Operation *op) {
+  Operation *def = op->operand(0)->definingOp();
+  if (def && def->code() == OpCode::ConvertLayout &&
+      dynamic_cast<const BlockedEncoding *>(def->operand(0)->type().encoding().get()))
+    op->setOperand(0, def->operand(0));
   const auto *blocked =
       dynamic_cast<const BlockedEncoding *>(op->operand(0)->type().encoding().get());
   if (!blocked)

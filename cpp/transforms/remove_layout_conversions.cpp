@@ -22,6 +22,8 @@
 //    anything else (a load, a reshape, a while argument) abandons the slice, leaving the
 //    conversion. A closed slice is cloned in the new encoding, a carried value becoming a new
 //    loop-carried value, and the conversion goes.
+//    A dot's A operand that cannot be recomputed in its #dot_op layout tries the dot's #mma
+//    layout (chained dots: the conversion out of #mma is then register-only).
 // 3. A value a `for` carries in one layout but computes each iteration from a conversion out
 //    of another (an accumulator fed by a coalesced load) is carried in the other layout: the
 //    conversion inside the loop becomes one of the init before it and one of the result after.
@@ -33,6 +35,7 @@
 #include "transforms/layout_passes.h"
 
 #include "ir/pass_manager.h"
+#include "layout/dot_operand.h"
 #include "transforms/passes.h"
 
 #include <algorithm>
@@ -369,6 +372,26 @@ bool reduceBeforeConverting(Operation *func) {
   return changed;
 }
 
+// Chained dots (plan step 2, continued): an A operand that cannot be recomputed in its
+// #dot_op layout, but can be in the #mma layout of its dot (P = softmax(Q K^T) cast to f16),
+// is recomputed there; #mma -> #dot_op<{opIdx = 0}> is then a register permutation when all
+// warps lie along M (accelerate_matmul puts them there for chained dots).
+bool recomputeInAccumulatorLayout(Operation *func, Operation *convert,
+                                  std::map<Need, Value *> &cache) {
+  const auto *operand =
+      dynamic_cast<const DotOperandEncoding *>(convert->result()->type().encoding().get());
+  if (!operand || operand->getOpIdx() != 0 || !operand->getMmaParent())
+    return false;
+  const EncodingPtr &parent = operand->getParent();
+  if (sameEncoding(convert->operand(0)->type().encoding(), parent))
+    return false;
+  Rematerialization slice(cache);
+  if (!slice.collect(convert->operand(0), parent))
+    return false;
+  convert->setOperand(0, slice.rewrite(func, convert->operand(0), parent));
+  return true;
+}
+
 void removeConversionsInFunction(Operation *func) {
   // Every round removes conversions or moves them out of a loop, so this ends; the bound is
   // insurance.
@@ -383,8 +406,10 @@ void removeConversionsInFunction(Operation *func) {
         continue;
       EncodingPtr target = convert->result()->type().encoding();
       Rematerialization slice(cache);
-      if (!target || !slice.collect(convert->operand(0), target))
+      if (!target || !slice.collect(convert->operand(0), target)) {
+        changed = recomputeInAccumulatorLayout(func, convert, cache) || changed;
         continue;
+      }
       Value *replacement = slice.rewrite(func, convert->operand(0), target);
       convert->result()->replaceAllUsesWith(replacement);
       convert->erase();

@@ -27,7 +27,7 @@ from . import ptxas
 PIPELINES: Dict[str, List[str]] = {
     "tir": ["canonicalize", "cse", "dce", "licm", "canonicalize", "dce"],
     "tgir": ["assign_layouts", "coalesce", "accelerate_matmul", "remove_layout_conversions",
-             "canonicalize", "cse", "dce"],
+             "canonicalize", "cse", "dce", "pipeline", "canonicalize", "cse", "dce"],
 }
 
 
@@ -95,6 +95,7 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     module = tile_ir if tile_ir is not None else build_tile_ir(
         fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps)
     asm: Dict[str, Any] = {"tir": module.str()}
+    module.set_attr("num_stages", options.num_stages)  # the pipeliner's default depth
     _run_pipeline(module, "tgir")
     asm["tgir"] = module.str()
     generated = _codegen.generate(module, arch=options.arch, num_warps=options.num_warps,

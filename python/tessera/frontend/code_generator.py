@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List
 
 from .. import errors
 from ..language import core as tl
-from ..language import dot as tl_dot
+from ..language import matrix as tl_matrix
 from ..language.semantic import Semantic, is_number, normalize_number
 from ..language.reduction import NEEDS_GENERATOR
 from .control_flow import ControlFlowMixin
@@ -272,7 +272,7 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
             if tl.is_builtin(getattr(tl.tensor, node.attr, None)):
                 return getattr(value, node.attr)  # methods: x.sum(1), x.max(0), ...
             if node.attr == "T":  # as Triton: the transpose, tl.trans(x)
-                return tl_dot.build_trans(self.semantic, value, ())
+                return tl_matrix.build_trans(self.semantic, value, ())
             raise AttributeError(f"tensor has no attribute '{node.attr}'")
         result = getattr(value, node.attr)
         return normalize_number(result.value if isinstance(result, tl.constexpr) else result)

@@ -37,7 +37,7 @@ def _combiner(info: OpInfo) -> Combine:
 
     def combine(state, acc: Sequence[np.ndarray], cur: Sequence[np.ndarray]) -> List[np.ndarray]:
         env = state.env
-        for slot, value in zip(block.arg_slots, [*acc, *cur]):
+        for slot, value in zip(block.arg_slots, [*acc, *cur], strict=True):
             env[slot] = value
         for step in block.steps:
             operands = [env[i] for i in step.ins]
@@ -49,7 +49,7 @@ def _combiner(info: OpInfo) -> Combine:
                 env[step.outs[0]] = result
         shape = np.shape(acc[0])
         out = []
-        for slot, dtype in zip(block.term_slots, dtypes):
+        for slot, dtype in zip(block.term_slots, dtypes, strict=True):
             value = np.asarray(env[slot])
             if value.dtype != dtype:
                 raise RuntimeError(f"combiner produced {value.dtype}, expected {dtype}")
@@ -80,7 +80,8 @@ def _reduce(info: OpInfo):
             combined = combine(state, [s[:half] for s in slices],
                                [s[half:2 * half] for s in slices])
             if length % 2:
-                combined = [np.concatenate([c, s[2 * half:]]) for c, s in zip(combined, slices)]
+                combined = [np.concatenate([c, s[2 * half:]])
+                            for c, s in zip(combined, slices, strict=True)]
             slices = combined
         # rank 1 gives NumPy scalars (s[0] of a 1-D array), as the evaluator expects.
         return tuple(s[0] if s.ndim == 1 else np.ascontiguousarray(s[0]) for s in slices)
@@ -102,7 +103,8 @@ def _scan(info: OpInfo):
         offset = 1
         while offset < length:
             combined = combine(state, [s[:-offset] for s in slices], [s[offset:] for s in slices])
-            slices = [np.concatenate([s[:offset], c]) for s, c in zip(slices, combined)]
+            slices = [np.concatenate([s[:offset], c])
+                      for s, c in zip(slices, combined, strict=True)]
             offset *= 2
         if reverse:
             slices = [s[::-1] for s in slices]

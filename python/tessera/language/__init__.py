@@ -50,7 +50,7 @@ from .core import (
     zeros,
     zeros_like,
 )
-from .dot import dot, permute, trans
+from .matrix import dot, permute, trans
 from . import math
 from .atomic import (
     atomic_add,

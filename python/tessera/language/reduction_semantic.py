@@ -149,7 +149,8 @@ class ReductionSemantic:
     def min_combine(self, values: List[tensor]) -> tensor:
         return self.minimum(values[0], values[1])
 
-    def arg_combine(self, values: List[tensor], greater: bool, tie_break_left: bool) -> List[tensor]:
+    def arg_combine(self, values: List[tensor], greater: bool,
+                    tie_break_left: bool) -> List[tensor]:
         """Triton's _argmax_combine / _argmin_combine: the better value wins; on a tie, the
         smaller index when tie_break_left."""
         value1, index1, value2, index2 = values

@@ -207,7 +207,7 @@ def _parse_instruction(line: str) -> Instruction:
     if op == "call":
         ty = reader.type()
         callee = reader.word()
-        name, _, rest = callee.partition("(")
+        name = callee.partition("(")[0]
         reader.pos = line.index(name) + len(name) + 1
         args = []
         while True:
@@ -314,12 +314,14 @@ def _from_bits(data: bytes, ty: str) -> Any:
 
 def _cast(op: str, source: str, value: Any, target: str) -> Any:
     if op in ("bitcast",):
-        source_element, lanes = _element(source)
-        if lanes or _element(target)[1]:
-            raise SimulationError("vector bitcasts are not supported")
         if source.startswith("ptr") or target.startswith("ptr"):
             return value
-        return _from_bits(_bits(value, source), target)
+        (source_element, source_lanes), (element, lanes) = _element(source), _element(target)
+        items = value if source_lanes else (value,)
+        data = b"".join(_bits(v, source_element) for v in items)
+        size = SIZES[element]
+        parts = [_from_bits(data[k:k + size], element) for k in range(0, len(data), size)]
+        return tuple(parts) if lanes else parts[0]
     if op in ("ptrtoint", "inttoptr", "addrspacecast"):
         return value
     if op == "zext":

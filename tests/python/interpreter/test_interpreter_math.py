@@ -4,9 +4,13 @@
 # ranges, plus special values, as tensors and as scalars.
 from fractions import Fraction
 
+import ml_dtypes
 import numpy as np
 import pytest
 from interpreter_ir import round_exact, run_elementwise
+
+import tessera
+import tessera.language as tl
 
 mpmath = pytest.importorskip("mpmath")
 mpmath.mp.dps = 60
@@ -145,3 +149,32 @@ def test_mulhiui_is_the_high_half_of_the_unsigned_product(rng, name, dtype, bits
     expected = [((int(x) & mask) * (int(y) & mask)) >> bits for x, y in zip(a, b)]
     np.testing.assert_array_equal(out.view(np.uint32 if bits == 32 else np.uint64).astype(object),
                                   np.array(expected, dtype=object))
+
+
+# --- fp16 / bf16 through the front end: extf, the op in f32, truncf ----------------------------
+
+@tessera.jit
+def narrow_kernel(x_ptr, y_ptr, NAME: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, getattr(tl.math, NAME)(tl.load(x_ptr + offs)))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "erf", "tanh", "rsqrt", "floor"])
+def test_narrow_floats_compute_in_f32(rng, name, dtype):
+    fn, kind = UNARY[name]
+    if kind == "positive":  # within fp16's range
+        x = np.exp(rng.uniform(-9, 9, N))
+    else:
+        x = rng.standard_normal(N) * np.exp(rng.uniform(-2, 2, N))
+    x = x.astype(dtype)
+    y = np.zeros_like(x)
+    tessera.config.knobs.interpret = True
+    try:
+        narrow_kernel[(1,)](x, y, NAME=name, BLOCK=N)
+    finally:
+        tessera.config.knobs.reset("interpret")
+    # The f32 result, rounded once more to the narrow type (as truncf after the f32 op).
+    with np.errstate(over="ignore"):  # exp past fp16's range is inf on both sides
+        expected = reference(fn, x.astype(np.float32), np.float32).astype(dtype)
+    np.testing.assert_array_equal(y.astype(np.float32), expected.astype(np.float32))

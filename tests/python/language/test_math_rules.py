@@ -116,7 +116,7 @@ def binary_kernel(x_ptr, y_ptr, NAME: tl.constexpr, EXPECTED: tl.constexpr, FLAG
     if NAME == "fdiv":
         z = tl.fdiv(x, y, ieee_rounding=FLAG)
     elif NAME == "fma":
-        z = tl.fma(x, y, 2.0)
+        z = tl.fma(x, y, y)
     elif NAME == "clamp":
         z = tl.clamp(x, y, 1.0, propagate_nan=tl.PropagateNan.ALL if FLAG else
                      tl.PropagateNan.NONE)

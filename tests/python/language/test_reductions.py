@@ -10,7 +10,6 @@ the errors.
 import re
 
 import pytest
-
 import tessera
 import tessera.language as tl
 from tessera.errors import CompilationError
@@ -138,6 +137,11 @@ def mul(a, b):
     return a * b
 
 
+@tessera.jit
+def first_only(a0, a1, b0, b1):
+    return a0 + b0
+
+
 def user_kernel(x_ptr, FN: tl.constexpr, TUPLE: tl.constexpr, SCAN: tl.constexpr):
     x = tl.load(x_ptr + tl.arange(0, 16))
     if SCAN:
@@ -167,8 +171,9 @@ def test_user_combine_functions_become_combiner_regions():
 
 @pytest.mark.parametrize("fn, tuple_input, message", [
     (bad_type, False, "combine_fn must return a fp32 scalar for input 0, got fp16[]"),
-    (pair_add, False, "pair_add(): missing 2 required positional arguments"),
-    (mul, True, "combine_fn must return 2 value(s), one per input, got 1"),
+    (pair_add, False, "pair_add(): missing a required argument: 'b0'"),
+    (mul, True, "mul(): too many positional arguments"),
+    (first_only, True, "combine_fn must return 2 value(s), one per input, got 1"),
     (max, False, "combine_fn must be a @tessera.jit function"),
 ])
 def test_combine_function_errors(fn, tuple_input, message):
@@ -193,7 +198,7 @@ def error_kernel(x_ptr, CASE: tl.constexpr):
 
 @pytest.mark.parametrize("case, message", [
     ("axis", "reduce axis 1 is out of range for a tensor of rank 1"),
-    ("scalar", "reduce needs tensors (tiles)"),
+    ("scalar", r"reduce needs tensors \(tiles\), got fp32\[\]"),
     ("xor_float", "xor_sum needs integers"),
     ("pointers", "of pointers"),
     ("scan_axis", "associative_scan's axis must be a constexpr int, got None"),

@@ -1,0 +1,259 @@
+// pipeline: software pipelining of the loads that feed dots (cp.async rings, sm_80 style).
+// Runs after the layout passes; the schedule (which loads, which ops run ahead) comes from
+// scheduleLoop (schedule.h). With S = num_stages and D = S - 1:
+//
+//   for %k = %lb to %ub step %s iter(%p = %p0, %acc = %c0) {
+//     %a = load %p, %mask : ... #blocked
+//     %x = convert_layout %a : ... -> #dot_op<{opIdx = 0, ...}>
+//     %acc2 = dot %x, ..., %acc
+//     %p2 = addptr %p, %step
+//     yield %p2, %acc2 }
+// becomes
+//   %ring = local_alloc {offset = 0} : () -> tensor<S x 128x32xf16, #shared<...>>
+//   (for j in 0 .. D-1: the address ops for iteration j, async_copy into slot j masked by
+//    lb + j*s < ub, async_commit_group)
+//   for %k ... iter(%p = %p0, %acc = %c0, %pa = <p of iteration D>, %r = 0, %w = D) {
+//     async_wait {pending = D - 1}; barrier
+//     (address ops for iteration k + D from %pa, async_copy into slot %w masked by
+//      k + D*s < ub, async_commit_group)
+//     %x = local_load %ring, %r : ... -> #dot_op<{opIdx = 0, ...}>
+//     %acc2 = dot %x, ..., %acc
+//     ...
+//     yield %p2, %acc2, <p of iteration k + D + 1>, (%r + 1) % S, (%w + 1) % S }
+//   async_wait {pending = 0}
+//
+// Plan:
+// 1. A ring of S slots per pipelined load, at offsets in a region of shared memory reserved
+//    for the kernel's buffers (func attribute shared_reserved; codegen puts its scratch after).
+// 2. Prologue: D iterations' copies, each from its own clone of the ahead ops.
+// 3. Loop: carry the ahead ops' carried inputs D iterations ahead, plus the read and write
+//    slots; wait for the oldest group and barrier (the copies land, and every warp is done
+//    reading the slot about to be overwritten: it was read last iteration); issue iteration
+//    k + D; read iteration k's slot where the loads' conversions were.
+// 4. After the loop, wait for the (empty, predicated-off) copies still in flight.
+// Copies past the end are predicated off: cp.async then reads nothing and writes zeros into a
+// slot nobody reads again (no peeled epilogue).
+#include "transforms/pipeline/schedule.h"
+
+#include "ir/builder.h"
+#include "ir/pass_manager.h"
+#include "layout/shared_encoding.h"
+#include "transforms/layout_passes.h"
+
+#include <map>
+
+namespace tessera::transforms::pipeline {
+
+using namespace ir;
+
+namespace {
+
+constexpr int64_t kBufferAlignment = 128;
+
+using Mapping = std::map<Value *, Value *>;
+
+Value *mapped(const Mapping &mapping, Value *value) {
+  auto it = mapping.find(value);
+  return it == mapping.end() ? value : it->second;
+}
+
+Value *constant(Builder &builder, int64_t value, Type type) {
+  return builder.constantInt(value, type);
+}
+
+Value *binary(Builder &builder, OpCode code, Value *lhs, Value *rhs,
+              std::map<std::string, Attribute> attrs = {}) {
+  Type type = code == OpCode::CmpI ? Type::i1() : lhs->type();
+  return builder.create(code, {lhs, rhs}, {type}, std::move(attrs))->result();
+}
+
+/// Clones the schedule's ahead ops at the builder; `mapping` holds the induction variable and
+/// carried values of the iteration and receives the clones' results.
+void cloneAhead(Builder &builder, const LoopSchedule &schedule, Mapping &mapping) {
+  for (Operation *op : schedule.aheadOps) {
+    std::vector<Value *> operands;
+    for (Value *operand : op->operands())
+      operands.push_back(mapped(mapping, operand));
+    std::vector<Type> types;
+    for (auto &result : op->results())
+      types.push_back(result->type());
+    Operation *copy = builder.create(op->code(), operands, types, op->attributes());
+    copy->setLocation(op->location());
+    for (unsigned i = 0; i < op->numResults(); ++i)
+      mapping[op->result(i)] = copy->result(i);
+  }
+}
+
+/// One async_copy per pipelined load into `slot` of its ring (masked by `inRange` and the
+/// load's own mask), then a commit: one group per iteration.
+void issueCopies(Builder &builder, const LoopSchedule &schedule, const std::vector<Value *> &rings,
+                 const Mapping &mapping, Value *slot, Value *inRange) {
+  for (size_t i = 0; i < schedule.loads.size(); ++i) {
+    Operation *load = schedule.loads[i].load;
+    Value *pointers = mapped(mapping, load->operand(0));
+    Type maskType = pointers->type().withElement(Type::i1());
+    Value *mask = builder.create(OpCode::Splat, {inRange}, {maskType})->result();
+    if (load->numOperands() >= 2)
+      mask = binary(builder, OpCode::AndI, mapped(mapping, load->operand(1)), mask);
+    Operation *copy = builder.create(OpCode::AsyncCopy, {pointers, rings[i], slot, mask}, {});
+    copy->setLocation(load->location());
+  }
+  builder.create(OpCode::AsyncCommitGroup, {}, {});
+}
+
+Value *nextSlot(Builder &builder, Value *slot, int numStages) {
+  Value *next = binary(builder, OpCode::AddI, slot, constant(builder, 1, Type::i32()));
+  Value *wraps = binary(builder, OpCode::CmpI, next, constant(builder, numStages, Type::i32()),
+                        {{"predicate", std::string("eq")}});
+  return builder.create(OpCode::Select, {wraps, constant(builder, 0, Type::i32()), next},
+                        {Type::i32()})
+      ->result();
+}
+
+// Plan step 1.
+std::vector<Value *> allocateRings(Builder &builder, const LoopSchedule &schedule,
+                                   int64_t &reserved) {
+  std::vector<Value *> rings;
+  for (const PipelinedLoad &load : schedule.loads) {
+    const Type &tile = load.load->result()->type();
+    const auto &slotEncoding = static_cast<const SharedEncoding &>(*load.slotEncoding);
+    std::vector<int64_t> shape{schedule.numStages, tile.shape()[0], tile.shape()[1]};
+    Type type = Type::tensor(shape, tile.elementType(), withRingDim(slotEncoding));
+    int64_t bytes = schedule.numStages * slotEncoding.tileFor(tile.shape()).allocationSize() *
+                    (tile.bitWidth() / 8);
+    rings.push_back(
+        builder.create(OpCode::LocalAlloc, {}, {type}, {{"offset", reserved}})->result());
+    reserved += (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  }
+  return rings;
+}
+
+void pipelineLoop(const LoopSchedule &schedule, int64_t &reserved) {
+  Operation *loop = schedule.loop;
+  Block &body = loop->body();
+  Operation *yield = body.terminator();
+  int numStages = schedule.numStages, distance = numStages - 1;
+  Value *lower = loop->operand(0), *upper = loop->operand(1), *step = loop->operand(2);
+  Type ivType = lower->type();
+
+  Builder builder;
+  builder.setInsertionPoint(loop);
+  builder.setLocation(loop->location());
+  std::vector<Value *> rings = allocateRings(builder, schedule, reserved);
+
+  // Plan step 2: iterations 0 .. D-1; `state` ends holding the carried values of iteration D.
+  Mapping state;
+  for (unsigned carried : schedule.aheadCarried)
+    state[body.argument(carried + 1)] = loop->operand(3 + carried);
+  Value *iv = lower;
+  for (int j = 0; j < distance; ++j) {
+    if (j > 0)
+      iv = binary(builder, OpCode::AddI, iv, step);
+    Mapping mapping = state;
+    mapping[body.argument(0)] = iv;
+    cloneAhead(builder, schedule, mapping);
+    Value *inRange = binary(builder, OpCode::CmpI, iv, upper, {{"predicate", std::string("slt")}});
+    issueCopies(builder, schedule, rings, mapping, constant(builder, j, Type::i32()), inRange);
+    for (unsigned carried : schedule.aheadCarried)
+      state[body.argument(carried + 1)] = mapped(mapping, yield->operand(carried));
+  }
+  Value *aheadOffset = binary(builder, OpCode::MulI, constant(builder, distance, ivType), step);
+
+  // Plan step 3: the new carried values.
+  std::vector<Value *> operands = loop->operands();
+  Mapping ahead;
+  for (unsigned carried : schedule.aheadCarried) {
+    Value *argument = body.argument(carried + 1);
+    operands.push_back(state.at(argument));
+    ahead[argument] = body.addArgument(argument->type());
+    loop->addResult(argument->type());
+  }
+  operands.push_back(constant(builder, 0, Type::i32()));
+  operands.push_back(constant(builder, distance, Type::i32()));
+  loop->setOperands(operands);
+  Value *readSlot = body.addArgument(Type::i32()), *writeSlot = body.addArgument(Type::i32());
+  loop->addResult(Type::i32());
+  loop->addResult(Type::i32());
+
+  Builder inside;
+  inside.setInsertionPoint(body.operations().front().get());
+  inside.setLocation(loop->location());
+  inside.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(distance - 1)}});
+  inside.create(OpCode::Barrier, {}, {});
+  Value *aheadIv = binary(inside, OpCode::AddI, body.argument(0), aheadOffset);
+  ahead[body.argument(0)] = aheadIv;
+  cloneAhead(inside, schedule, ahead);
+  Value *inRange =
+      binary(inside, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
+  issueCopies(inside, schedule, rings, ahead, writeSlot, inRange);
+
+  for (size_t i = 0; i < schedule.loads.size(); ++i) {
+    Operation *load = schedule.loads[i].load;
+    for (Operation *convert : schedule.loads[i].converts) {
+      Builder at;
+      at.setInsertionPoint(convert);
+      Operation *read = at.create(OpCode::LocalLoad, {rings[i], readSlot},
+                                  {convert->result()->type()});
+      read->setLocation(load->location());
+      convert->result()->replaceAllUsesWith(read->result());
+      convert->erase();
+    }
+    load->erase();
+  }
+
+  Builder atYield;
+  atYield.setInsertionPoint(yield);
+  std::vector<Value *> yielded = yield->operands();
+  for (unsigned carried : schedule.aheadCarried)
+    yielded.push_back(mapped(ahead, yield->operand(carried)));
+  yielded.push_back(nextSlot(atYield, readSlot, numStages));
+  yielded.push_back(nextSlot(atYield, writeSlot, numStages));
+  yield->setOperands(yielded);
+
+  // Plan step 4.
+  Builder after;
+  after.setInsertionPointAfter(loop);
+  after.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(0)}});
+}
+
+} // namespace
+
+void pipelineLoops(Module &module) {
+  for (Operation *func : module.functions()) {
+    std::vector<Operation *> loops;
+    func->walk([&](Operation *op) {
+      if (op->code() == OpCode::For)
+        loops.push_back(op);
+    });
+    int64_t reserved = func->hasAttr("shared_reserved") ? func->intAttr("shared_reserved") : 0;
+    for (Operation *loop : loops) {
+      LoopSchedule schedule = scheduleLoop(loop, requestedStages(*loop, module));
+      if (schedule.isPipelined())
+        pipelineLoop(schedule, reserved);
+    }
+    if (reserved > 0)
+      func->setAttr("shared_reserved", reserved);
+  }
+}
+
+TESSERA_REGISTER_PASS(pipeline, "pipeline",
+                      "Software-pipeline the loads that feed dots: num_stages-deep cp.async rings "
+                      "in shared memory, prologue, predicated tail",
+                      pipelineLoops);
+
+/// Test-only: writes each loop's stage table (LoopSchedule::str) as its attribute
+/// `pipeline_schedule`, for the text tests.
+void printPipelineSchedules(Module &module) {
+  for (Operation *func : module.functions())
+    func->walk([&](Operation *op) {
+      if (op->code() == OpCode::For)
+        op->setAttr("pipeline_schedule", scheduleLoop(op, requestedStages(*op, module)).str());
+    });
+}
+
+TESSERA_REGISTER_PASS(test_pipeline_schedule, "test-pipeline-schedule",
+                      "Test only: attach each loop's software-pipelining stage table as an "
+                      "attribute",
+                      printPipelineSchedules);
+
+} // namespace tessera::transforms::pipeline

@@ -1,0 +1,196 @@
+// scheduleLoop: which loads of a `for` body the pipeliner turns into cp.async rings, and the
+// stage-0 slice that computes their operands ahead of time.
+//
+// Plan:
+// 1. Candidate loads: top-level ops of the body whose every user converts the tile into one
+//    #mma dot-operand layout (so a local_load reads the ring straight into the mma
+//    fragments), masked-off lanes zero (no `other`, or zero), with runs of >= 4 bytes per
+//    thread (cp.async copies 4, 8 or 16 bytes).
+// 2. Their operands' backward slice within the body: pure ops without regions, the induction
+//    variable, and carried values, whose updates (the yielded values) join the slice, so the
+//    slice can run numStages - 1 iterations ahead on its own copy of those values.
+#include "transforms/pipeline/schedule.h"
+
+#include "analysis/axis_info.h"
+#include "layout/dot_operand.h"
+#include "layout/shared_encoding.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+namespace tessera::transforms::pipeline {
+
+using namespace ir;
+
+namespace {
+
+bool isZeroConstant(Value *value) {
+  Operation *def = value->definingOp();
+  if (def && def->code() == OpCode::Splat)
+    def = def->operand(0)->definingOp();
+  if (!def || def->code() != OpCode::Constant)
+    return false;
+  const Attribute &attr = def->attr("value");
+  if (const double *real = std::get_if<double>(&attr))
+    return *real == 0.0 && !std::signbit(*real);
+  if (const int64_t *integer = std::get_if<int64_t>(&attr))
+    return *integer == 0;
+  return false;
+}
+
+/// The dim a tile of this layout keeps contiguous (as codegen's lower_shared.cpp picks it).
+int contiguousDim(const LinearLayout &layout) {
+  for (const char *dim : {kRegisterDim, kLaneDim}) {
+    int numBits = layout.hasInDim(dim) ? layout.getInDimSizeLog2(dim) : 0;
+    for (int bit = 0; bit < numBits; ++bit)
+      for (int axis = 0; axis < layout.getNumOutDims(); ++axis)
+        if (layout.getBasis(dim, bit, tensorDimName(axis)) == 1)
+          return axis;
+  }
+  return layout.getNumOutDims() - 1;
+}
+
+// Plan step 1. Returns why not, or "".
+std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInfo,
+                      PipelinedLoad &out) {
+  const Type &type = load->result()->type();
+  if (type.rank() != 2 || !type.encoding())
+    return "not a 2-D tile with a layout";
+  if (load->numOperands() == 3 && !isZeroConstant(load->operand(2)))
+    return "masked-off lanes are not zero";
+  EncodingPtr target;
+  for (Operation *user : load->result()->users()) {
+    const auto *operand = user->code() == OpCode::ConvertLayout
+                              ? dynamic_cast<const DotOperandEncoding *>(
+                                    user->result()->type().encoding().get())
+                              : nullptr;
+    if (!operand || !operand->getMmaParent() ||
+        (target && !target->equals(*user->result()->type().encoding())))
+      return "a user other than a conversion into one mma operand layout";
+    target = user->result()->type().encoding();
+    if (std::find(out.converts.begin(), out.converts.end(), user) == out.converts.end())
+      out.converts.push_back(user);
+  }
+  if (out.converts.empty())
+    return "unused";
+  int elementBytes = type.bitWidth() / 8;
+  if (analysis::accessVectorWidth(axisInfo, *load) * elementBytes < 4)
+    return "runs of less than 4 bytes per thread (cp.async copies 4, 8 or 16)";
+  int fastest = contiguousDim(type.encoding()->toLinearLayout(type.shape()));
+  out.load = load;
+  out.slotEncoding = dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest}, elementBytes);
+  return "";
+}
+
+// Plan step 2. Returns why not, or "".
+std::string collectAheadSlice(LoopSchedule &schedule) {
+  Operation *loop = schedule.loop;
+  Block &body = loop->body();
+  std::set<Operation *> ops;
+  std::set<unsigned> carried;
+  std::vector<Value *> worklist;
+  for (const PipelinedLoad &load : schedule.loads)
+    for (Value *operand : load.load->operands())
+      worklist.push_back(operand);
+  while (!worklist.empty()) {
+    Value *value = worklist.back();
+    worklist.pop_back();
+    if (Block *owner = value->ownerBlock()) {
+      if (owner != &body || value->index() == 0)
+        continue; // defined outside the loop, or the induction variable
+      if (carried.insert(value->index() - 1).second)
+        worklist.push_back(body.terminator()->operand(value->index() - 1));
+      continue;
+    }
+    Operation *def = value->definingOp();
+    if (!def->isInside(loop))
+      continue; // loop-invariant
+    if (def->parentBlock() != &body)
+      return "an address computed inside a nested region";
+    if (!def->hasTrait(trait::PURE) || def->numRegions() != 0)
+      return std::string("an address computed by '") + def->name() + "', which has effects";
+    if (ops.insert(def).second)
+      for (Value *operand : def->operands())
+        worklist.push_back(operand);
+  }
+  for (auto &op : body.operations())
+    if (ops.count(op.get()))
+      schedule.aheadOps.push_back(op.get());
+  schedule.aheadCarried.assign(carried.begin(), carried.end());
+  return "";
+}
+
+} // namespace
+
+int requestedStages(const Operation &loop, const Module &module) {
+  if (loop.hasAttr("num_stages"))
+    return static_cast<int>(loop.intAttr("num_stages"));
+  auto it = module.attributes().find("num_stages");
+  if (it != module.attributes().end())
+    if (const int64_t *stages = std::get_if<int64_t>(&it->second))
+      return static_cast<int>(*stages);
+  return 1;
+}
+
+LoopSchedule scheduleLoop(Operation *loop, int numStages) {
+  LoopSchedule schedule;
+  schedule.loop = loop;
+  schedule.numStages = numStages;
+  if (numStages < 2) {
+    schedule.reason = "num_stages < 2";
+    return schedule;
+  }
+  if (loop->operand(0)->type() != loop->operand(1)->type() ||
+      loop->operand(0)->type() != loop->operand(2)->type()) {
+    schedule.reason = "bounds and step of different integer types";
+    return schedule;
+  }
+  Operation *func = loop;
+  while (func->parentOp())
+    func = func->parentOp();
+  analysis::AxisInfoAnalysis axisInfo(func);
+  std::vector<std::string> skipped;
+  for (auto &op : loop->body().operations()) {
+    if (op->code() != OpCode::Load)
+      continue;
+    PipelinedLoad load{};
+    std::string why = checkLoad(op.get(), axisInfo, load);
+    if (why.empty())
+      schedule.loads.push_back(std::move(load));
+  }
+  if (schedule.loads.empty()) {
+    schedule.reason = "no load that feeds a dot can be pipelined";
+    return schedule;
+  }
+  schedule.reason = collectAheadSlice(schedule);
+  return schedule;
+}
+
+std::string LoopSchedule::str() const {
+  std::ostringstream os;
+  if (!isPipelined()) {
+    os << "not pipelined: " << reason << "\n";
+    return os.str();
+  }
+  std::set<Operation *> ahead(aheadOps.begin(), aheadOps.end());
+  int index = 0;
+  for (auto &op : loop->body().operations()) {
+    auto load = std::find_if(loads.begin(), loads.end(),
+                             [&](const PipelinedLoad &l) { return l.load == op.get(); });
+    bool early = ahead.count(op.get()) || load != loads.end();
+    os << "stage " << (early ? 0 : numStages - 1) << ": #" << index++ << " " << op->name();
+    if (load != loads.end()) {
+      const std::vector<int64_t> &shape = op->result()->type().shape();
+      os << " -> ring " << (load - loads.begin()) << " (" << numStages << " x " << shape[0] << "x"
+         << shape[1] << "x" << op->result()->type().elementType().str() << ")";
+    }
+    os << "\n";
+  }
+  for (unsigned carried : aheadCarried)
+    os << "ahead: carried value " << carried << "\n";
+  return os.str();
+}
+
+} // namespace tessera::transforms::pipeline
