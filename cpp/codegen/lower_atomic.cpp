@@ -11,6 +11,8 @@
 //     and acquire patterns), one pair per op rather than per element. Scope "sys" needs the
 //     atom itself at system scope: a cmpxchg loop (cmpxchg keeps its syncscope). atomic_cas is
 //     a cmpxchg with the op's ordering and scope.
+//     fp16 adds of two consecutive, 4-byte aligned elements under one mask become one
+//     atom.add.noftz.f16x2 (inline PTX: LLVM expands a <2 x half> atomicrmw into a CAS loop).
 //  3. Result: the issuing thread gets the old value (0 where masked off); when the result is
 //     used and other threads hold copies of the element (duplicate lanes/warps, or every
 //     thread for a scalar), the owners publish it through shared memory: barrier, store at
@@ -19,6 +21,7 @@
 
 #include "ir/diagnostics.h"
 
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/Transforms/Utils/LowerAtomic.h>
 
 namespace tessera::codegen {
@@ -119,6 +122,31 @@ llvm::Value *emitAtomic(KernelLowering &lowering, const AtomicInfo &info, llvm::
     return emitSystemScopeRMW(lowering, info, pointer, values[0]);
   return b.CreateAtomicRMW(info.binOp, pointer, values[0], info.align,
                            llvm::AtomicOrdering::Monotonic, info.syncScope);
+}
+
+/// 2 when registers (r, r + 1) of a fp16 fadd can go as one f16x2 atom (see the plan), else 1.
+int packedHalfWidth(KernelLowering &lowering, const ir::Operation &op, const AtomicInfo &info,
+                    int32_t duplicateRegisters) {
+  const ir::Type &type = op.result()->type();
+  if (info.isCas || info.binOp != llvm::AtomicRMWInst::FAdd || info.scope == "sys" ||
+      !type.isTensor() || type.elementType().scalarKind() != ir::ScalarKind::F16 ||
+      (duplicateRegisters & 1))
+    return 1;
+  return analysis::accessVectorWidth(lowering.axisInfo(), op) >= 2 ? 2 : 1;
+}
+
+/// `*pointer += (low, high)` as one relaxed gpu-scope f16x2 atom; returns the old pair.
+llvm::Value *emitPackedHalfAdd(llvm::IRBuilder<> &b, llvm::Value *pointer, llvm::Value *low,
+                               llvm::Value *high) {
+  auto *pairType = llvm::FixedVectorType::get(b.getHalfTy(), 2);
+  llvm::Value *pair = llvm::PoisonValue::get(pairType);
+  pair = b.CreateInsertElement(b.CreateInsertElement(pair, low, uint64_t(0)), high, uint64_t(1));
+  auto *type = llvm::FunctionType::get(b.getInt32Ty(), {pointer->getType(), b.getInt32Ty()},
+                                       false);
+  auto *ptx = llvm::InlineAsm::get(type, "atom.global.add.noftz.f16x2 $0, [$1], $2;",
+                                   "=r,l,r,~{memory}", /*hasSideEffects=*/true);
+  llvm::Value *old = b.CreateCall(ptx, {pointer, b.CreateBitCast(pair, b.getInt32Ty())});
+  return b.CreateBitCast(old, pairType);
 }
 
 /// Runs `body` under `predicate` (directly when null); returns the block `body` ended in and
@@ -240,8 +268,9 @@ void lowerAtomicOp(KernelLowering &lowering, const ir::Operation &op) {
   if (fenced && releases(info.sem))
     b.CreateFence(llvm::AtomicOrdering::Release, info.syncScope);
   const Registers &pointers = lowering.registersOf(op.operand(0));
+  int width = packedHalfWidth(lowering, op, info, duplicateRegisters);
   Registers issued(numRegs);
-  for (int reg = 0; reg < numRegs; ++reg) {
+  for (int reg = 0; reg < numRegs; reg += width) {
     if (reg & duplicateRegisters)
       continue; // filled from the register it duplicates below
     llvm::Value *predicate =
@@ -249,8 +278,17 @@ void lowerAtomicOp(KernelLowering &lowering, const ir::Operation &op) {
     std::vector<llvm::Value *> values;
     for (unsigned i = 1; i <= numValues; ++i)
       values.push_back(lowering.registersOf(op.operand(i))[reg]);
-    issued[reg] =
-        emitGuarded(b, predicate, [&] { return emitAtomic(lowering, info, pointers[reg], values); });
+    if (width == 2) {
+      const Registers &addends = lowering.registersOf(op.operand(1));
+      llvm::Value *pair = emitGuarded(b, predicate, [&] {
+        return emitPackedHalfAdd(b, pointers[reg], addends[reg], addends[reg + 1]);
+      });
+      issued[reg] = b.CreateExtractElement(pair, uint64_t(0));
+      issued[reg + 1] = b.CreateExtractElement(pair, uint64_t(1));
+      continue;
+    }
+    issued[reg] = emitGuarded(
+        b, predicate, [&] { return emitAtomic(lowering, info, pointers[reg], values); });
   }
   for (int reg = 0; reg < numRegs; ++reg)
     if (reg & duplicateRegisters)

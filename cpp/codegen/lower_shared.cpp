@@ -197,7 +197,8 @@ void lowerLocalAlloc(KernelLowering &lowering, const ir::Operation &op) {
   llvm::Value *base;
   if (op.hasAttr("offset")) {
     // The buffers may overlap the scratch of earlier conversions: wait for their readers.
-    lowering.emitBarrier();
+    if (!lowering.sharedBuffersLive())
+      lowering.emitBarrier();
     lowering.setSharedBuffersLive(true);
     base = lowering.sharedBuffer(op.intAttr("offset"), bytes);
   } else if (op.numOperands() == 1) {
@@ -245,6 +246,32 @@ void emitAsyncCopy(KernelLowering &lowering, llvm::Value *destination, llvm::Val
   lowering.callIntrinsic(id, {}, {destination, source, sourceBytes});
 }
 
+/// A copy narrower than cp.async allows (runs of < 4 bytes): synchronous, zero-filled where
+/// `predicate` (may be null) is false. The async_wait and barrier that follow order it too.
+void emitSynchronousCopy(KernelLowering &lowering, llvm::Value *destination, llvm::Value *source,
+                         int bytes, llvm::Value *predicate) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  llvm::Type *type = b.getIntNTy(8 * bytes);
+  llvm::Align align(bytes);
+  if (!predicate) {
+    b.CreateAlignedStore(b.CreateAlignedLoad(type, source, align), destination, align);
+    return;
+  }
+  llvm::BasicBlock *entry = b.GetInsertBlock();
+  llvm::Function *function = entry->getParent();
+  auto *load = llvm::BasicBlock::Create(b.getContext(), "copy.load", function);
+  auto *merge = llvm::BasicBlock::Create(b.getContext(), "copy.end", function);
+  b.CreateCondBr(predicate, load, merge);
+  b.SetInsertPoint(load);
+  llvm::Value *value = b.CreateAlignedLoad(type, source, align);
+  b.CreateBr(merge);
+  b.SetInsertPoint(merge);
+  llvm::PHINode *phi = b.CreatePHI(type, 2);
+  phi->addIncoming(value, load);
+  phi->addIncoming(llvm::ConstantInt::get(type, 0), entry);
+  b.CreateAlignedStore(phi, destination, align);
+}
+
 void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
   const ir::Type &pointerType = op.operand(0)->type(), &bufferType = op.operand(1)->type();
   int elementBytes = lowering.memoryBytes(bufferType, op);
@@ -260,9 +287,6 @@ void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
   width = static_cast<int>(std::min<int64_t>(width, lowering.axisInfo().pointerAlignment(pointers, dim)));
   if (mask)
     width = static_cast<int>(std::min<int64_t>(width, lowering.axisInfo().maskAlignment(mask, dim)));
-  if (width * elementBytes < 4) // the pipeliner checks this too (asyncCopyWidth)
-    ir::emitError(op, "codegen: async_copy needs 4-byte aligned runs of elements, got " +
-                          std::to_string(width * elementBytes) + " bytes");
   const Registers &sources = lowering.registersOf(pointers);
   const Registers *masks = mask ? &lowering.registersOf(mask) : nullptr;
   std::vector<std::vector<llvm::Value *>> indices = lowering.emitIndices(offsets);
@@ -271,7 +295,10 @@ void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
       continue;
     llvm::Value *destination = byteAddress(lowering, base, indices[first][0], elementBytes);
     llvm::Value *predicate = masks ? (*masks)[first] : nullptr;
-    emitAsyncCopy(lowering, destination, sources[first], width * elementBytes, predicate);
+    if (width * elementBytes >= 4)
+      emitAsyncCopy(lowering, destination, sources[first], width * elementBytes, predicate);
+    else // the pipeliner asks for >= 4 bytes, but the clones' axis info may know less
+      emitSynchronousCopy(lowering, destination, sources[first], width * elementBytes, predicate);
   }
 }
 

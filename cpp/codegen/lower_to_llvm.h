@@ -94,6 +94,7 @@ public:
   /// Between the pipeliner's local_alloc and its final async_wait the buffers are live and the
   /// scratch region starts after them; before and after, scratch reuses their bytes.
   void setSharedBuffersLive(bool live) { sharedBuffersLive_ = live; }
+  bool sharedBuffersLive() const { return sharedBuffersLive_; }
   /// bar.sync 0: every thread of the CTA.
   void emitBarrier();
   llvm::Value *callIntrinsic(llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Type *> types,

@@ -24,6 +24,9 @@
 //    dot from registers. Otherwise warps split M and N as Triton's warpsPerTileV2 does:
 //    double along the dim with more instruction tiles per warp left.
 // 3. Retype the dot and convert its operands in, its result back out.
+// 4. A narrowing cast of the result moves before that conversion (half the bytes to move);
+//    remove_layout_conversions repeats this once the accumulator leaves its loop in #mma.
+#include "transforms/dot_layout_rules.h"
 #include "transforms/layout_passes.h"
 
 #include "ir/diagnostics.h"
@@ -175,7 +178,39 @@ void accelerateDot(Operation *dot, int numWarps) {
   retypeResult(dot->result(), resultEncoding);
 }
 
+// truncf(convert_layout(x : #mma)) -> convert_layout(truncf(x)): the conversion out of the
+// accumulator's layout (through shared memory) then moves half the bytes.
+bool castBeforeConverting(Operation *truncf) {
+  Operation *convert = truncf->operand(0)->definingOp();
+  if (!convert || convert->code() != OpCode::ConvertLayout ||
+      !dynamic_cast<const MmaEncoding *>(convert->operand(0)->type().encoding().get()))
+    return false;
+  Value *accumulator = convert->operand(0);
+  Builder builder;
+  builder.setInsertionPoint(truncf);
+  Operation *cast = builder.create(
+      OpCode::TruncF, {accumulator},
+      {accumulator->type().withElement(truncf->result()->type().elementType())});
+  cast->setLocation(truncf->location());
+  Value *converted = createConvert(builder, cast->result(), truncf->result()->type().encoding());
+  truncf->result()->replaceAllUsesWith(converted);
+  truncf->erase();
+  return true;
+}
+
 } // namespace
+
+bool moveCastsBeforeAccumulatorConversions(Operation *func) {
+  std::vector<Operation *> casts;
+  func->walk([&](Operation *op) {
+    if (op->code() == OpCode::TruncF && op->result()->type().isTensor())
+      casts.push_back(op);
+  });
+  bool changed = false;
+  for (Operation *op : casts)
+    changed = castBeforeConverting(op) || changed;
+  return changed;
+}
 
 void accelerateMatmul(Module &module) {
   int numWarps = moduleNumWarps(module);
@@ -191,6 +226,7 @@ void accelerateMatmul(Module &module) {
       makeTransFree(op);
     for (Operation *op : dots)
       accelerateDot(op, numWarps);
+    moveCastsBeforeAccumulatorConversions(func);
   }
 }
 

@@ -23,7 +23,8 @@
 //    conversion. A closed slice is cloned in the new encoding, a carried value becoming a new
 //    loop-carried value, and the conversion goes.
 //    A dot's A operand that cannot be recomputed in its #dot_op layout tries the dot's #mma
-//    layout (chained dots: the conversion out of #mma is then register-only).
+//    layout (chained dots: the conversion out of #mma is then register-only); a truncf of a
+//    conversion out of #mma is done before it (dot_layout_rules.h).
 // 3. A value a `for` carries in one layout but computes each iteration from a conversion out
 //    of another (an accumulator fed by a coalesced load) is carried in the other layout: the
 //    conversion inside the loop becomes one of the init before it and one of the result after.
@@ -36,6 +37,7 @@
 
 #include "ir/pass_manager.h"
 #include "layout/dot_operand.h"
+#include "transforms/dot_layout_rules.h"
 #include "transforms/passes.h"
 
 #include <algorithm>
@@ -398,6 +400,7 @@ void removeConversionsInFunction(Operation *func) {
   bool changed = true;
   for (int round = 0; changed && round < 64; ++round) {
     changed = foldConversions(func);
+    changed = moveCastsBeforeAccumulatorConversions(func) || changed; // dot_layout_rules.h
     std::map<Need, Value *> cache; // valid until dead ops are erased
     std::vector<Operation *> ops = opsInOrder(func);
     for (auto it = ops.rbegin(); it != ops.rend(); ++it) {

@@ -1,11 +1,12 @@
 """Interpreter handlers of the math ops (ops.def, "math"): exact results, rounded once.
 
 Each function is evaluated in float64 (NumPy; erf through Python's math.erf) and rounded to
-the op's type, so an f32 result is the correctly rounded value (up to f64's own last-bit error,
-about 2**-29 of an f32 ulp); f64 results are NumPy's, within 2 ulp. The GPU approximates some of these (exp, exp2, sqrt, rsqrt,
-fast_divf, and libdevice's within 2 ulp): how far it may be from this reference is a
-tolerance of the GPU tests, not a property of the interpreter. fma rounds once (round to odd
-in f64, then to f32; exact rationals for f64); mulhiui computes the full 2N-bit product.
+the op's type, so an f32 result is the correctly rounded value (up to f64's own last-bit
+error, about 2**-29 of an f32 ulp); f64 results are NumPy's, within 2 ulp. The GPU
+approximates some of these (exp, exp2, sqrt, rsqrt, fast_divf, and libdevice's within 2 ulp):
+how far it may be from this reference is a tolerance of the GPU tests, not a property of the
+interpreter. fma rounds once (round to odd in f64, then to f32; exact rationals for f64);
+mulhiui computes the full 2N-bit product.
 """
 from __future__ import annotations
 

@@ -44,7 +44,8 @@ rsqrt = _named("rsqrt", _unary("rsqrt", "reciprocal square root 1/sqrt(x)"),
                "inv = tl.rsqrt(var + eps)")
 sin = _named("sin", _unary("sin", "sine"), "s = tl.sin(theta)")
 cos = _named("cos", _unary("cos", "cosine"), "c = tl.cos(theta)")
-erf = _named("erf", _unary("erf", "error function"), "g = 0.5 * x * (1 + tl.erf(x * 0.7071067811865476))")
+erf = _named("erf", _unary("erf", "error function"),
+             "gelu = 0.5 * x * (1 + tl.erf(x * 0.7071067811865476))")
 tanh = _named("tanh", _unary("tanh", "hyperbolic tangent"), "t = tl.math.tanh(x)")
 floor = _named("floor", _unary("floor", "floor (round toward -inf)"), "i = tl.floor(x)")
 ceil = _named("ceil", _unary("ceil", "ceiling (round toward +inf)"), "i = tl.ceil(x)")

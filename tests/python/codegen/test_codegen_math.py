@@ -71,7 +71,8 @@ def test_unary_math_compiles(name, dtype, arch):
     if name in FAST_PATHS and (dtype == "fp32" or not exact_in_narrow):
         assert FAST_PATHS[name] in ptx
     if dtype != "fp32" and not exact_in_narrow:  # computed in fp32 and rounded back
-        assert re.search(r"cvt\.f32\.(f16|bf16)", ptx) and re.search(r"cvt\.rn\.(f16|bf16)\.f32", ptx)
+        assert re.search(r"cvt\.f32\.(f16|bf16)", ptx)
+        assert re.search(r"cvt\.rn\.(f16|bf16)\.f32", ptx)
     assemble(ptx, arch)
 
 
@@ -83,7 +84,8 @@ def test_unary_math_compiles(name, dtype, arch):
 def test_binary_math_compiles(name, dtype, instruction, arch):
     signature = {"x_ptr": "*" + dtype, "y_ptr": "*" + dtype,
                  "z_ptr": "*" + ("fp32" if name == "sigmoid" else dtype), "n": "i32"}
-    ptx = compile_with_signature(binary_kernel, signature, {"NAME": name, "BLOCK": 512}, arch)["ptx"]
+    constexprs = {"NAME": name, "BLOCK": 512}
+    ptx = compile_with_signature(binary_kernel, signature, constexprs, arch)["ptx"]
     assert instruction in ptx
     assemble(ptx, arch)
 
@@ -192,3 +194,42 @@ def test_atomic_bf16_add_compiles_on_both_archs():
         ptx = compile_with_signature(atomic_kernel, signature, constexprs, arch)["ptx"]
         assert instruction in ptx
         assemble(ptx, arch)
+
+
+@tessera.jit
+def contiguous_add_kernel(target_ptr, value_ptr, old_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    old = tl.atomic_add(target_ptr + offs, tl.load(value_ptr + offs, mask=mask), mask=mask)
+    tl.store(old_ptr + offs, old, mask=mask)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fp16_adds_pack_in_pairs_when_aligned_and_evenly_masked(arch):
+    signature = {"target_ptr": "*fp16", "value_ptr": "*fp16", "old_ptr": "*fp16", "n": "i32"}
+    compiled = {}
+    for n_divisible in (True, False):  # n % 16 == 0: the mask is constant over each pair
+        from tessera.compiler.compiler import CompileOptions, compile_kernel
+        div = ["target_ptr", "value_ptr", "old_ptr"] + (["n"] if n_divisible else [])
+        compiled[n_divisible] = compile_kernel(contiguous_add_kernel.fn, signature,
+                                               {"BLOCK": 1024}, divisibility_16=div,
+                                               options=CompileOptions(arch=arch)).asm["ptx"]
+    assert "atom.global.add.noftz.f16x2" in compiled[True]
+    assert "f16x2" not in compiled[False] and "atom.global.add.noftz.f16" in compiled[False]
+    for ptx in compiled.values():
+        assemble(ptx, arch)
+
+
+def test_libdevice_path_knob(monkeypatch, tmp_path):
+    from tessera.compiler import compiler
+    from tessera.config import knobs
+    fake = tmp_path / "libdevice.10.bc"
+    monkeypatch.setenv("TESSERA_LIBDEVICE", str(fake))
+    assert compiler.libdevice_path() == str(fake)
+    monkeypatch.delenv("TESSERA_LIBDEVICE")
+    home = tmp_path / "cuda"
+    (home / "nvvm" / "libdevice").mkdir(parents=True)
+    (home / "nvvm" / "libdevice" / "libdevice.10.bc").write_bytes(b"BC")
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    assert compiler.libdevice_path() == str(home / "nvvm" / "libdevice" / "libdevice.10.bc")
+    assert knobs.libdevice == ""

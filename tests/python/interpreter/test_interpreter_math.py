@@ -114,7 +114,8 @@ def test_fma_rounds_once_f32(rng):
     c = rng.standard_normal(N).astype(np.float32)
     c[::2] = -(a[::2].astype(np.float64) * b[::2]).astype(np.float32)
     out = run_elementwise("fma", [a, b, c], "f32")
-    exact = [Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)) for x, y, z in zip(a, b, c)]
+    exact = [Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+             for x, y, z in zip(a, b, c)]
     expected = np.array([round_exact(v, "f32") for v in exact], np.float32)
     np.testing.assert_array_equal(out, expected)
     twice = (a * b + c).astype(np.float32)
