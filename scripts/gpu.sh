@@ -19,6 +19,6 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 status=0
 step() { echo; echo "=== $*"; "$@" || status=1; }
 step python3 -m pytest -q -rs tests/gpu ${PYTEST_ARGS:-}
-step python3 tutorials/01-vector-add.py
+for t in ${TUTORIALS:-tutorials/[0-9]*.py}; do step python3 "$t"; done
 for b in ${BENCHMARKS:-benchmarks/*.py}; do step python3 "$b" --json "$OUT/$(basename "$b" .py).json"; done
 exit $status

@@ -5,7 +5,6 @@ what ptxas reported for the pipelined (16-byte-aligned) kernels (CompiledKernel.
 
 Bounds (BENCHMARKS.md): ‖out − ref‖ / ‖ref‖ < 1e-5 fp32, ~3e-4 tf32, 5e-3 fp16, 1e-2 bf16.
 """
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -37,7 +36,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
     a_ptrs = a_ptr + (rm[:, None] % M) * stride_am + rk[None, :] * stride_ak
     b_ptrs = b_ptr + rk[:, None] * stride_bk + (rn[None, :] % N) * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(tl.cdiv(K, BLOCK_K)):
         a = tl.load(a_ptrs, mask=rk[None, :] < K - k * BLOCK_K, other=0.0)
         b = tl.load(b_ptrs, mask=rk[:, None] < K - k * BLOCK_K, other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
@@ -53,7 +52,7 @@ def launch(a, b, c, blocks, num_warps, num_stages, precision=None):
     bm, bn, bk = blocks
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
             c.stride(1))
-    meta = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, PRECISION=precision)
+    meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "PRECISION": precision}
     grid = (tessera.cdiv(M, bm) * tessera.cdiv(N, bn),)
     matmul_kernel[grid](*args, **meta, num_warps=num_warps, num_stages=num_stages)
     if M % 16 == 0 and N % 16 == 0 and K % 16 == 0:

@@ -8,7 +8,8 @@ operands of one float dtype whose extents are powers of two >= 16, accumulation 
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import core as tl
 from .core import builtin, dtype, tensor
@@ -33,7 +34,7 @@ def _check_operand(x: Any, name: str) -> tensor:
     return x
 
 
-def _result_dtype(a: tensor, acc: Optional[tensor], out_dtype: dtype) -> dtype:
+def _result_dtype(a: tensor, acc: tensor | None, out_dtype: dtype) -> dtype:
     result = acc.dtype if acc is not None else out_dtype
     if not isinstance(result, dtype) or result not in (tl.float32, tl.float16):
         raise TypeError(f"dot accumulates in float32 (or float16), got out_dtype {result}")
@@ -42,8 +43,8 @@ def _result_dtype(a: tensor, acc: Optional[tensor], out_dtype: dtype) -> dtype:
     return result
 
 
-def build_dot(semantic: Any, a: tensor, b: tensor, acc: Optional[tensor],
-              input_precision: Optional[str], out_dtype: dtype) -> tensor:
+def build_dot(semantic: Any, a: tensor, b: tensor, acc: tensor | None,
+              input_precision: str | None, out_dtype: dtype) -> tensor:
     """The ``dot`` op for ``a @ b + acc`` (see :func:`dot`)."""
     a, b = _check_operand(a, "a (first operand)"), _check_operand(b, "b (second operand)")
     if a.shape[1] != b.shape[0]:
@@ -53,9 +54,8 @@ def build_dot(semantic: Any, a: tensor, b: tensor, acc: Optional[tensor],
     if a.dtype not in (tl.float16, tl.bfloat16, tl.float32):
         raise TypeError(f"dot supports float16, bfloat16 and float32 operands, got {a.dtype}")
     shape = [a.shape[0], b.shape[1]]
-    if acc is not None:
-        if not isinstance(acc, tensor) or acc.shape != shape:
-            raise ValueError(f"dot's acc must be a tile of shape {shape}, got {acc!r}")
+    if acc is not None and (not isinstance(acc, tensor) or acc.shape != shape):
+        raise ValueError(f"dot's acc must be a tile of shape {shape}, got {acc!r}")
     result = _result_dtype(a, acc, out_dtype)
     if acc is None:
         acc = semantic.full(shape, 0, result)
@@ -86,9 +86,9 @@ def build_trans(semantic: Any, x: tensor, dims: Sequence[int]) -> tensor:
 
 
 @builtin
-def dot(input: tensor, other: tensor, acc: Optional[tensor] = None,
-        input_precision: Optional[str] = None, allow_tf32: Optional[bool] = None,
-        max_num_imprecise_acc: Optional[int] = None, out_dtype: dtype = tl.float32,
+def dot(input: tensor, other: tensor, acc: tensor | None = None,
+        input_precision: str | None = None, allow_tf32: bool | None = None,
+        max_num_imprecise_acc: int | None = None, out_dtype: dtype = tl.float32,
         _semantic=None) -> tensor:
     """The matrix product ``input @ other + acc`` of two 2-D tiles, on tensor cores.
 

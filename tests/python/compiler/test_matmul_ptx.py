@@ -9,7 +9,6 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
-
 import tessera.language as tl
 from tessera import interpreter
 from tessera._tessera import ir
@@ -22,7 +21,8 @@ DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
 @pytest.fixture(scope="module")
 def matmul_kernel(tmp_path_factory):
     # Only the kernels: the tutorial itself runs its checks when imported.
-    source = open(os.path.join(ROOT, "tutorials", "03-matrix-multiplication.py")).read()
+    with open(os.path.join(ROOT, "tutorials", "03-matrix-multiplication.py")) as f:
+        source = f.read()
     start = source.index("@tessera.jit")
     end = source.index("# %%", source.index("def matmul_kernel"))
     path = tmp_path_factory.mktemp("kernels") / "matmul_kernel.py"

@@ -6,7 +6,6 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
-
 import tessera.language as tl
 from tessera import errors, frontend, interpreter
 from tessera.interpreter.dot_ops import round_to_tf32
