@@ -7,8 +7,9 @@
 // tile swizzled for the operand (dotOperandSharedEncoding); barrier; ldmatrix reads the
 // fragments (layout/ldmatrix.h; plain ld.shared where no ldmatrix form fits, e.g. tf32 B
 // stored N-major). The pipeliner's ring buffers sit at the offsets it gave them (attribute
-// `offset`) in a reserved region; while they are live (local_alloc .. async_wait 0) the
-// scratch region of conversions follows them, elsewhere it reuses their bytes.
+// `offset`) in a reserved region; while they are live (local_alloc .. the async_wait 0 after
+// the loop, in their block) the scratch region of conversions follows them, elsewhere it
+// reuses their bytes.
 #include "codegen/lower_tensor_core.h"
 
 #include "ir/diagnostics.h"
@@ -302,6 +303,22 @@ void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
   }
 }
 
+/// Whether `wait` ends the pipeliner's buffers: it waits for every group and is the wait after
+/// the loop, in the block of the rings' local_alloc. The wait at the top of the loop body is
+/// {pending = 0} too at num_stages = 2, yet the rings are still read and written there: were
+/// the scratch to reuse their bytes, a conversion in the loop would overwrite them.
+bool endsSharedBuffers(const ir::Operation &wait) {
+  if (wait.intAttr("pending") != 0)
+    return false;
+  for (const auto &op : wait.parentBlock()->operations()) {
+    if (op.get() == &wait)
+      return false;
+    if (op->code() == ir::OpCode::LocalAlloc && op->hasAttr("offset"))
+      return true;
+  }
+  return false;
+}
+
 } // namespace
 
 void storeToSharedTile(KernelLowering &lowering, const ir::Operation &op, const Registers &source,
@@ -371,7 +388,7 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::AsyncWait:
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {},
                            {lowering.i32(op.intAttr("pending"))});
-    if (op.intAttr("pending") == 0) // the pipeliner's last wait: its buffers are dead
+    if (endsSharedBuffers(op)) // the pipeliner's last wait: its buffers are dead
       lowering.setSharedBuffersLive(false);
     return true;
   case ir::OpCode::Barrier:
