@@ -236,7 +236,8 @@ private:
 };
 
 /// The source encoding of a conversion that feeds `value` through ops that can produce any
-/// layout, inside `body`; null when there is none.
+/// layout and keep it (so the source is also an encoding of `value`: not through expand_dims,
+/// whose operand is a Slice of a lower rank), inside `body`; null when there is none.
 EncodingPtr convertedFrom(Value *value, Block &body, const EncodingPtr &current) {
   std::vector<Value *> worklist{value};
   std::set<Value *> seen;
@@ -250,7 +251,8 @@ EncodingPtr convertedFrom(Value *value, Block &body, const EncodingPtr &current)
       EncodingPtr source = def->operand(0)->type().encoding();
       if (source && !sameEncoding(source, current))
         return source;
-    } else if (followsResultLayout(*def) && def->code() != OpCode::Load) {
+    } else if (followsResultLayout(*def) && def->code() != OpCode::Load &&
+               def->code() != OpCode::ExpandDims) {
       for (Value *operand : def->operands())
         if (operand->type().isTensor())
           worklist.push_back(operand);

@@ -146,7 +146,7 @@ def test_norms_match_pytorch():
     dx, dw = norm_tutorial.rms_norm_backward(dy, x, w, 1e-6)
     assert relative_error(dx, xg.grad.double()) < 1e-5
     assert relative_error(dw, wg.grad.double()) < 1e-5
-    xg.grad = None
+    xg.grad = wg.grad = None  # else LayerNorm's dw reference would add RMSNorm's onto it
     y = torch.nn.functional.layer_norm(xg, (384,), wg, bg, 1e-5)
     y.backward(dy)
     dx, dw, db = norm_tutorial.layer_norm_backward(dy, x, w, 1e-5)

@@ -143,3 +143,33 @@ def test_cas_swaps_where_the_bits_match(rng, dtype):
     np.testing.assert_array_equal(old.view(bits), before.view(bits))
     np.testing.assert_array_equal(target.view(bits), np.where(swap, value, before).view(bits))
     assert swap[::2].all() and not swap[1::2][1:].all()
+
+
+@tessera.jit
+def masked_cas_kernel(target_ptr, cmp_ptr, value_ptr, old_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    cmp = tl.load(cmp_ptr + offs, mask=mask)
+    value = tl.load(value_ptr + offs, mask=mask)
+    ptrs = target_ptr + tl.where(mask, offs, 0)
+    old = tl.atomic_cas(ptrs, cmp, tl.where(mask, value, cmp))  # masked lanes change nothing
+    tl.store(old_ptr + offs, old, mask=mask)
+
+
+def test_cas_also_swaps_integers_equal_by_chance():
+    # Regression for tests/gpu/test_atomics.py, whose reference swapped only the elements it
+    # had copied into cmp: random integers also match by chance, and those swap too.
+    rng = np.random.default_rng(15)  # a fixed draw with chance matches (about 4.5 expected)
+    n = 3001
+    target = (rng.standard_normal(n) * 100).astype(np.int32)
+    cmp = (rng.standard_normal(n) * 100).astype(np.int32)
+    copied = rng.random(n) < 0.5
+    cmp[copied] = target[copied]
+    value = (rng.standard_normal(n) * 100).astype(np.int32)
+    initial = target.copy()
+    old = np.zeros_like(target)
+    masked_cas_kernel[(tessera.cdiv(n, 512),)](target, cmp, value, old, n, BLOCK=512)
+    swap = cmp == initial
+    assert (swap & ~copied).any()  # what the old reference missed
+    np.testing.assert_array_equal(old, initial)
+    np.testing.assert_array_equal(target, np.where(swap, value, initial))
