@@ -24,44 +24,11 @@ if not AVAILABLE and __name__ != "__main__":
 
 DEVICE = 0
 
-ADD_PTX = """
-.version 8.0
-.target {arch}
-.address_size 64
-
-.visible .entry add_kernel(.param .u64 x_ptr, .param .u64 y_ptr, .param .u64 out_ptr,
-                           .param .s32 n)
-{{
-    .reg .pred %p<2>;
-    .reg .b32 %r<6>;
-    .reg .f32 %f<4>;
-    .reg .b64 %rd<11>;
-
-    ld.param.u64 %rd1, [x_ptr];
-    ld.param.u64 %rd2, [y_ptr];
-    ld.param.u64 %rd3, [out_ptr];
-    ld.param.s32 %r1, [n];
-    mov.u32 %r2, %ctaid.x;
-    mov.u32 %r3, %ntid.x;
-    mov.u32 %r4, %tid.x;
-    mad.lo.s32 %r5, %r2, %r3, %r4;
-    setp.ge.s32 %p1, %r5, %r1;
-    @%p1 bra DONE;
-    cvta.to.global.u64 %rd4, %rd1;
-    cvta.to.global.u64 %rd5, %rd2;
-    cvta.to.global.u64 %rd6, %rd3;
-    mul.wide.s32 %rd7, %r5, 4;
-    add.s64 %rd8, %rd4, %rd7;
-    add.s64 %rd9, %rd5, %rd7;
-    add.s64 %rd10, %rd6, %rd7;
-    ld.global.f32 %f1, [%rd8];
-    ld.global.f32 %f2, [%rd9];
-    add.f32 %f3, %f1, %f2;
-    st.global.f32 [%rd10], %f3;
-DONE:
-    ret;
-}}
-"""
+# Hand-written PTX vector add shared with tests/python/runtime/test_ptxas.py.
+ADD_PTX_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                            "add_kernel.ptx")
+ADD_PTX = open(ADD_PTX_PATH).read().replace("{", "{{").replace("}", "}}").replace(
+    "TARGET_ARCH", "{arch}")
 
 # Writes each scalar parameter, widened to 64 bits, to out[0..10]: checks the packing ABI.
 SCALARS_PTX = """
