@@ -96,7 +96,9 @@ def norm_cases(dtype: torch.dtype, quick: bool) -> List[dict]:
         grads_rms = torch.autograd.grad(y_rms, (x, w), dy, retain_graph=True)
         grads_ln = torch.autograd.grad(y_ln, (x, w, b), dy, retain_graph=True)
         partials = torch.empty((8, H), device="cuda", dtype=torch.float32)
-        forward, backward = norms.tile_config(H), norms.tile_config(H, elements=1024)
+        forward = norms.tile_config(H)
+        backward_rms = norms.backward_config(H, reductions_per_row=2)
+        backward_ln = norms.backward_config(H, reductions_per_row=4)
         n = xd.numel() // H  # rows, as the wrappers launch them (it is specialized on)
         cases = {
             "rms_norm fwd": (lambda: norms.rms_norm(xd, wd, 1e-6),
@@ -106,7 +108,7 @@ def norm_cases(dtype: torch.dtype, quick: bool) -> List[dict]:
                              lambda: torch.autograd.grad(y_rms, (x, w), dy, retain_graph=True),
                              3, grads_rms,
                              (norms.rms_norm_bwd, (dy, xd, wd, xd, partials, n, H, 1e-6),
-                              backward)),
+                              backward_rms)),
             "layer_norm fwd": (lambda: norms.layer_norm(xd, wd, bd, 1e-5),
                                lambda: F.layer_norm(xd, (H,), wd, bd, 1e-5), 2, (y_ln,),
                                (norms.layer_norm_fwd, (xd, wd, bd, xd, n, H, 1e-5), forward)),
@@ -115,7 +117,7 @@ def norm_cases(dtype: torch.dtype, quick: bool) -> List[dict]:
                                                            retain_graph=True),
                                3, grads_ln,
                                (norms.layer_norm_bwd,
-                                (dy, xd, wd, xd, partials, partials, n, H, 1e-5), backward)),
+                                (dy, xd, wd, xd, partials, partials, n, H, 1e-5), backward_ln)),
         }
         for name, (ours, theirs, passes, expected, (kernel, args, config)) in cases.items():
             got = ours()

@@ -157,11 +157,14 @@ def layer_norm_bwd(dy_ptr, x_ptr, w_ptr, dx_ptr, dw_partial_ptr, db_partial_ptr,
 
 # %% [markdown]
 # ## Host wrappers
-# The forward takes tiles of about 2048 elements (16 per thread with 4 warps) whatever H is;
-# the backward, which keeps x, dy and the dw accumulator live at once, half as many (8 per
-# thread: about 64 registers, so that 8 programs fit on an SM). It launches 8 programs per SM,
-# each walking many row blocks, so that its partial rows stay few. The wrappers take NumPy
-# arrays (interpreter) or CUDA tensors with rows of H contiguous elements.
+# The forward takes tiles of about 2048 elements (16 per thread with 4 warps) whatever H is.
+# The backward is built around its row reductions (two per row for RMSNorm, four for
+# LayerNorm): `backward_config` keeps each row within one warp, so they are shuffles with no
+# barrier (check the PTX: no `bar.sync`, and `ld.global.v4` for x and dy). Its grid is one
+# wave: as many programs as ptxas's register count lets be resident (`backward_programs`),
+# each walking many row blocks, so that its partial rows stay few and no second wave of
+# equally long programs doubles the time. The wrappers take NumPy arrays (interpreter) or CUDA
+# tensors with rows of H contiguous elements.
 
 # %%
 def tile_config(n_cols: int, elements: int = 2048) -> dict:
@@ -169,6 +172,30 @@ def tile_config(n_cols: int, elements: int = 2048) -> dict:
     block_rows = max(1, min(16, elements // block_cols))
     return {"BLOCK_ROWS": block_rows, "BLOCK_COLS": block_cols,
             "num_warps": 4 if block_rows * block_cols <= 2048 else 8}
+
+
+def backward_config(n_cols: int, reductions_per_row: int) -> dict:
+    """The backward's tile: every row reduction (four per row for LayerNorm) within one warp.
+
+    A warp covers 128 columns with 16-byte vectors (4 fp32 per thread), and warps are laid
+    along the columns first, so a wider row split over warps would reduce through shared memory
+    with two barriers per reduction, in the loop. Up to 128 columns, 4 warps of 2 rows each;
+    up to 512, one warp per program with 16 elements per thread (ptxas: 100 registers for
+    RMSNorm, 128 for LayerNorm, so 19-16 programs per SM, each loading 4 KiB of x and dy per
+    step). Wider rows fall back to
+    tile_config's tiles (reductions across warps).
+
+    One warp per row pays off when a row needs several reductions (LayerNorm: 4); with two
+    (RMSNorm) the 4-warp tile measured faster on an H200 for 256 and 512 columns (81-85% of
+    the copy bandwidth with one warp, 84-94% with four), so RMSNorm keeps it."""
+    if reductions_per_row <= 2:
+        return tile_config(n_cols, elements=1024)
+    block_cols = 1 << max(0, (n_cols - 1).bit_length())
+    if block_cols <= 128:
+        return {"BLOCK_ROWS": 1024 // block_cols, "BLOCK_COLS": block_cols, "num_warps": 4}
+    if block_cols <= 512:
+        return {"BLOCK_ROWS": 512 // block_cols, "BLOCK_COLS": block_cols, "num_warps": 1}
+    return tile_config(n_cols, elements=1024)
 
 
 def empty(like, shape, fp32: bool = False):
@@ -183,21 +210,45 @@ def rows_and_cols(x):
     return int(np.prod(x.shape[:-1])), int(x.shape[-1])
 
 
-def backward_programs(x, n_rows: int, block_rows: int) -> int:
-    sms = 1
+def backward_programs(kernel, args: tuple, config: dict, n_rows: int, n_cols: int) -> int:
+    """As many programs as are resident at once: one wave, each walking its share of the row
+    blocks. On a GPU that is SMs x blocks per SM, from the registers ptxas gave the kernel
+    (LayerNorm's backward takes 80-90 registers, so 5-6 blocks of 128 threads fit, not 8; a
+    second wave of equally long programs would double the time)."""
+    resident = 8  # the interpreter: a few programs, so that each walks several row blocks
+    x = args[1]
     if not isinstance(x, np.ndarray):
-        import torch
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    return max(1, min(tessera.cdiv(n_rows, block_rows), 8 * sms))
+        key = (kernel.fn.__name__, str(x.dtype), x.device.index, n_rows % 16 == 0,
+               n_cols % 16 == 0, tuple(sorted(config.items())))
+        if key not in _resident_programs:
+            from tessera.autotuner import resources
+            from tessera.runtime import driver
+            scratch = empty(x, (1, n_cols), fp32=True)  # stands for the partial rows
+            args = tuple(scratch if a is None else a for a in args)
+            metadata = kernel.compile(*args, **config).metadata
+            props = driver.get_device_properties(x.device.index or 0)
+            blocks, _ = resources.occupancy(resources.from_metadata(metadata), props)
+            _resident_programs[key] = max(1, blocks) * props.multiprocessor_count
+        resident = _resident_programs[key]
+    return max(1, min(tessera.cdiv(n_rows, config["BLOCK_ROWS"]), resident))
+
+
+_resident_programs: dict = {}
 
 
 def reduce_partials(partials, like):
     """Column sums of the fp32 partial rows, in `like`'s dtype."""
     n_partials, n_cols = partials.shape
     out = empty(like, (n_cols,))
-    sum_partials[(tessera.cdiv(n_cols, 64),)](partials, out, n_partials, n_cols,
-                                              BLOCK_ROWS=32, BLOCK_COLS=64)
+    sum_partials[(tessera.cdiv(n_cols, PARTIALS_CONFIG["BLOCK_COLS"]),)](
+        partials, out, n_partials, n_cols, **PARTIALS_CONFIG)
     return out
+
+
+# sum_partials: with one program per SM-resident backward program there are 800-2700 partial
+# rows but only H / 32 programs, so each program takes 256 rows (8 KiB of loads in flight, 32
+# per thread) per step, and walks ~10 steps rather than ~80 of 32 rows.
+PARTIALS_CONFIG = {"BLOCK_ROWS": 256, "BLOCK_COLS": 32, "num_warps": 8}
 
 
 def rms_norm(x, w, eps: float = 1e-6, out=None):
@@ -212,8 +263,9 @@ def rms_norm(x, w, eps: float = 1e-6, out=None):
 def rms_norm_backward(dy, x, w, eps: float = 1e-6, dx=None):
     n_rows, n_cols = rows_and_cols(x)
     dx = empty(x, x.shape) if dx is None else dx
-    config = tile_config(n_cols, elements=1024)
-    programs = backward_programs(x, n_rows, config["BLOCK_ROWS"])
+    config = backward_config(n_cols, reductions_per_row=2)
+    programs = backward_programs(rms_norm_bwd, (dy, x, w, dx, None, n_rows, n_cols, eps),
+                                 config, n_rows, n_cols)
     partials = empty(x, (programs, n_cols), fp32=True)
     rms_norm_bwd[(programs,)](dy, x, w, dx, partials, n_rows, n_cols, eps, **config)
     return dx, reduce_partials(partials, w)
@@ -231,8 +283,10 @@ def layer_norm(x, w, b, eps: float = 1e-5, out=None):
 def layer_norm_backward(dy, x, w, eps: float = 1e-5, dx=None):
     n_rows, n_cols = rows_and_cols(x)
     dx = empty(x, x.shape) if dx is None else dx
-    config = tile_config(n_cols, elements=1024)
-    programs = backward_programs(x, n_rows, config["BLOCK_ROWS"])
+    config = backward_config(n_cols, reductions_per_row=4)
+    programs = backward_programs(layer_norm_bwd,
+                                 (dy, x, w, dx, None, None, n_rows, n_cols, eps), config,
+                                 n_rows, n_cols)
     dw_partials = empty(x, (programs, n_cols), fp32=True)
     db_partials = empty(x, (programs, n_cols), fp32=True)
     layer_norm_bwd[(programs,)](dy, x, w, dx, dw_partials, db_partials, n_rows, n_cols, eps,

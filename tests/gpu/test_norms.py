@@ -164,12 +164,14 @@ def test_no_spills(n_cols, dtype):
     w = torch.zeros(n_cols, device="cuda", dtype=t)
     partials = torch.zeros((8, n_cols), device="cuda", dtype=torch.float32)
     m = norm_tutorial
-    forward, backward = m.tile_config(n_cols), m.tile_config(n_cols, elements=1024)
+    forward = m.tile_config(n_cols)
+    rms_backward = m.backward_config(n_cols, reductions_per_row=2)
+    ln_backward = m.backward_config(n_cols, reductions_per_row=4)
     compiled = [
         m.rms_norm_fwd.compile(x, w, x, 64, n_cols, 1e-6, **forward),
-        m.rms_norm_bwd.compile(x, x, w, x, partials, 64, n_cols, 1e-6, **backward),
+        m.rms_norm_bwd.compile(x, x, w, x, partials, 64, n_cols, 1e-6, **rms_backward),
         m.layer_norm_fwd.compile(x, w, w, x, 64, n_cols, 1e-5, **forward),
-        m.layer_norm_bwd.compile(x, x, w, x, partials, partials, 64, n_cols, 1e-5, **backward),
+        m.layer_norm_bwd.compile(x, x, w, x, partials, partials, 64, n_cols, 1e-5, **ln_backward),
         softmax_tutorial.softmax_kernel.compile(x, x, n_cols, n_cols, 64, n_cols,
                                                 **softmax_tutorial.softmax_config(n_cols)),
     ]

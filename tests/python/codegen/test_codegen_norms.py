@@ -32,9 +32,9 @@ def generate(fn, signature, constexprs, num_warps):
 
 def test_layer_norm_backward_matches_float64():
     rng = np.random.default_rng(5)
-    n_rows, n_cols, programs, eps = 48, 384, 3, 1e-5  # 8 row blocks over 3 programs
-    config = norms.tile_config(n_cols, elements=1024)  # what layer_norm_backward launches
-    assert (config["BLOCK_ROWS"], config["BLOCK_COLS"], config["num_warps"]) == (2, 512, 4)
+    n_rows, n_cols, programs, eps = 48, 384, 3, 1e-5  # 48 row blocks over 3 programs
+    config = norms.backward_config(n_cols, reductions_per_row=4)  # as layer_norm_backward
+    assert (config["BLOCK_ROWS"], config["BLOCK_COLS"], config["num_warps"]) == (1, 512, 1)
     x = rng.standard_normal((n_rows, n_cols)).astype(np.float32)
     dy = rng.standard_normal((n_rows, n_cols)).astype(np.float32)
     w = (1 + 0.5 * rng.standard_normal(n_cols)).astype(np.float32)
@@ -52,12 +52,15 @@ def test_layer_norm_backward_matches_float64():
 
     partial_signature = {"partial_ptr": "*fp32", "out_ptr": "*fp32", "n_partials": "i32",
                          "n_cols": "i32"}
-    summed = generate(norms.sum_partials.fn, partial_signature,
-                      {"BLOCK_ROWS": 32, "BLOCK_COLS": 64}, 4)
+    partials_config = dict(norms.PARTIALS_CONFIG)  # what reduce_partials launches
+    partials_warps = partials_config.pop("num_warps")
+    block_cols = partials_config["BLOCK_COLS"]
+    summed = generate(norms.sum_partials.fn, partial_signature, partials_config, partials_warps)
     dw, db = np.zeros(n_cols, np.float32), np.zeros(n_cols, np.float32)
     for partials, out in ((dw_partials, dw), (db_partials, db)):
-        run_kernel(summed["unoptimized_llvm_ir"], (n_cols // 64,),
-                   [partials.reshape(-1), out, programs, n_cols], 4, summed["shared_bytes"])
+        run_kernel(summed["unoptimized_llvm_ir"], (n_cols // block_cols,),
+                   [partials.reshape(-1), out, programs, n_cols], partials_warps,
+                   summed["shared_bytes"])
 
     x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
     centered = x64 - x64.mean(axis=1, keepdims=True)
