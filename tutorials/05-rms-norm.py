@@ -179,15 +179,18 @@ def backward_config(n_cols: int, reductions_per_row: int) -> dict:
 
     A warp covers 128 columns with 16-byte vectors (4 fp32 per thread), and warps are laid
     along the columns first, so a wider row split over warps would reduce through shared memory
-    with two barriers per reduction, in the loop. Up to 128 columns, 4 warps of 2 rows each;
-    up to 512, one warp per program with 16 elements per thread (ptxas: 100 registers for
-    RMSNorm, 128 for LayerNorm, so 19-16 programs per SM, each loading 4 KiB of x and dy per
-    step). Wider rows fall back to
-    tile_config's tiles (reductions across warps).
+    with two barriers per reduction, in the loop. Up to 128 columns, 4 warps over 1024 elements
+    (8 rows of 128); up to 512, one warp per program with 16 elements per thread (ptxas: 128 for
+    LayerNorm, 16 programs per SM, each loading 4 KiB of x and dy per step). Wider rows fall back
+    to tile_config's tiles (reductions across warps).
 
     One warp per row pays off when a row needs several reductions (LayerNorm: 4); with two
     (RMSNorm) the 4-warp tile measured faster on an H200 for 256 and 512 columns (81-85% of
-    the copy bandwidth with one warp, 84-94% with four), so RMSNorm keeps it."""
+    the copy bandwidth with one warp, 84-94% with four), so RMSNorm keeps it.
+
+    Measured on an H200 for LayerNorm at 128 columns: the 4-warp tile of 8 rows gives 79-82% of
+    the copy bandwidth, the one-warp tile of 4 rows only 73-76% (although the occupancy model
+    predicts more bytes in flight for it), so the 4-warp tile stays there."""
     if reductions_per_row <= 2:
         return tile_config(n_cols, elements=1024)
     block_cols = 1 << max(0, (n_cols - 1).bit_length())
@@ -213,8 +216,8 @@ def rows_and_cols(x):
 def backward_programs(kernel, args: tuple, config: dict, n_rows: int, n_cols: int) -> int:
     """As many programs as are resident at once: one wave, each walking its share of the row
     blocks. On a GPU that is SMs x blocks per SM, from the registers ptxas gave the kernel
-    (LayerNorm's backward takes 80-90 registers, so 5-6 blocks of 128 threads fit, not 8; a
-    second wave of equally long programs would double the time)."""
+    (a fixed guess is wrong: a LayerNorm tile of 4 warps at 80 registers fits 6 blocks per SM,
+    not 8, and a second wave of equally long programs would double the time)."""
     resident = 8  # the interpreter: a few programs, so that each walks several row blocks
     x = args[1]
     if not isinstance(x, np.ndarray):

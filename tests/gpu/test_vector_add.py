@@ -13,7 +13,6 @@ if not torch.cuda.is_available():
 
 import tessera
 import tessera.language as tl
-from tessera.runtime.cache import KernelCache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -15,7 +15,7 @@ import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from .. import frontend
 from .._tessera import codegen as _codegen

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tessera
 import tessera.language as tl
-from interpreter_ir import KernelBuilder, T, block_offsets, ptr
+from interpreter_ir import KernelBuilder, T, ptr
 from tessera import interpreter
 from tessera.errors import CompilationError
 from tessera.interpreter import KernelRuntimeError
