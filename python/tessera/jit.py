@@ -104,22 +104,22 @@ class JITFunction:
         """(runtime values, constexpr values, specialization key of the runtime values)."""
         try:
             values, constexprs = self._bind(*args, **kwargs)
-            return values, constexprs, tuple(map(argument_key, values))
-        except TypeError as e:
-            name = self._failing_argument(values if "values" in locals() else None)
-            where = f"argument '{name}': " if name else ""
-            raise TypeError(f"{self.__name__}: {where}{e} (signature: {self.__name__}"
+        except TypeError as e:  # missing, unexpected or repeated arguments
+            raise TypeError(f"{self.__name__}: {e} (signature: {self.__name__}"
                             f"{self.signature})") from None
+        try:
+            return values, constexprs, tuple(map(argument_key, values))
+        except TypeError as e:  # an argument of a kind no kernel can take
+            raise TypeError(f"{self.__name__}: argument '{self._failing_argument(values)}': "
+                            f"{e}") from None
 
-    def _failing_argument(self, values) -> Optional[str]:
-        if values is None:
-            return None
+    def _failing_argument(self, values) -> str:
         for name, value in zip(self.runtime_names, values):
             try:
                 argument_key(value)
             except TypeError:
                 return name
-        return None
+        return "?"
 
     def _specialization(self, keys) -> Tuple[Dict[str, str], set, set]:
         """The type strings and divisibility sets that the compiler sees (on a cache miss)."""
