@@ -180,9 +180,9 @@ void bindIR(py::module_ &m) {
       })
       .def("clone", &Module::clone)
       .def("verify", [](const Module &mod) { verify(mod); })
-      .def("str", [](const Module &mod, bool locations) {
-        return toString(mod, PrintOptions{locations});
-      }, py::arg("locations") = false)
+      .def("str", [](const Module &mod, bool locations, bool aliases) {
+        return toString(mod, PrintOptions{locations, aliases});
+      }, py::arg("locations") = false, py::arg("aliases") = true)
       .def("__str__", [](const Module &mod) { return toString(mod); });
 
   m.def("parse_module", &parseModule, py::arg("text"));

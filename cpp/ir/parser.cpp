@@ -1,7 +1,9 @@
 // Parses the tile IR's text form (see printer.h) back into a Module: a recursive-descent
 // reader over characters with scoped SSA names. It is the entry of tessera-opt and of
 // ir.parse_module; it only builds IR (the caller verifies). `//` comments are skipped, so lit
-// test files with RUN and CHECK lines parse as they are.
+// test files with RUN and CHECK lines parse as they are. Encoding alias definitions
+// (`#blocked = #blocked<{...}>`) may precede the module; types then name them or spell the
+// encoding inline.
 #include "ir/parser.h"
 
 #include "ir/diagnostics.h"
@@ -37,7 +39,8 @@ public:
   std::unique_ptr<Module> parseModule() {
     auto module = std::make_unique<Module>();
     scopes_.emplace_back();
-    skipTrivia();
+    for (skipTrivia(); peek() == '#'; skipTrivia())
+      parseAliasDefinition();
     if (consumeKeyword("module")) {
       if (atAttributeDict())
         module->attributes() = parseAttributeDict();
@@ -212,16 +215,58 @@ private:
     return Type::tensor(shape, element, encoding);
   }
 
-  /// The encoding runs to the '>' that closes the tensor type (balanced on < >).
+  /// `#name = encoding`, the encoding running through its balanced `<...>`.
+  void parseAliasDefinition() {
+    size_t namePos = pos_;
+    ++pos_; // '#'
+    std::string name = "#" + parseName("an alias name after '#'");
+    if (aliases_.count(name))
+      fail("redefinition of encoding alias '" + name + "'", namePos);
+    expect("=");
+    skipTrivia();
+    size_t start = pos_;
+    while (!atEnd() && text_[pos_] != '<' && text_[pos_] != '\n')
+      ++pos_;
+    int depth = 0;
+    do {
+      if (atEnd())
+        fail("unterminated encoding in alias '" + name + "'", start);
+      depth += text_[pos_] == '<' ? 1 : text_[pos_] == '>' ? -1 : 0;
+      ++pos_;
+    } while (depth > 0);
+    aliases_[name] = parseEncodingFrom(text_.substr(start, pos_ - start), start);
+  }
+
+  /// An alias name, or the inline encoding text running to the '>' that closes the tensor
+  /// type (balanced on < >).
   EncodingPtr parseEncodingText() {
     skipTrivia();
     size_t start = pos_;
+    if (peek() == '#') {
+      size_t end = pos_ + 1;
+      while (end < text_.size() && isNameChar(text_[end]))
+        ++end;
+      std::string name = text_.substr(pos_, end - pos_);
+      size_t after = end;
+      while (after < text_.size() && std::isspace(static_cast<unsigned char>(text_[after])))
+        ++after;
+      if (after < text_.size() && text_[after] != '<') {
+        auto it = aliases_.find(name);
+        if (it == aliases_.end())
+          fail("undefined encoding alias '" + name + "'", start);
+        pos_ = end;
+        return it->second;
+      }
+    }
     int depth = 0;
     while (!atEnd() && !(text_[pos_] == '>' && depth == 0)) {
       depth += text_[pos_] == '<' ? 1 : text_[pos_] == '>' ? -1 : 0;
       ++pos_;
     }
-    std::string encodingText = text_.substr(start, pos_ - start);
+    return parseEncodingFrom(text_.substr(start, pos_ - start), start);
+  }
+
+  EncodingPtr parseEncodingFrom(const std::string &encodingText, size_t start) {
     try {
       return tessera::parseEncoding(encodingText);
     } catch (const std::exception &error) {
@@ -537,6 +582,7 @@ private:
   size_t pos_ = 0;
   std::vector<std::unordered_map<std::string, Value *>> scopes_;
   std::set<std::string> functionNames_;
+  std::unordered_map<std::string, EncodingPtr> aliases_;
 };
 
 } // namespace

@@ -13,6 +13,11 @@
 //
 // Every op except func prints in one generic form:
 //   results = mnemonic operands {attributes} : (operand types) -> (result types) regions
+//
+// Layout encodings print once, as aliases before `module` (numbered per leading word in order
+// of first appearance), and types refer to them by name:
+//   #blocked = #blocked<{sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]}>
+//   module { ... tensor<1024xf32, #blocked> ... }
 #pragma once
 
 #include "ir/ir.h"
@@ -24,11 +29,13 @@ namespace tessera::ir {
 
 struct PrintOptions {
   bool locations = false; // append loc("file:line:col") to ops that carry one
+  bool aliases = true;    // encodings as `#blocked1` aliases; false prints them inline
 };
 
 void print(const Module &module, std::ostream &os, const PrintOptions &options = {});
 std::string toString(const Module &module, const PrintOptions &options = {});
-/// Prints one operation (and its regions) with values numbered locally.
+/// Prints one operation (and its regions) with values numbered locally. A lone op has no
+/// place for alias definitions, so its encodings always print inline.
 std::string toString(const Operation &op, const PrintOptions &options = {});
 
 } // namespace tessera::ir
