@@ -3,6 +3,7 @@
 // The linear layout is built level by level (registers, lanes, warps), each level walking the
 // dims in `order` so that lower input bits always step the faster tensor dims.
 #include "layout/blocked.h"
+#include "layout/integer_utils.h"
 
 #include <algorithm>
 #include <sstream>
@@ -12,22 +13,14 @@ namespace tessera {
 
 namespace {
 
-bool isPowerOfTwo(int64_t value) { return value > 0 && (value & (value - 1)) == 0; }
+using layout_util::isPowerOfTwo;
+using layout_util::joinInts;
 
 void checkPowersOfTwo(const std::vector<int> &values, const char *what) {
   for (int value : values)
     if (!isPowerOfTwo(value))
       throw std::invalid_argument(std::string("BlockedEncoding: ") + what +
                                   " entries must be powers of two, got " + std::to_string(value));
-}
-
-std::string joinInts(const std::vector<int> &values) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < values.size(); ++i)
-    os << (i ? ", " : "") << values[i];
-  os << "]";
-  return os.str();
 }
 
 int product(const std::vector<int> &values) {

@@ -3,6 +3,7 @@
 // The GF(2) algebra (rank, compose, invert, sublayouts and quotients) lives in
 // linear_layout_algebra.cpp. See linear_layout.h for the semantics of each operation.
 #include "layout/linear_layout.h"
+#include "layout/integer_utils.h"
 
 #include <algorithm>
 #include <sstream>
@@ -12,7 +13,7 @@ namespace tessera {
 
 namespace {
 
-bool isPowerOfTwo(int64_t value) { return value > 0 && (value & (value - 1)) == 0; }
+using layout_util::isPowerOfTwo;
 
 int log2Exact(int64_t value, const char *what) {
   if (!isPowerOfTwo(value))

@@ -4,6 +4,7 @@
 // The per-instruction bases follow the PTX ISA fragment tables (tests/cpp/layout/mma_test.cpp
 // checks them element by element against the tables' formulas).
 #include "layout/mma.h"
+#include "layout/integer_utils.h"
 
 #include <sstream>
 #include <stdexcept>
@@ -12,16 +13,8 @@ namespace tessera {
 
 namespace {
 
-bool isPowerOfTwo(int64_t value) { return value > 0 && (value & (value - 1)) == 0; }
-
-std::string joinInts(const std::vector<int> &values) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < values.size(); ++i)
-    os << (i ? ", " : "") << values[i];
-  os << "]";
-  return os.str();
-}
+using layout_util::isPowerOfTwo;
+using layout_util::joinInts;
 
 } // namespace
 

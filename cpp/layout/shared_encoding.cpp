@@ -3,6 +3,7 @@
 // Placement itself lives in SharedTileLayout::offsetOf (shared_memory.cpp), the single
 // source of truth that the bank-conflict simulator and codegen share.
 #include "layout/shared_encoding.h"
+#include "layout/integer_utils.h"
 
 #include <algorithm>
 #include <sstream>
@@ -12,16 +13,8 @@ namespace tessera {
 
 namespace {
 
-bool isPowerOfTwo(int64_t value) { return value > 0 && (value & (value - 1)) == 0; }
-
-std::string joinInts(const std::vector<int> &values) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < values.size(); ++i)
-    os << (i ? ", " : "") << values[i];
-  os << "]";
-  return os.str();
-}
+using layout_util::isPowerOfTwo;
+using layout_util::joinInts;
 
 } // namespace
 

@@ -3,6 +3,7 @@
 // offsetOf is the single source of truth for placement; toLinearLayout derives the linear
 // form from it, so the two cannot disagree.
 #include "layout/shared_memory.h"
+#include "layout/integer_utils.h"
 
 #include <algorithm>
 #include <sstream>
@@ -12,7 +13,7 @@ namespace tessera {
 
 namespace {
 
-bool isPowerOfTwo(int64_t value) { return value > 0 && (value & (value - 1)) == 0; }
+using layout_util::isPowerOfTwo;
 
 constexpr int kNumBanks = 32;
 constexpr int kBankBytes = 4;
