@@ -5,34 +5,23 @@ heads > 1; outputs poisoned (NaN) first; fresh random inputs.
 
 Bounds (BENCHMARKS.md): ‖O − ref‖ / ‖ref‖ ≤ 5e-3 fp16, ≤ 1e-2 bf16; lse (fp32) ≤ 1e-3.
 """
-import importlib.util
 import math
-import os
 
 import pytest
+from tessera.testing.tutorials import load_tutorial_section
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU", allow_module_level=True)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOUNDS = {"float16": 5e-3, "bfloat16": 1e-2}
 
 
 @pytest.fixture(scope="module")
-def tutorial(tmp_path_factory):
+def tutorial():
     # The kernel, CONFIGS and the wrapper only: the tutorial runs its checks when imported.
-    with open(os.path.join(ROOT, "tutorials", "06-fused-attention.py")) as f:
-        source = f.read()
-    start = source.index("LOG2E =")
-    end = source.index("# %% [markdown]\n# ## Correctness")
-    path = tmp_path_factory.mktemp("kernels") / "attention_kernel.py"
-    path.write_text("import numpy as np\nimport tessera\nimport tessera.language as tl\n\n"
-                    + source[start:end])
-    spec = importlib.util.spec_from_file_location("attention_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tutorial_section("06-fused-attention.py", "LOG2E =",
+                                 "# %% [markdown]\n# ## Correctness")
 
 
 def reference(q, k, v, causal, sm_scale):

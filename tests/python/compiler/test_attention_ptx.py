@@ -2,8 +2,6 @@
 the tutorial's own per-head-dim configs: both products on mma.sync, exp2 as ex2.approx, P kept
 in registers (no shared-memory round trip between the dots) and ptxas reporting zero spills.
 The compiled (pipelined) IR run by the interpreter matches a float64 reference."""
-import importlib.util
-import os
 import re
 
 import ml_dtypes
@@ -12,25 +10,16 @@ import pytest
 from tessera import interpreter
 from tessera._tessera import ir
 from tessera.compiler import ptxas
+from tessera.testing.tutorials import load_tutorial_section
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
 @pytest.fixture(scope="module")
-def tutorial(tmp_path_factory):
+def tutorial():
     # The kernel, CONFIGS and the wrapper only: the tutorial runs its checks when imported.
-    with open(os.path.join(ROOT, "tutorials", "06-fused-attention.py")) as f:
-        source = f.read()
-    start = source.index("LOG2E =")
-    end = source.index("# %% [markdown]\n# ## Correctness")
-    path = tmp_path_factory.mktemp("kernels") / "attention_kernel.py"
-    path.write_text("import numpy as np\nimport tessera\nimport tessera.language as tl\n\n"
-                    + source[start:end])
-    spec = importlib.util.spec_from_file_location("attention_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tutorial_section("06-fused-attention.py", "LOG2E =",
+                                 "# %% [markdown]\n# ## Correctness")
 
 
 def compile_forward(tutorial, D, causal, arch, dtype="fp16", S=1024, H=2):

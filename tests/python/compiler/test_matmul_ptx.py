@@ -2,8 +2,6 @@
 tensor-core path (16-byte cp.async into rings, ldmatrix, mma.sync m16n8k16, the wait of an
 S-stage pipeline), ptxas assembles it with zero spills; the pipelined IR (rings, async copies)
 run by the interpreter matches float64; tf32, tf32x3, "ieee" and chained dots compile."""
-import importlib.util
-import os
 import re
 
 import ml_dtypes
@@ -13,24 +11,16 @@ import tessera.language as tl
 from tessera import interpreter
 from tessera._tessera import ir
 from tessera.compiler import compiler, ptxas
+from tessera.testing.tutorials import load_tutorial_section
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
 
 
 @pytest.fixture(scope="module")
-def matmul_kernel(tmp_path_factory):
+def matmul_kernel():
     # Only the kernels: the tutorial itself runs its checks when imported.
-    with open(os.path.join(ROOT, "tutorials", "03-matrix-multiplication.py")) as f:
-        source = f.read()
-    start = source.index("@tessera.jit")
-    end = source.index("# %%", source.index("def matmul_kernel"))
-    path = tmp_path_factory.mktemp("kernels") / "matmul_kernel.py"
-    path.write_text("import tessera\nimport tessera.language as tl\n\n" + source[start:end])
-    spec = importlib.util.spec_from_file_location("matmul_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.matmul_kernel
+    return load_tutorial_section("03-matrix-multiplication.py", "@tessera.jit", "# %%",
+                                 after="def matmul_kernel").matmul_kernel
 
 
 def compile_matmul(kernel, dtype, arch, num_stages, blocks=(128, 128, 32), num_warps=4,

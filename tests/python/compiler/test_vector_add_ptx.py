@@ -1,34 +1,20 @@
 """The tutorial's vector-add kernel compiles through every stage for sm_80 and sm_90a, ptxas
 accepts it with zero spills, and 16-byte-aligned f32/f16 accesses become 128-bit vector loads."""
-import importlib.util
-import os
 import re
 
 import numpy as np
 import pytest
 
 from tessera.compiler import ptxas
+from tessera.testing.tutorials import load_tutorial_section
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-
-def tutorial_kernel_source() -> str:
-    # Only the kernel: the tutorial module itself runs its checks when imported.
-    source = open(os.path.join(ROOT, "tutorials", "01-vector-add.py")).read()
-    start = source.index("@tessera.jit")
-    end = source.index("\n\n", source.index("def add_kernel"))
-    return source[start:end]
 
 
 @pytest.fixture(scope="module")
-def add_kernel(tmp_path_factory):
-    kernel_source = tutorial_kernel_source()
-    path = tmp_path_factory.mktemp("kernels") / "vector_add_kernel.py"
-    path.write_text("import tessera\nimport tessera.language as tl\n\n" + kernel_source + "\n")
-    spec = importlib.util.spec_from_file_location("vector_add_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.add_kernel
+def add_kernel():
+    # Only the kernel: the tutorial module itself runs its checks when imported.
+    return load_tutorial_section("01-vector-add.py", "@tessera.jit", "\n\n",
+                                 after="def add_kernel").add_kernel
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])

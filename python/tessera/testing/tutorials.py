@@ -1,0 +1,40 @@
+"""Importing a tutorial's kernels for tests and benchmarks.
+
+Tutorials are notebooks: their checks and benchmarks run as top-level cells, so importing a
+whole tutorial would run them. ``load_tutorial_section`` imports only the source between two
+markers (the kernels and host wrappers), written to a file whose line numbers match the
+tutorial's, so kernel error messages still point at the tutorial's lines.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+import types
+from typing import Optional
+
+TUTORIALS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))), "tutorials")
+
+_PRELUDE = "import numpy as np\nimport tessera\nimport tessera.language as tl\n"
+
+
+def load_tutorial_section(filename: str, start: str, end: str,
+                          after: Optional[str] = None) -> types.ModuleType:
+    """Imports tutorials/<filename> from the first ``start`` marker (searched from ``after``
+    when given) up to the next ``end`` marker, with numpy, tessera and tl imported."""
+    with open(os.path.join(TUTORIALS, filename)) as f:
+        source = f.read()
+    begin = source.index(start)
+    stop = source.index(end, source.index(after) if after else begin)
+    line = source.count("\n", 0, begin)  # keep the tutorial's line numbers
+    text = _PRELUDE + "\n" * (line - _PRELUDE.count("\n")) + source[begin:stop]
+    directory = tempfile.mkdtemp(prefix="tessera-tutorial-")
+    name = "tutorial_" + os.path.splitext(filename)[0].replace("-", "_")
+    path = os.path.join(directory, name + ".py")
+    with open(path, "w") as f:
+        f.write(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
