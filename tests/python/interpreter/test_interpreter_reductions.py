@@ -67,7 +67,12 @@ def test_row_reductions_with_masks(rng, shape, op, dtype):
     run(row_reduce_kernel, signature, (tessera.cdiv(m, 16),), [x, out, idx, m, n],
         OP=op, BM=16, BN=128)
     x64 = x.astype(np.float64)
-    if op.startswith("sum"):
+    if op == "sum" and dtype != np.float32:
+        # Accumulated in fp16/bf16 itself (Triton's rule): rounding errors scale with the sum of
+        # magnitudes, not with the (possibly cancelling) sum, so bound them by that.
+        error = np.linalg.norm(np.asarray(out, np.float64) - x64.sum(1))
+        assert error <= TOLERANCE[dtype] * np.linalg.norm(np.abs(x64).sum(1)), error
+    elif op.startswith("sum"):
         assert_close(out, x64.sum(1), np.float32 if op == "sum_fp32" else dtype)
     else:
         ref = x64.max(1) if op == "max" else x64.min(1)
