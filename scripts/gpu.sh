@@ -20,5 +20,9 @@ status=0
 step() { echo; echo "=== $*"; "$@" || status=1; }
 step python3 -m pytest -q -rs tests/gpu ${PYTEST_ARGS:-}
 for t in ${TUTORIALS:-tutorials/[0-9]*.py}; do step python3 "$t"; done
-for b in ${BENCHMARKS:-benchmarks/*.py}; do step python3 "$b" --json "$OUT/$(basename "$b" .py).json"; done
+for b in ${BENCHMARKS:-benchmarks/*.py}; do
+  extra=()  # attention.py's full sweeps outlast one device call: --quick here (its docstring)
+  case $b in *attention.py) extra=(--quick --plot "$OUT/attention.png");; esac
+  step python3 "$b" --json "$OUT/$(basename "$b" .py).json" "${extra[@]}"
+done
 exit $status

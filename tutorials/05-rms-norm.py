@@ -192,13 +192,21 @@ def backward_config(n_cols: int, reductions_per_row: int) -> dict:
     the copy bandwidth, the one-warp tile of 4 rows only 73-76% (although the occupancy model
     predicts more bytes in flight for it), so the 4-warp tile stays there."""
     if reductions_per_row <= 2:
-        return tile_config(n_cols, elements=1024)
-    block_cols = 1 << max(0, (n_cols - 1).bit_length())
-    if block_cols <= 128:
-        return {"BLOCK_ROWS": 1024 // block_cols, "BLOCK_COLS": block_cols, "num_warps": 4}
-    if block_cols <= 512:
-        return {"BLOCK_ROWS": 512 // block_cols, "BLOCK_COLS": block_cols, "num_warps": 1}
-    return tile_config(n_cols, elements=1024)
+        config = tile_config(n_cols, elements=1024)
+    else:
+        block_cols = 1 << max(0, (n_cols - 1).bit_length())
+        if block_cols <= 128:
+            config = {"BLOCK_ROWS": 1024 // block_cols, "BLOCK_COLS": block_cols, "num_warps": 4}
+        elif block_cols <= 512:
+            config = {"BLOCK_ROWS": 512 // block_cols, "BLOCK_COLS": block_cols, "num_warps": 1}
+        else:
+            config = tile_config(n_cols, elements=1024)
+    # Narrow rows: prefetch the next row block of x and dy (cp.async into a 2-slot ring)
+    # while this one reduces. Measured on an H200 (fp32, B = 2048): LayerNorm at H = 128 went
+    # from 82.9-88.3% to 85.5-88.9% of the copy bandwidth, RMSNorm from 87.7-90.4% to
+    # 90.3-92.0%; at H = 256 and 512 the ring made LayerNorm slower (81.7% instead of 85.0%,
+    # 72.8% instead of 87.5%), so wider rows are not prefetched.
+    return {**config, "num_stages": 2 if config["BLOCK_COLS"] <= 128 else 1}
 
 
 def empty(like, shape, fp32: bool = False):

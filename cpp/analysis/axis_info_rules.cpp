@@ -328,6 +328,17 @@ AxisInfo transfer(const Operation &op, const std::vector<const AxisInfo *> &ins)
     return expandDimsInfo(*ins[0], static_cast<int>(op.intAttr("axis")));
   case OpCode::Reshape:
     return reshapeInfo(*ins[0], shapeOf(op.operand(0)), shape);
+  case OpCode::Trans: { // result dim i is operand dim order[i]
+    const std::vector<int64_t> &order = op.arrayAttr("order");
+    AxisInfo info = AxisInfo::unknown(rank);
+    for (int i = 0; i < rank; ++i) {
+      info.contiguity[i] = ins[0]->contiguity[order[i]];
+      info.divisibility[i] = ins[0]->divisibility[order[i]];
+      info.constancy[i] = ins[0]->constancy[order[i]];
+    }
+    info.constantValue = ins[0]->constantValue;
+    return info;
+  }
   case OpCode::ConvertLayout:
   case OpCode::ExtSI:
   case OpCode::ExtUI:

@@ -1,7 +1,12 @@
 // generate(): the codegen stage as one function of named steps.
 //
 // tile IR (with layouts) --lower--> LLVM IR --verify--> O3 --> NVPTX --> PTX text.
+// A module that has not been through allocate_shared and membar (no shared_size on its func:
+// IR written by hand, tests) gets them on a copy first: lowering reads their offsets.
 #include "codegen/codegen.h"
+
+#include "analysis/allocation.h"
+#include "analysis/membar.h"
 
 #include "codegen/libdevice.h"
 #include "codegen/lower_to_llvm.h"
@@ -48,9 +53,16 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   if (functions.size() != 1)
     throw ir::CompileError("codegen: expected exactly one func in the module, found " +
                            std::to_string(functions.size()));
+  std::unique_ptr<ir::Module> allocated;
+  if (!functions.front()->hasAttr("shared_size")) {
+    allocated = module.clone();
+    analysis::allocateShared(*allocated);
+    analysis::insertBarriers(*allocated);
+    functions = allocated->functions();
+  }
   const ir::Operation &func = *functions.front();
   CodegenResult result;
-  result.numWarps = numWarpsOf(module, options);
+  result.numWarps = numWarpsOf(allocated ? *allocated : module, options);
   result.kernelName = func.stringAttr("sym_name");
 
   std::unique_ptr<llvm::TargetMachine> machine = createTargetMachine(options);

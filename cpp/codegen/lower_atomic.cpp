@@ -15,10 +15,12 @@
 //     atom.add.noftz.f16x2 (inline PTX: LLVM expands a <2 x half> atomicrmw into a CAS loop).
 //  3. Result: the issuing thread gets the old value (0 where masked off); when the result is
 //     used and other threads hold copies of the element (duplicate lanes/warps, or every
-//     thread for a scalar), the owners publish it through shared memory: barrier, store at
-//     the row-major index, barrier, every thread loads its elements.
+//     thread for a scalar), the owners publish it through shared memory: store at the
+//     row-major index in the op's scratch (membar ordered it), barrier, every thread loads
+//     its elements.
 #include "codegen/lower_to_llvm.h"
 
+#include "analysis/shared_scratch.h"
 #include "ir/diagnostics.h"
 
 #include <llvm/IR/InlineAsm.h>
@@ -200,7 +202,7 @@ Registers publishResult(KernelLowering &lowering, const ir::Operation &op, const
   llvm::Type *memoryType = lowering.memoryType(type, op);
   int bytes = lowering.memoryBytes(type, op);
   int64_t numElements = type.isTensor() ? type.numElements() : 1;
-  llvm::Value *base = lowering.sharedScratch(numElements * bytes);
+  llvm::Value *base = lowering.sharedScratch(op, numElements * bytes);
   std::vector<llvm::Value *> offsets(issued.size(), lowering.i32(0));
   if (type.isTensor()) {
     const LinearLayout &layout = lowering.layoutOf(type, op);
@@ -215,12 +217,11 @@ Registers publishResult(KernelLowering &lowering, const ir::Operation &op, const
   auto addressOf = [&](size_t reg) {
     return b.CreateGEP(memoryType, base, offsets[reg]);
   };
-  lowering.emitBarrier(); // earlier users of the scratch region are done with it
   for (size_t reg = 0; reg < issued.size(); ++reg) {
     llvm::Value *value = lowering.toMemory(issued[reg], memoryType);
     emitIf(b, owner, [&] { b.CreateAlignedStore(value, addressOf(reg), llvm::Align(bytes)); });
   }
-  lowering.emitBarrier();
+  lowering.emitBarrier(); // internal to the op: the owners' values land before the loads
   Registers result;
   for (size_t reg = 0; reg < issued.size(); ++reg)
     result.push_back(lowering.fromMemory(
@@ -250,7 +251,6 @@ void lowerAtomicOp(KernelLowering &lowering, const ir::Operation &op) {
   int numRegs = lowering.numRegisters(type, op);
   int32_t duplicateRegisters = 0;
   llvm::Value *owner = nullptr;
-  bool sharedWithOthers = true; // other threads hold copies of some element
   if (type.isTensor()) {
     const LinearLayout &layout = lowering.layoutOf(type, op);
     for (const ir::Value *operand : op.operands())
@@ -259,7 +259,6 @@ void lowerAtomicOp(KernelLowering &lowering, const ir::Operation &op) {
                               " does not have the layout of the result " + type.str());
     duplicateRegisters = KernelLowering::duplicateRegisterMask(layout);
     owner = lowering.emitOwnerPredicate(layout);
-    sharedWithOthers = owner != nullptr;
   } else {
     owner = b.CreateICmpEQ(lowering.threadId(), lowering.i32(0));
   }
@@ -296,8 +295,8 @@ void lowerAtomicOp(KernelLowering &lowering, const ir::Operation &op) {
   if (fenced && acquires(info.sem))
     b.CreateFence(llvm::AtomicOrdering::Acquire, info.syncScope);
 
-  bool used = op.result()->hasUses();
-  lowering.setRegisters(op.result(), used && sharedWithOthers
+  // The same decision the allocator sized the scratch with (analysis/shared_scratch.h).
+  lowering.setRegisters(op.result(), analysis::atomicPublishesResult(op)
                                          ? publishResult(lowering, op, issued, owner)
                                          : issued);
 }

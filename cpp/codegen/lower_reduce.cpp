@@ -9,15 +9,16 @@
 //    axis) are combined in register order; registers that only duplicate others are skipped.
 // 2. Across lanes: for each lane bit that carries the axis, highest first, a butterfly
 //    shuffle (shfl.sync.bfly) and a combine; every lane of the group ends with the result.
-// 3. Across warps, when warp bits carry the axis: barrier (earlier users of the scratch are
-//    done); one lane per (warp slot, output element) stores its partial at
-//    scratch[slot][output index]; barrier; each thread combines the slots of its output
+// 3. Across warps, when warp bits carry the axis: one lane per (warp slot, output element)
+//    stores its partial at scratch[slot][output index] (the op's scratch_offset; membar
+//    ordered it after earlier users); barrier; each thread combines the slots of its output
 //    elements in slot order.
 // 4. Results: the result's layout is the operands' sliced along the axis (the verifier checks
 //    it), whose registers are exactly the partials' coordinates; a rank-1 reduce gives a
 //    scalar that every thread holds.
 #include "codegen/lower_reduce.h"
 
+#include "analysis/shared_scratch.h"
 #include "ir/diagnostics.h"
 
 #include <map>
@@ -128,8 +129,8 @@ void reduceAcrossWarps(KernelLowering &lowering, const ir::Operation &op,
   llvm::Value *slot = emitWarpSlot(lowering, bits.warpMask);
 
   int64_t totalBytes = 0;
-  std::vector<int64_t> sections = sharedSections(lowering, op, numSlots * numOutputs, totalBytes);
-  llvm::Value *base = lowering.sharedScratch(totalBytes);
+  std::vector<int64_t> sections = analysis::scratchSections(op, numSlots * numOutputs, totalBytes);
+  llvm::Value *base = lowering.sharedScratch(op, totalBytes);
   auto address = [&](unsigned operand, llvm::Value *index) {
     int bytes = lowering.memoryBytes(op.operand(operand)->type(), op);
     llvm::Value *offset = b.CreateAdd(lowering.i32(sections[operand]),
@@ -149,7 +150,6 @@ void reduceAcrossWarps(KernelLowering &lowering, const ir::Operation &op,
   requireZero(lowering.laneId(), bits.laneMask | bits.laneBroadcastMask);
   requireZero(lowering.warpId(), bits.warpBroadcastMask);
 
-  lowering.emitBarrier();
   emitIf(lowering, owner, [&] {
     for (size_t i = 0; i < partials.keys.size(); ++i) {
       llvm::Value *index = b.CreateAdd(b.CreateMul(slot, lowering.i32(numOutputs)),
@@ -160,7 +160,7 @@ void reduceAcrossWarps(KernelLowering &lowering, const ir::Operation &op,
       }
     }
   });
-  lowering.emitBarrier();
+  lowering.emitBarrier(); // internal to the op: every partial lands before any thread reads
   for (size_t i = 0; i < partials.keys.size(); ++i) {
     Elements combined;
     for (int s = 0; s < numSlots; ++s) {

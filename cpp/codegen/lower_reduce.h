@@ -54,11 +54,6 @@ llvm::Value *emitLinearIndex(KernelLowering &lowering, const LinearLayout &layou
                              const std::vector<llvm::Value *> &coordinates,
                              const std::vector<int64_t> &shape, int skip);
 
-/// Shared-memory byte offsets of one section per operand, each `count` elements of the
-/// operand's memory type, 16-byte aligned; returns the total in `totalBytes`.
-std::vector<int64_t> sharedSections(KernelLowering &lowering, const ir::Operation &op,
-                                    int64_t count, int64_t &totalBytes);
-
 /// Runs `body` only where `predicate` is true (always when it is null).
 void emitIf(KernelLowering &lowering, llvm::Value *predicate, const std::function<void()> &body);
 

@@ -15,11 +15,14 @@
 //    - another register of this thread: read it;
 //    - another lane of this warp (no warp bit at or below j): shfl.sync.idx from the
 //      partner's lane, of the partner's register;
-//    - another warp: barrier; each partner stores its value to shared scratch at (its
-//      coordinates off the axis, c' >> (j+1)) (the others to a spare slot: no branches);
-//      barrier; elements with c' bit j = 1 load theirs.
+//    - another warp: each partner stores its value to shared scratch at (its coordinates
+//      off the axis, c' >> (j+1)) (the others to a spare slot: no branches); barrier;
+//      elements with c' bit j = 1 load theirs. The scratch is the op's scratch_offset, sized
+//      for the first such step; a later step first waits (barrier) for the loads of the one
+//      before, and membar orders the first against earlier users.
 #include "codegen/lower_reduce.h"
 
+#include "analysis/shared_scratch.h"
 #include "ir/diagnostics.h"
 
 #include <map>
@@ -161,8 +164,8 @@ struct ScanState {
     // no partner write to instead (a select, not a branch per register).
     int64_t slots = (op.operand(0)->type().numElements() >> (j + 1)) + 1;
     int64_t totalBytes = 0;
-    std::vector<int64_t> sections = sharedSections(lowering, op, slots, totalBytes);
-    llvm::Value *base = lowering.sharedScratch(totalBytes);
+    std::vector<int64_t> sections = analysis::scratchSections(op, slots, totalBytes);
+    llvm::Value *base = lowering.sharedScratch(op, totalBytes);
     if (indices.empty())
       indices = lowering.emitIndices(layout);
     int32_t duplicates = KernelLowering::duplicateRegisterMask(layout);
@@ -183,7 +186,9 @@ struct ScanState {
                                         b.CreateMul(index, lowering.i32(bytes)));
       return b.CreateGEP(b.getInt8Ty(), base, offset);
     };
-    lowering.emitBarrier();
+    if (usedScratch)
+      lowering.emitBarrier(); // the previous step's loads are done
+    usedScratch = true;
     for (int reg = 0; reg < numRegs; ++reg) {
       if (reg & duplicates)
         continue;
@@ -194,7 +199,7 @@ struct ScanState {
         b.CreateStore(lowering.toMemory(values[reg][k], memoryType), address(k, index));
       }
     }
-    lowering.emitBarrier();
+    lowering.emitBarrier(); // every partner's value lands before any thread loads
     for (int reg = 0; reg < numRegs; ++reg) {
       if (!maySetBit(reg, j))
         continue;
@@ -227,6 +232,7 @@ struct ScanState {
   }
 
   std::vector<std::vector<llvm::Value *>> indices; // per register, coordinates (shared steps)
+  bool usedScratch = false; // a step across warps has used the scratch
 };
 
 } // namespace
@@ -239,7 +245,7 @@ void lowerScanOp(KernelLowering &lowering, const ir::Operation &op) {
     if (lowering.layoutOf(operand->type(), op) != layout)
       ir::emitError(op, "codegen: scan operands must share one layout");
   AxisBits bits = analyzeAxisBits(layout, axis, op);
-  ScanState state{lowering, op, layout, bits, axis, reverse, {}, {}};
+  ScanState state{lowering, op, layout, bits, axis, reverse, {}, {}, false};
   int numRegs = lowering.numRegisters(op.operand(0)->type(), op);
   state.values.resize(numRegs);
   for (const ir::Value *operand : op.operands()) {

@@ -3,15 +3,14 @@
 // async_wait, barrier). Also the dispatcher of all of issue 5's ops (lowerTensorCoreOp).
 //
 // A conversion into a dot operand that registers cannot do (a coalesced load's tile to the
-// mma fragments) goes: barrier; each thread stores its elements, 16 bytes at a time, into a
-// tile swizzled for the operand (dotOperandSharedEncoding); barrier; ldmatrix reads the
-// fragments (layout/ldmatrix.h; plain ld.shared where no ldmatrix form fits, e.g. tf32 B
-// stored N-major). The pipeliner's ring buffers sit at the offsets it gave them (attribute
-// `offset`) in a reserved region; while they are live (local_alloc .. the async_wait 0 after
-// the loop, in their block) the scratch region of conversions follows them, elsewhere it
-// reuses their bytes.
+// mma fragments) goes: each thread stores its elements, 16 bytes at a time, into a tile
+// swizzled for the operand (dotOperandSharedEncoding) at the op's scratch_offset; barrier;
+// ldmatrix reads the fragments (layout/ldmatrix.h; plain ld.shared where no ldmatrix form
+// fits, e.g. tf32 B stored N-major). Buffers sit at the offsets allocate_shared gave them;
+// every barrier between ops is a `barrier` op that membar placed (analysis/membar.h).
 #include "codegen/lower_tensor_core.h"
 
+#include "analysis/shared_scratch.h"
 #include "ir/diagnostics.h"
 #include "ir/tensor_core_verifier.h"
 #include "layout/conversion.h"
@@ -24,20 +23,6 @@
 namespace tessera::codegen {
 
 namespace {
-
-/// The dim a shared tile should keep contiguous for `layout`'s stores: the one its
-/// consecutive registers step (vector stores), else the one its first lanes step (a warp's
-/// stores then fill whole rows), else the last.
-int fastestDim(const LinearLayout &layout) {
-  for (const char *dim : {kRegisterDim, kLaneDim}) {
-    int numBits = layout.hasInDim(dim) ? layout.getInDimSizeLog2(dim) : 0;
-    for (int bit = 0; bit < numBits; ++bit)
-      for (int axis = 0; axis < layout.getNumOutDims(); ++axis)
-        if (layout.getBasis(dim, bit, tensorDimName(axis)) == 1)
-          return axis;
-  }
-  return layout.getNumOutDims() - 1;
-}
 
 llvm::Value *byteAddress(KernelLowering &lowering, llvm::Value *base, llvm::Value *elementOffset,
                          int elementBytes) {
@@ -134,50 +119,18 @@ int sharedAccessWidth(const LinearLayout &offsets, int elementBytes, int32_t ski
   return width;
 }
 
-/// The conversion of `op` goes through the operand tile: into an #mma dot operand, and more
-/// than a register permutation.
-bool needsOperandTile(KernelLowering &lowering, const ir::Operation &op) {
-  const auto *operand =
-      dynamic_cast<const DotOperandEncoding *>(op.result()->type().encoding().get());
-  if (!operand || !operand->getMmaParent() || op.operand(0)->type().rank() != 2)
-    return false;
-  const LinearLayout &source = lowering.layoutOf(op.operand(0)->type(), op);
-  const LinearLayout &destination = lowering.layoutOf(op.result()->type(), op);
-  return planConversion(source, destination).kind > ConversionKind::RegisterPermutation;
-}
-
 void lowerOperandConversion(KernelLowering &lowering, const ir::Operation &op) {
   const ir::Type &type = op.result()->type();
   const LinearLayout &source = lowering.layoutOf(op.operand(0)->type(), op);
   const LinearLayout &destination = lowering.layoutOf(type, op);
   int elementBytes = lowering.memoryBytes(type, op);
-  int fastest = fastestDim(source);
-  SharedTileLayout tile = dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest},
-                                                   elementBytes)
-                              ->tileFor(type.shape());
-  llvm::Value *base = lowering.sharedScratch(tile.allocationSize() * elementBytes);
-  lowering.emitBarrier(); // earlier readers of the scratch region are done
+  SharedTileLayout tile = analysis::operandConversionTile(op);
+  llvm::Value *base = lowering.sharedScratch(op, tile.allocationSize() * elementBytes);
   storeToSharedTile(lowering, op, lowering.registersOf(op.operand(0)), source, tile, base,
                     type.elementType());
-  lowering.emitBarrier();
+  lowering.emitBarrier(); // internal to the op: every store lands before ldmatrix reads
   lowering.setRegisters(op.result(),
                         loadFromSharedTile(lowering, op, destination, tile, base, type.elementType()));
-}
-
-/// The 2-D tile of one slot of a #shared buffer (the buffer itself when it has no ring dim),
-/// and the bytes a slot takes.
-SharedTileLayout slotTile(const ir::Type &bufferType, bool hasRingDim) {
-  const auto &encoding = static_cast<const SharedEncoding &>(*bufferType.encoding());
-  std::vector<int64_t> shape = bufferType.shape();
-  if (!hasRingDim)
-    return encoding.tileFor(shape);
-  shape.erase(shape.begin());
-  std::vector<int> order;
-  for (int dim : encoding.getOrder())
-    if (dim != 0)
-      order.push_back(dim - 1);
-  return SharedEncoding(encoding.getVec(), encoding.getPerPhase(), encoding.getMaxPhase(), order)
-      .tileFor(shape);
 }
 
 llvm::Value *slotBase(KernelLowering &lowering, const ir::Operation &op, unsigned bufferIndex,
@@ -191,28 +144,12 @@ llvm::Value *slotBase(KernelLowering &lowering, const ir::Operation &op, unsigne
 
 void lowerLocalAlloc(KernelLowering &lowering, const ir::Operation &op) {
   const ir::Type &type = op.result()->type();
-  int elementBytes = lowering.memoryBytes(type, op);
-  bool isRing = op.numOperands() == 0 && type.rank() == 3; // slots need not be a power of two
-  SharedTileLayout tile = slotTile(type, isRing);
-  int64_t bytes = (isRing ? type.shape()[0] : 1) * tile.allocationSize() * elementBytes;
-  llvm::Value *base;
-  if (op.hasAttr("offset")) {
-    // The buffers may overlap the scratch of earlier conversions: wait for their readers.
-    if (!lowering.sharedBuffersLive())
-      lowering.emitBarrier();
-    lowering.setSharedBuffersLive(true);
-    base = lowering.sharedBuffer(op.intAttr("offset"), bytes);
-  } else if (op.numOperands() == 1) {
-    base = lowering.sharedScratch(bytes);
-  } else {
-    ir::emitError(op, "codegen: local_alloc without a source needs an offset (allocate it)");
-  }
-  if (op.numOperands() == 1) {
+  SharedTileLayout tile = analysis::sharedSlotTile(type, analysis::isRingAlloc(op));
+  llvm::Value *base = lowering.sharedBuffer(op, analysis::localAllocBytes(op));
+  if (op.numOperands() == 1) { // membar orders these stores against earlier and later users
     const ir::Type &sourceType = op.operand(0)->type();
-    lowering.emitBarrier();
     storeToSharedTile(lowering, op, lowering.registersOf(op.operand(0)),
                       lowering.layoutOf(sourceType, op), tile, base, sourceType.elementType());
-    lowering.emitBarrier();
   }
   lowering.setRegisters(op.result(), {base});
 }
@@ -220,7 +157,7 @@ void lowerLocalAlloc(KernelLowering &lowering, const ir::Operation &op) {
 void lowerLocalLoad(KernelLowering &lowering, const ir::Operation &op) {
   const ir::Type &bufferType = op.operand(0)->type(), &type = op.result()->type();
   int elementBytes = lowering.memoryBytes(type, op);
-  SharedTileLayout tile = slotTile(bufferType, op.numOperands() == 2);
+  SharedTileLayout tile = analysis::sharedSlotTile(bufferType, op.numOperands() == 2);
   llvm::Value *base = slotBase(lowering, op, 0, tile, elementBytes);
   const LinearLayout &layout = lowering.layoutOf(type, op);
   llvm::Type *registerType = lowering.registerType(type, op);
@@ -276,13 +213,13 @@ void emitSynchronousCopy(KernelLowering &lowering, llvm::Value *destination, llv
 void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
   const ir::Type &pointerType = op.operand(0)->type(), &bufferType = op.operand(1)->type();
   int elementBytes = lowering.memoryBytes(bufferType, op);
-  SharedTileLayout tile = slotTile(bufferType, true);
+  SharedTileLayout tile = analysis::sharedSlotTile(bufferType, true);
   llvm::Value *base = slotBase(lowering, op, 1, tile, elementBytes);
   const LinearLayout &layout = lowering.layoutOf(pointerType, op);
   LinearLayout offsets = sharedOffsetLayout(layout, tile);
   int32_t duplicates = KernelLowering::duplicateRegisterMask(layout);
   int width = sharedAccessWidth(offsets, elementBytes, duplicates);
-  int dim = fastestDim(layout);
+  int dim = analysis::fastestDim(layout);
   ir::Value *pointers = op.operand(0);
   ir::Value *mask = op.numOperands() == 4 ? op.operand(3) : nullptr;
   width = static_cast<int>(std::min<int64_t>(width, lowering.axisInfo().pointerAlignment(pointers, dim)));
@@ -301,22 +238,6 @@ void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
     else // the pipeliner asks for >= 4 bytes, but the clones' axis info may know less
       emitSynchronousCopy(lowering, destination, sources[first], width * elementBytes, predicate);
   }
-}
-
-/// Whether `wait` ends the pipeliner's buffers: it waits for every group and is the wait after
-/// the loop, in the block of the rings' local_alloc. The wait at the top of the loop body is
-/// {pending = 0} too at num_stages = 2, yet the rings are still read and written there: were
-/// the scratch to reuse their bytes, a conversion in the loop would overwrite them.
-bool endsSharedBuffers(const ir::Operation &wait) {
-  if (wait.intAttr("pending") != 0)
-    return false;
-  for (const auto &op : wait.parentBlock()->operations()) {
-    if (op.get() == &wait)
-      return false;
-    if (op->code() == ir::OpCode::LocalAlloc && op->hasAttr("offset"))
-      return true;
-  }
-  return false;
 }
 
 } // namespace
@@ -369,7 +290,7 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
     lowerTrans(lowering, op);
     return true;
   case ir::OpCode::ConvertLayout:
-    if (!needsOperandTile(lowering, op))
+    if (!analysis::convertsThroughOperandTile(op))
       return false;
     lowerOperandConversion(lowering, op);
     return true;
@@ -388,8 +309,6 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::AsyncWait:
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {},
                            {lowering.i32(op.intAttr("pending"))});
-    if (endsSharedBuffers(op)) // the pipeliner's last wait: its buffers are dead
-      lowering.setSharedBuffersLive(false);
     return true;
   case ir::OpCode::Barrier:
     lowering.emitBarrier();

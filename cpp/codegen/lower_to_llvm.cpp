@@ -144,8 +144,9 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
 
   // The analysis only reads the IR; it takes a mutable op for the passes that share it.
   axisInfo_ = std::make_unique<analysis::AxisInfoAnalysis>(const_cast<ir::Operation *>(&func));
-  if (func.hasAttr("shared_reserved")) // the pipeliner's ring buffers (lower_shared.cpp)
-    reservedSharedBytes_ = func.intAttr("shared_reserved");
+  if (!func.hasAttr("shared_size"))
+    ir::emitError(func, "codegen: the func has no shared_size (run allocate_shared and membar)");
+  sharedBytes_ = func.intAttr("shared_size");
   builder_.SetInsertPoint(llvm::BasicBlock::Create(context(), "entry", function));
   emitThreadIds();
   for (unsigned i = 0; i < body.numArguments(); ++i)

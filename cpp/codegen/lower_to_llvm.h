@@ -33,7 +33,7 @@ public:
 
   /// Emits `func` as a ptx_kernel.
   llvm::Function *lowerFunction(const ir::Operation &func);
-  /// Bytes of dynamic shared memory the kernel uses (its scratch region).
+  /// Bytes of dynamic shared memory the kernel uses (the func's `shared_size`).
   int sharedBytes() const { return static_cast<int>(sharedBytes_); }
 
   // ---- Used by the per-op lowering files -------------------------------------------------
@@ -86,15 +86,12 @@ public:
   /// tid % 32 and tid / 32, emitted in the entry block on first use.
   llvm::Value *laneId();
   llvm::Value *warpId();
-  /// Base of the shared scratch region (dynamic shared memory), growing it to `bytes`.
-  llvm::Value *sharedScratch(int64_t bytes);
-  /// A long-lived buffer at `offset` in the region reserved before the scratch region (ring
-  /// buffers of the pipeliner: local_alloc's `offset`; the func's `shared_reserved` sizes it).
-  llvm::Value *sharedBuffer(int64_t offset, int64_t bytes);
-  /// Between the pipeliner's local_alloc and its final async_wait the buffers are live and the
-  /// scratch region starts after them; before and after, scratch reuses their bytes.
-  void setSharedBuffersLive(bool live) { sharedBuffersLive_ = live; }
-  bool sharedBuffersLive() const { return sharedBuffersLive_; }
+  /// The shared scratch of `op`, `bytes` long, at the op's `scratch_offset` (allocate_shared,
+  /// cpp/analysis/allocation.h). Ordering against other ops is membar's `barrier` ops; the
+  /// lowering emits only the barrier between its own stores and loads of the scratch.
+  llvm::Value *sharedScratch(const ir::Operation &op, int64_t bytes);
+  /// The buffer of a local_alloc, at its `offset` (allocate_shared).
+  llvm::Value *sharedBuffer(const ir::Operation &localAlloc, int64_t bytes);
   /// bar.sync 0: every thread of the CTA.
   void emitBarrier();
   llvm::Value *callIntrinsic(llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Type *> types,
@@ -131,9 +128,8 @@ private:
   std::map<std::string, LinearLayout> layouts_;
   llvm::Value *threadId_ = nullptr, *laneId_ = nullptr, *warpId_ = nullptr;
   llvm::GlobalVariable *sharedMemory_ = nullptr;
-  int64_t sharedBytes_ = 0;
-  int64_t reservedSharedBytes_ = 0; // the func's shared_reserved: buffers before the scratch
-  bool sharedBuffersLive_ = false;
+  int64_t sharedBytes_ = 0; // the func's shared_size (allocate_shared)
+  llvm::Value *sharedAt(const ir::Operation &op, int64_t offset, int64_t bytes);
 };
 
 // Per-kind lowering entry points, one file each. Each throws a CompileError about `op` for

@@ -140,18 +140,6 @@ llvm::Value *emitLinearIndex(KernelLowering &lowering, const LinearLayout &layou
   return linear;
 }
 
-std::vector<int64_t> sharedSections(KernelLowering &lowering, const ir::Operation &op,
-                                    int64_t count, int64_t &totalBytes) {
-  std::vector<int64_t> offsets;
-  totalBytes = 0;
-  for (const ir::Value *operand : op.operands()) {
-    offsets.push_back(totalBytes);
-    totalBytes += count * lowering.memoryBytes(operand->type(), op);
-    totalBytes = (totalBytes + 15) / 16 * 16;
-  }
-  return offsets;
-}
-
 void emitIf(KernelLowering &lowering, llvm::Value *predicate, const std::function<void()> &body) {
   if (!predicate) {
     body();

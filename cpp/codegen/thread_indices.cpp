@@ -1,11 +1,15 @@
 // Per-thread context of a kernel: thread, lane and warp ids, the element coordinates each
 // register holds (a linear layout applied to the thread's ids), which threads own an element,
-// and the shared scratch region with its barrier. Used by every lower_*.cpp file.
+// and the shared memory at the offsets allocate_shared gave (the ops' scratch, the local_alloc
+// buffers) with the barrier. Used by every lower_*.cpp file.
 //
 // Coordinates follow Triton's applyLinearLayout: L(register, lane, warp) is the XOR of the
 // basis vectors of the set input bits; registers are compile-time constants, so each
 // coordinate is (thread part, computed once per layout) XOR (a constant per register).
 #include "codegen/lower_to_llvm.h"
+
+#include "analysis/shared_scratch.h"
+#include "ir/diagnostics.h"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
@@ -143,7 +147,11 @@ llvm::Value *KernelLowering::warpId() {
   return warpId_;
 }
 
-llvm::Value *KernelLowering::sharedScratch(int64_t bytes) {
+llvm::Value *KernelLowering::sharedAt(const ir::Operation &op, int64_t offset, int64_t bytes) {
+  if (offset < 0 || offset + bytes > sharedBytes_)
+    ir::emitError(op, "codegen: internal error: shared bytes [" + std::to_string(offset) + ", " +
+                          std::to_string(offset + bytes) + ") lie outside the func's shared_size " +
+                          std::to_string(sharedBytes_));
   if (!sharedMemory_) {
     // `extern __shared__` of size 0: the launcher passes sharedBytes() as dynamic memory.
     auto *type = llvm::ArrayType::get(builder_.getInt8Ty(), 0);
@@ -153,23 +161,28 @@ llvm::Value *KernelLowering::sharedScratch(int64_t bytes) {
                                              llvm::GlobalValue::NotThreadLocal, 3);
     sharedMemory_->setAlignment(llvm::Align(16));
   }
-  // While the pipeliner's buffers are live the scratch region follows them; elsewhere it
-  // reuses their space (see setSharedBuffersLive).
-  int64_t base = sharedBuffersLive_ ? reservedSharedBytes_ : 0;
-  sharedBytes_ = std::max(sharedBytes_, base + bytes);
-  if (base == 0)
+  if (offset == 0)
     return sharedMemory_;
-  return builder_.CreateGEP(builder_.getInt8Ty(), sharedMemory_, i32(base));
+  return builder_.CreateGEP(builder_.getInt8Ty(), sharedMemory_, i32(offset));
 }
 
-llvm::Value *KernelLowering::sharedBuffer(int64_t offset, int64_t bytes) {
-  if (offset < 0 || offset + bytes > reservedSharedBytes_)
-    throw std::invalid_argument("shared buffer [" + std::to_string(offset) + ", " +
-                                std::to_string(offset + bytes) + ") lies outside the reserved " +
-                                std::to_string(reservedSharedBytes_) + " bytes");
-  sharedScratch(0); // creates the region
-  sharedBytes_ = std::max(sharedBytes_, reservedSharedBytes_);
-  return builder_.CreateGEP(builder_.getInt8Ty(), sharedMemory_, i32(offset));
+llvm::Value *KernelLowering::sharedScratch(const ir::Operation &op, int64_t bytes) {
+  if (!op.hasAttr("scratch_offset"))
+    ir::emitError(op, "codegen: the op needs " + std::to_string(bytes) +
+                          " bytes of shared scratch but has no scratch_offset (run "
+                          "allocate_shared)");
+  // The allocator sized it with the same functions (analysis/shared_scratch.h).
+  if (bytes > analysis::scratchBytes(op))
+    ir::emitError(op, "codegen: internal error: the op uses " + std::to_string(bytes) +
+                          " bytes of scratch, more than the " +
+                          std::to_string(analysis::scratchBytes(op)) + " allocated");
+  return sharedAt(op, op.intAttr("scratch_offset"), bytes);
+}
+
+llvm::Value *KernelLowering::sharedBuffer(const ir::Operation &localAlloc, int64_t bytes) {
+  if (!localAlloc.hasAttr("offset"))
+    ir::emitError(localAlloc, "codegen: local_alloc has no offset (run allocate_shared)");
+  return sharedAt(localAlloc, localAlloc.intAttr("offset"), bytes);
 }
 
 void KernelLowering::emitBarrier() {

@@ -11,4 +11,9 @@ namespace tessera::transforms {
 /// Returns whether anything changed.
 bool moveCastsBeforeAccumulatorConversions(ir::Operation *func);
 
+/// Retypes, in place, the values computed from dot results by layout-following ops (and the
+/// loop-carried values they become) in the dots' #mma layouts, with conversions where users
+/// need the old layouts (propagate_accumulator_layout.cpp). Returns whether anything changed.
+bool propagateAccumulatorLayouts(ir::Operation *func);
+
 } // namespace tessera::transforms

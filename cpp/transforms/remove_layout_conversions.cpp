@@ -11,7 +11,8 @@
 //   %r8 = make_range {end = 1024, start = 0} : () -> tensor<1024xi32, #B8>
 //   %c = addi %s8, %r8 : (tensor<1024xi32, #B8>, tensor<1024xi32, #B8>) -> tensor<1024xi32, #B8>
 //
-// Plan (repeated until nothing changes):
+// Plan: first, the #mma layouts of dot results flow forward into the values computed from them
+// (propagate_accumulator_layout.cpp), then, repeated until nothing changes:
 // 1. Fold: a conversion to the encoding its operand already has is the operand; one applied
 //    to another conversion converts the original value.
 // 2. For each conversion, last first: collect the backward slice of its operand that must be
@@ -20,7 +21,8 @@
 //    (elementwise, broadcast, expand_dims, splat, make_range, constant; scan; reduce, into a
 //    Slice along its axis) and through values a `for` carries (its init and yielded value);
 //    anything else (a load, a reshape, a while argument) abandons the slice, leaving the
-//    conversion. A closed slice is cloned in the new encoding, a carried value becoming a new
+//    conversion, unless its value is at least 8 times smaller than the slice's root (a
+//    bias row loaded before its broadcast): the slice then converts that value instead. A closed slice is cloned in the new encoding, a carried value becoming a new
 //    loop-carried value, and the conversion goes.
 //    A dot's A operand that cannot be recomputed in its #dot_op layout tries the dot's #mma
 //    layout (chained dots: the conversion out of #mma is then register-only); a truncf of a
@@ -55,6 +57,15 @@ using Need = std::pair<Value *, std::string>;
 Need needOf(Value *value, const EncodingPtr &encoding) { return {value, encoding->str()}; }
 
 constexpr size_t kMaxSliceSize = 512;
+/// A slice may end in a conversion of a value this many times smaller than its root.
+constexpr int64_t kBoundaryRatio = 8;
+
+int64_t numElements(const Value *value) {
+  int64_t count = 1;
+  for (int64_t extent : value->type().shape())
+    count *= extent;
+  return count;
+}
 
 std::vector<Operation *> opsInOrder(Operation *func) {
   std::vector<Operation *> ops;
@@ -92,6 +103,7 @@ public:
   explicit Rematerialization(std::map<Need, Value *> &cache) : cache_(cache) {}
 
   bool collect(Value *root, const EncodingPtr &target) {
+    int64_t rootElements = numElements(root);
     std::vector<std::pair<Value *, EncodingPtr>> worklist{{root, target}};
     std::set<Need> visited;
     while (!worklist.empty()) {
@@ -117,8 +129,13 @@ public:
           continue;
         }
         if (!canProduceLayout(*def, encoding) || def->code() == OpCode::Load ||
-            !def->hasTrait(trait::PURE))
-          return false;
+            !def->hasTrait(trait::PURE)) {
+          // A much smaller value (a bias row before its broadcast) is converted instead.
+          if (numElements(value) * kBoundaryRatio > rootElements)
+            return false;
+          boundaries_[value].push_back(encoding);
+          continue;
+        }
         std::vector<EncodingPtr> &encodings = clones_[def]; // once per op (reduce: results)
         if (std::none_of(encodings.begin(), encodings.end(),
                          [&](const EncodingPtr &e) { return sameEncoding(e, encoding); }))
@@ -176,6 +193,13 @@ public:
       if (auto it = clones_.find(op); it != clones_.end())
         for (const EncodingPtr &encoding : it->second)
           cloneIn(op, encoding);
+      for (auto &result : op->results())
+        if (auto it = boundaries_.find(result.get()); it != boundaries_.end())
+          for (const EncodingPtr &encoding : it->second) {
+            Builder builder;
+            builder.setInsertionPointAfter(op);
+            remember(result.get(), encoding, createConvert(builder, result.get(), encoding));
+          }
     }
     for (const PendingYield &yield : pending) {
       Operation *terminator = yield.loop->body().terminator();
@@ -232,6 +256,8 @@ private:
   std::map<Need, Value *> ready_, made_;
   std::map<Need, Need> alias_;
   std::map<Operation *, std::vector<EncodingPtr>> clones_;
+  /// Values the slice converts rather than recomputes.
+  std::map<Value *, std::vector<EncodingPtr>> boundaries_;
   std::map<Operation *, std::vector<std::pair<unsigned, EncodingPtr>>> newCarried_;
 };
 
@@ -399,6 +425,7 @@ bool recomputeInAccumulatorLayout(Operation *func, Operation *convert,
 void removeConversionsInFunction(Operation *func) {
   // Every round removes conversions or moves them out of a loop, so this ends; the bound is
   // insurance.
+  propagateAccumulatorLayouts(func); // dot_layout_rules.h
   bool changed = true;
   for (int round = 0; changed && round < 64; ++round) {
     changed = foldConversions(func);

@@ -9,7 +9,7 @@
 //     %p2 = addptr %p, %step
 //     yield %p2, %acc2 }
 // becomes
-//   %ring = local_alloc {offset = 0} : () -> tensor<S x 128x32xf16, #shared<...>>
+//   %ring = local_alloc : () -> tensor<S x 128x32xf16, #shared<...>>
 //   (for j in 0 .. D-1: the address ops for iteration j, async_copy into slot j masked by
 //    lb + j*s < ub, async_commit_group)
 //   for %k ... iter(%p = %p0, %acc = %c0, %pa = <p of iteration D>, %r = 0, %w = D) {
@@ -23,8 +23,7 @@
 //   async_wait {pending = 0}
 //
 // Plan:
-// 1. A ring of S slots per pipelined load, at offsets in a region of shared memory reserved
-//    for the kernel's buffers (func attribute shared_reserved; codegen puts its scratch after).
+// 1. A ring of S slots per pipelined load (allocate_shared gives it an offset later).
 // 2. Prologue: D iterations' copies, each from its own clone of the ahead ops.
 // 3. Loop: carry the ahead ops' carried inputs D iterations ahead, plus the read and write
 //    slots; wait for the oldest group and barrier (the copies land, and every warp is done
@@ -47,8 +46,6 @@ namespace tessera::transforms::pipeline {
 using namespace ir;
 
 namespace {
-
-constexpr int64_t kBufferAlignment = 128;
 
 using Mapping = std::map<Value *, Value *>;
 
@@ -89,12 +86,23 @@ void cloneAhead(Builder &builder, const LoopSchedule &schedule, Mapping &mapping
 void issueCopies(Builder &builder, const LoopSchedule &schedule, const std::vector<Value *> &rings,
                  const Mapping &mapping, Value *slot, Value *inRange) {
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
-    Operation *load = schedule.loads[i].load;
+    const PipelinedLoad &pipelined = schedule.loads[i];
+    Operation *load = pipelined.load;
     Value *pointers = mapped(mapping, load->operand(0));
     Type maskType = pointers->type().withElement(Type::i1());
     Value *mask = builder.create(OpCode::Splat, {inRange}, {maskType})->result();
     if (load->numOperands() >= 2)
       mask = binary(builder, OpCode::AndI, mapped(mapping, load->operand(1)), mask);
+    if (!pipelined.transposes.empty()) { // write the transposed slot: relabel the tiles
+      Type transposed = pipelined.transposes[0]->result()->type();
+      std::map<std::string, Attribute> order{{"order", std::vector<int64_t>{1, 0}}};
+      pointers = builder
+                     .create(OpCode::Trans, {pointers},
+                             {transposed.withElement(pointers->type().elementType())}, order)
+                     ->result();
+      mask = builder.create(OpCode::Trans, {mask}, {transposed.withElement(Type::i1())}, order)
+                 ->result();
+    }
     Operation *copy = builder.create(OpCode::AsyncCopy, {pointers, rings[i], slot, mask}, {});
     copy->setLocation(load->location());
   }
@@ -111,24 +119,19 @@ Value *nextSlot(Builder &builder, Value *slot, int numStages) {
 }
 
 // Plan step 1.
-std::vector<Value *> allocateRings(Builder &builder, const LoopSchedule &schedule,
-                                   int64_t &reserved) {
+std::vector<Value *> allocateRings(Builder &builder, const LoopSchedule &schedule) {
   std::vector<Value *> rings;
   for (const PipelinedLoad &load : schedule.loads) {
     const Type &tile = load.load->result()->type();
     const auto &slotEncoding = static_cast<const SharedEncoding &>(*load.slotEncoding);
-    std::vector<int64_t> shape{schedule.numStages, tile.shape()[0], tile.shape()[1]};
+    std::vector<int64_t> shape{schedule.numStages, load.slotShape[0], load.slotShape[1]};
     Type type = Type::tensor(shape, tile.elementType(), withRingDim(slotEncoding));
-    int64_t bytes = schedule.numStages * slotEncoding.tileFor(tile.shape()).allocationSize() *
-                    (tile.bitWidth() / 8);
-    rings.push_back(
-        builder.create(OpCode::LocalAlloc, {}, {type}, {{"offset", reserved}})->result());
-    reserved += (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+    rings.push_back(builder.create(OpCode::LocalAlloc, {}, {type})->result());
   }
   return rings;
 }
 
-void pipelineLoop(const LoopSchedule &schedule, int64_t &reserved) {
+void pipelineLoop(const LoopSchedule &schedule) {
   Operation *loop = schedule.loop;
   Block &body = loop->body();
   Operation *yield = body.terminator();
@@ -139,7 +142,7 @@ void pipelineLoop(const LoopSchedule &schedule, int64_t &reserved) {
   Builder builder;
   builder.setInsertionPoint(loop);
   builder.setLocation(loop->location());
-  std::vector<Value *> rings = allocateRings(builder, schedule, reserved);
+  std::vector<Value *> rings = allocateRings(builder, schedule);
 
   // Plan step 2: iterations 0 .. D-1; `state` ends holding the carried values of iteration D.
   Mapping state;
@@ -189,6 +192,14 @@ void pipelineLoop(const LoopSchedule &schedule, int64_t &reserved) {
 
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
     Operation *load = schedule.loads[i].load;
+    if (schedule.loads[i].converts.empty()) { // read back in the load's layout
+      Builder at;
+      at.setInsertionPoint(load);
+      Operation *read = at.create(OpCode::LocalLoad, {rings[i], readSlot},
+                                  {load->result()->type()});
+      read->setLocation(load->location());
+      load->result()->replaceAllUsesWith(read->result());
+    }
     for (Operation *convert : schedule.loads[i].converts) {
       Builder at;
       at.setInsertionPoint(convert);
@@ -198,6 +209,8 @@ void pipelineLoop(const LoopSchedule &schedule, int64_t &reserved) {
       convert->result()->replaceAllUsesWith(read->result());
       convert->erase();
     }
+    for (Operation *trans : schedule.loads[i].transposes)
+      trans->erase();
     load->erase();
   }
 
@@ -225,14 +238,11 @@ void pipelineLoops(Module &module) {
       if (op->code() == OpCode::For)
         loops.push_back(op);
     });
-    int64_t reserved = func->hasAttr("shared_reserved") ? func->intAttr("shared_reserved") : 0;
     for (Operation *loop : loops) {
       LoopSchedule schedule = scheduleLoop(loop, requestedStages(*loop, module));
       if (schedule.isPipelined())
-        pipelineLoop(schedule, reserved);
+        pipelineLoop(schedule);
     }
-    if (reserved > 0)
-      func->setAttr("shared_reserved", reserved);
   }
 }
 

@@ -18,9 +18,16 @@ namespace tessera::transforms::pipeline {
 struct PipelinedLoad {
   ir::Operation *load;
   /// Its users: convert_layout ops into one #dot_op layout, read straight from the ring by a
-  /// local_load in that layout.
+  /// local_load in that layout. Empty when the tile has other users: a local_load in the
+  /// load's own layout then takes the load's place.
   std::vector<ir::Operation *> converts;
-  /// The layout of one ring slot (dotOperandSharedEncoding of the tile).
+  /// The `trans` ops between the load and its conversions, when the dot reads the tile
+  /// transposed (attention's K^T): the ring then holds the transposed tile, its slots in the
+  /// load's memory order, and the copies write through transposed pointers.
+  std::vector<ir::Operation *> transposes;
+  /// The shape of one ring slot: the tile's, or the transposed tile's.
+  std::vector<int64_t> slotShape;
+  /// The layout of one ring slot (dotOperandSharedEncoding of slotShape).
   EncodingPtr slotEncoding;
 };
 

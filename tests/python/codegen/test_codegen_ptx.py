@@ -117,7 +117,8 @@ def test_convert_layout_reports_its_shared_memory():
     k.op("store", [q, w])
     result = codegen.generate(k.module(), arch="sm_90a")
     assert result["shared_bytes"] == 1024 * 4
-    assert result["ptx"].count("bar.sync") == 2
+    # One barrier, between the stores and the loads: nothing used shared memory before (membar).
+    assert result["ptx"].count("bar.sync") == 1
     assemble_without_spills(result["ptx"], "sm_90a", "convert")
 
 

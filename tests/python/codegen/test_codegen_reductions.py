@@ -231,7 +231,8 @@ def test_butterfly_shuffles_then_shared_memory():
     ptx = result["ptx"]
     offsets = re.findall(r"shfl\.sync\.bfly\.b32\s+\S+, \S+, (\d+), 31, -1;", ptx)
     assert offsets == ["16", "8", "4", "2", "1"]
-    assert ptx.count("bar.sync") == 2
+    # One barrier between the partials' stores and loads: nothing used shared memory before.
+    assert ptx.count("bar.sync") == 1
     assert result["shared_bytes"] == 16  # one f32 per warp
 
 
