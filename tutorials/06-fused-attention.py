@@ -1,17 +1,21 @@
 # %% [markdown]
-# # Fused attention (FlashAttention-2 forward)
+# # Fused attention (FlashAttention-2, forward and backward)
 #
-# `O = softmax(Q Kᵀ · sm_scale) V` for (batch, heads, sequence, head dim) tensors, without ever
-# writing the S x S score matrix to memory. You will learn:
+# `O = softmax(Q Kᵀ · sm_scale) V` for (batch, heads, sequence, head dim) tensors, and its
+# gradients, without ever writing the S x S score matrix to memory. You will learn:
 # - chained `tl.dot`s: the scores `Q Kᵀ` stay in registers, are turned into probabilities `P`
-#   and, cast to 16 bits, feed the second product `P V` directly;
+#   and, cast to the input dtype, feed the second product `P V` directly;
 # - the online softmax: one pass over the keys keeps a running row maximum `m` and a running
 #   row sum `l`, and rescales the accumulator whenever the maximum grows;
 # - `exp2` with the scale folded in (`qk_scale = sm_scale · log2(e)`): one multiply and one
 #   `ex2.approx` per score;
-# - causal masking (`tl.where` on the diagonal block, and a loop that stops at the diagonal)
-#   and sequence lengths that are not multiples of the block (masked loads, `-inf` scores);
-# - saving the log-sum-exp of every row, which the backward pass needs to rebuild `P`.
+# - causal masking (`tl.where` on the diagonal block, and loops that start or stop at the
+#   diagonal) and sequence lengths that are not multiples of the block (masked loads);
+# - saving the log-sum-exp of every row, so that the backward pass rebuilds `P` with one
+#   `exp2` per score, and the backward as three kernels without atomics;
+# - float32 inputs on the tensor cores through tf32 (`input_precision="tf32"`);
+# - wrapping kernels as a `torch.library` custom op with a fake implementation and autograd,
+#   so that `torch.compile(fullgraph=True)` of a model calling them has no graph breaks.
 #
 # With a GPU the tutorial runs on it; without one it runs through the interpreter (exact, on
 # the CPU) at small sizes.
@@ -27,7 +31,7 @@ import tessera.language as tl
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x · log2(e))
 
 # %% [markdown]
-# ## The kernel
+# ## The forward kernel
 # One program per (`BLOCK_M` query rows, batch x head). It loads its block of Q once, then walks
 # the keys and values in blocks of `BLOCK_N`. For each key block it computes the scores
 # `qk = Q Kᵀ · qk_scale` (in base 2), then
@@ -36,12 +40,14 @@ LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x · log2(e))
 #     l = l · alpha + rowsum(p);   acc = acc · alpha + p V;  m = m_new
 #
 # and at the end `O = acc / l`. All of the softmax runs in float32; only `p` is rounded to the
-# input dtype for the tensor cores. Out-of-range keys (past S) get a score of `-inf`, so
-# `p = 0` for them; their K and V rows are loaded as zeros (`other=0`) so no NaN or garbage
-# reaches the products. Out-of-range query rows compute harmless values that the masked store
-# drops. With `CAUSAL`, query `i` sees keys `j <= i`: the loop stops after the block holding the
-# diagonal, and the `tl.where` masks the part of the last blocks above it. A row always sees at
-# least key 0 (or, non-causal, every key), so `m` is finite after the first block and `l >= 1`.
+# input dtype for the tensor cores (float32 inputs run the products in tf32, 10 mantissa bits,
+# on the `m16n8k8` instruction; fp16/bf16 ignore `input_precision`). Out-of-range keys (past
+# S) get a score of `-inf`, so `p = 0` for them; their K and V rows are loaded as zeros
+# (`other=0`) so no NaN or garbage reaches the products. Out-of-range query rows compute
+# harmless values that the masked store drops. With `CAUSAL`, query `i` sees keys `j <= i`: the
+# loop stops after the block holding the diagonal, and the `tl.where` masks the part of the
+# last blocks above it. A row always sees at least key 0 (or, non-causal, every key), so `m`
+# is finite after the first block and `l >= 1`.
 #
 # The log-sum-exp saved per row is in **base 2** of the scaled scores:
 # `lse2 = m + log2(l) = log2(Σ_j 2^(qk_j))`, with `qk_j = q·k_j · sm_scale · log2(e)`; the
@@ -54,7 +60,7 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
                          stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                          stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
                          D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         CAUSAL: tl.constexpr):
+                         CAUSAL: tl.constexpr, RELOAD: tl.constexpr = False):
     start_m = tl.program_id(axis=0)
     off_bh = tl.program_id(axis=1)
     off_b = off_bh // H
@@ -68,7 +74,8 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
               + offs_n[:, None] * stride_ks + offs_d[None, :])
     v_ptrs = (v_ptr + off_b * stride_vb + off_h * stride_vh
               + offs_n[:, None] * stride_vs + offs_d[None, :])
-    q = tl.load(q_ptrs, mask=offs_m[:, None] < S, other=0.0)
+    if not RELOAD:
+        q = tl.load(q_ptrs, mask=offs_m[:, None] < S, other=0.0)
 
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
@@ -79,9 +86,11 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
         hi = S
     for start_n in range(0, hi, BLOCK_N):
         in_range = start_n + offs_n < S
+        if RELOAD:  # see reload_tiles() in the host wrapper
+            q = tl.load(q_ptrs, mask=offs_m[:, None] < S, other=0.0)
         k = tl.load(k_ptrs, mask=in_range[:, None], other=0.0)
         v = tl.load(v_ptrs, mask=in_range[:, None], other=0.0)
-        qk = tl.dot(q, tl.trans(k)) * qk_scale
+        qk = tl.dot(q, tl.trans(k), input_precision="tf32") * qk_scale
         keep = in_range[None, :]
         if CAUSAL:
             keep = keep & (start_n + offs_n[None, :] <= offs_m[:, None])
@@ -90,7 +99,8 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(qk - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = tl.dot(p.to(q_ptr.dtype.element_ty), v, acc * alpha[:, None])
+        acc = tl.dot(p.to(q_ptr.dtype.element_ty), v, acc * alpha[:, None],
+                     input_precision="tf32")
         m_i = m_new
         k_ptrs += BLOCK_N * stride_ks
         v_ptrs += BLOCK_N * stride_vs
@@ -106,18 +116,91 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
 # ## The host wrapper
 # `attention_forward(q, k, v, causal, sm_scale)` takes (B, H, S, D) tensors whose last dim is
 # contiguous: torch CUDA tensors on the GPU, NumPy arrays on the interpreter. It returns `O`
-# (input dtype) and the base-2 log-sum-exp `lse2` as float32 (B, H, S). Tiles per head dim:
-# the register file holds Q (BLOCK_M x D), the accumulator (BLOCK_M x D, fp32) and the scores
-# (BLOCK_M x BLOCK_N, fp32), so the larger D, the smaller BLOCK_N. Every config compiles for
+# (input dtype) and the base-2 log-sum-exp `lse2` as float32 (B, H, S). Tiles per head dim and
+# input width: the register file holds Q (BLOCK_M x D), the accumulator (BLOCK_M x D, fp32)
+# and the scores (BLOCK_M x BLOCK_N, fp32), so the larger D (or the wider the inputs), the
+# smaller the blocks (the backward kernels' configs are here too). Every config compiles for
 # sm_80 and sm_90a with zero register spills (tests/python/compiler/test_attention_ptx.py).
+# At float32 and D = 256 not even a warp's 16 rows of Q fit beside the accumulators: there
+# `RELOAD` makes the kernels read their loop-invariant tiles again at every step (from L2).
 
 # %%
-CONFIGS = {  # D -> (BLOCK_M, BLOCK_N, num_warps, num_stages)
-    16: (64, 64, 4, 2),
-    32: (64, 64, 4, 2),
-    64: (64, 64, 4, 2),
-    128: (64, 32, 8, 2),
+# kernel -> {D -> [(BLOCK_M, BLOCK_N, num_warps, num_stages), ...]}; "_fp32" for float32 (tf32)
+# inputs. dkdv: BLOCK_N keys per program, BLOCK_M queries per step; dq: the other way round.
+# The wrappers autotune over a head dim's candidates once per (S, D, causal, dtype) and keep
+# the fastest on disk; the first candidate is the default (interpreter, TESSERA_AUTOTUNE=off)
+# and compiles with zero register spills for sm_80 and sm_90a, the others spill at most a few
+# bytes (tests/python/compiler/test_attention_ptx.py). At D = 64 and 128 they are the best of
+# a sweep on an H200 (fp16, B·S = 16384, S = 4096, against SDPA's flash backend in the same
+# run; non-causal / causal): forward 128x32/8 warps 78% / 71% of flash at D = 64, 128x32/8
+# warps 57% / 61% and 128x64/8 warps, 3 stages 67% / 63% at D = 128; dK/dV 64x128/8 warps
+# 77% / 81% at D = 64; dQ 64x32/4 warps 70% / 80% at D = 64.
+CONFIGS = {
+    "fwd": {16: [(64, 64, 4, 2)], 32: [(64, 64, 4, 2)],
+            64: [(128, 32, 8, 2), (128, 32, 8, 3), (64, 64, 4, 2)],
+            128: [(64, 32, 8, 2), (128, 32, 8, 2), (128, 64, 8, 3)], 256: [(64, 16, 8, 2)]},
+    "fwd_fp32": {16: [(64, 64, 4, 2)], 32: [(64, 32, 4, 2)], 64: [(64, 32, 8, 2)],
+                 128: [(64, 16, 8, 2)], 256: [(32, 16, 8, 2)]},
+    "dkdv": {16: [(32, 64, 4, 2)], 32: [(32, 64, 4, 2)],
+             64: [(64, 128, 8, 2), (32, 64, 4, 3), (64, 64, 4, 2)],
+             128: [(32, 64, 8, 2), (16, 64, 4, 2), (16, 128, 8, 2)], 256: [(16, 16, 8, 2)]},
+    "dkdv_fp32": {16: [(32, 64, 4, 2)], 32: [(16, 64, 4, 2)], 64: [(16, 32, 4, 2)],
+                  128: [(16, 32, 8, 2)], 256: [(16, 16, 8, 2)]},
+    "dq": {16: [(64, 32, 4, 2)], 32: [(64, 32, 4, 2)], 64: [(64, 32, 4, 2), (64, 32, 4, 3)],
+           128: [(64, 16, 4, 2), (64, 32, 8, 2), (128, 32, 8, 2)], 256: [(32, 16, 8, 2)]},
+    "dq_fp32": {16: [(64, 32, 4, 2)], 32: [(64, 32, 4, 2)], 64: [(64, 32, 8, 2)],
+                128: [(32, 16, 8, 2)], 256: [(16, 16, 8, 2)]},
 }
+HEAD_DIMS = (16, 32, 64, 128, 256)
+
+
+def preprocess_block(D: int) -> int:
+    """Rows per program of the delta kernel: 8192 elements at most (few registers, many CTAs)."""
+    return min(64, 8192 // D)
+
+
+def _is_fp32(x) -> bool:
+    return str(x.dtype) in ("float32", "torch.float32")
+
+
+def candidates(kernel: str, x) -> list:
+    """The (BLOCK_M, BLOCK_N, num_warps, num_stages) candidates of `kernel` for inputs like `x`
+    (B, H, S, D)."""
+    return CONFIGS[kernel + ("_fp32" if _is_fp32(x) else "")][x.shape[-1]]
+
+
+def config(kernel: str, x) -> tuple:
+    """The default (first) candidate of `kernel` for inputs like `x`."""
+    return candidates(kernel, x)[0]
+
+
+def autotuned(kernel: str, fn):
+    """`fn` autotuned over every candidate of CONFIGS[kernel] (and its _fp32 table), keyed on
+    (S, D, CAUSAL) and the dtypes; a launch keeps only its head dim's and dtype's list."""
+    tuples = []
+    for table in (CONFIGS[kernel], CONFIGS[kernel + "_fp32"]):
+        for listed in table.values():
+            tuples += [t for t in listed if t not in tuples]
+    configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
+                                 num_stages=t[3]) for t in tuples}
+
+    def for_this_launch(_configs, nargs, **kwargs):
+        return [configs[t] for t in candidates(kernel, nargs["q_ptr"])
+                if t in configs and kwargs["D"] == nargs["q_ptr"].shape[-1]]
+
+    return tessera.autotune(configs=list(configs.values()), key=["S", "D", "CAUSAL"],
+                            prune_configs_by={"early_config_prune": for_this_launch})(fn)
+
+
+_tuned_fwd = autotuned("fwd", attention_fwd_kernel)  # the @jit kernel stays plain (.asm())
+
+
+def reload_tiles(x) -> bool:
+    """Whether the kernels re-read their loop-invariant tiles (Q in the forward, K and V or Q
+    and dO in the backward) at every step instead of holding them in registers: a warp's
+    16 x D rows of one take D · itemsize / 8 registers per lane, 256 for two of them at
+    float32 and D = 256, which leaves no room for the accumulators."""
+    return x.shape[-1] * (4 if _is_fp32(x) else 2) >= 1024
 
 
 def _strides(x) -> tuple:
@@ -126,33 +209,51 @@ def _strides(x) -> tuple:
     return tuple(x.stride())
 
 
+def _empty(like, shape=None, fp32: bool = False):
+    """An uninitialized array/tensor on like's device, of like's dtype (or float32)."""
+    shape = tuple(like.shape) if shape is None else shape
+    if isinstance(like, np.ndarray):
+        return np.empty(shape, np.float32 if fp32 else like.dtype)
+    import torch
+    return torch.empty(shape, device=like.device, dtype=torch.float32 if fp32 else like.dtype)
+
+
+def _check(fn: str, shape: tuple, **tensors) -> None:
+    """Every tensor given (not None) is (B, H, S, D) like q, or for lse (B, H, S) float32."""
+    dtypes = ("float16", "bfloat16", "float32", "torch.float16", "torch.bfloat16",
+              "torch.float32")
+    if len(shape) != 4 or shape[-1] not in HEAD_DIMS:
+        raise ValueError(f"{fn}: q must be (B, H, S, D) with D in {HEAD_DIMS}, got {shape}")
+    for name, x in tensors.items():
+        if x is None:
+            continue
+        if name == "lse":
+            if tuple(x.shape) != shape[:3] or not _is_fp32(x) or _strides(x) != (
+                    shape[1] * shape[2], shape[2], 1):
+                raise ValueError(f"{fn}: {name} must be a contiguous float32 {shape[:3]} array, "
+                                 f"got {x.dtype} {tuple(x.shape)} strides {_strides(x)}")
+        elif tuple(x.shape) != shape or str(x.dtype) != str(tensors["q"].dtype):
+            raise ValueError(f"{fn}: {name} must be {shape} {tensors['q'].dtype} like q, got "
+                             f"{tuple(x.shape)} {x.dtype}")
+        elif str(x.dtype) not in dtypes or _strides(x)[3] != 1:
+            raise ValueError(f"{fn}: {name} must be float16, bfloat16 or float32 with a "
+                             f"contiguous last dim, got {x.dtype} strides {_strides(x)}")
+
+
 def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None,
                       out=None, lse=None):
-    """(O, lse2) of softmax(q kᵀ · sm_scale) v for (B, H, S, D) q, k, v (fp16 or bf16, last
-    dim contiguous); lse2[b, h, i] = log2 Σ_j 2^(q_i·k_j · sm_scale · log2 e), float32."""
+    """(O, lse2) of softmax(q kᵀ · sm_scale) v for (B, H, S, D) q, k, v (float16, bfloat16 or
+    float32, last dim contiguous); lse2[b, h, i] = log2 Σ_j 2^(q_i·k_j · sm_scale · log2 e),
+    float32 (B, H, S). `out` and `lse` are written when given."""
+    _check("attention_forward", tuple(q.shape), q=q, k=k, v=v, out=out, lse=lse)
     B, H, S, D = q.shape
-    assert k.shape == q.shape and v.shape == q.shape, (q.shape, k.shape, v.shape)
-    assert D in CONFIGS, f"head dim {D} not supported (one of {sorted(CONFIGS)})"
-    if sm_scale is None:
-        sm_scale = D ** -0.5
-    numpy = isinstance(q, np.ndarray)
-    if out is None:
-        out = np.empty_like(q) if numpy else q.new_empty(q.shape)
-    if lse is None and numpy:
-        lse = np.empty((B, H, S), np.float32)
-    elif lse is None:
-        import torch
-        lse = torch.empty((B, H, S), device=q.device, dtype=torch.float32)
-    for x in (q, k, v, out):
-        assert _strides(x)[3] == 1, "the head dim must be contiguous"
-    assert _strides(lse) == (H * S, S, 1), "lse must be contiguous"
-    block_m, block_n, num_warps, num_stages = CONFIGS[D]
-    grid = (tessera.cdiv(S, block_m), B * H)
-    attention_fwd_kernel[grid](
+    out = _empty(q) if out is None else out
+    lse = _empty(q, (B, H, S), fp32=True) if lse is None else lse
+    sm_scale = D ** -0.5 if sm_scale is None else sm_scale
+    _tuned_fwd[(lambda meta: (tessera.cdiv(S, meta["BLOCK_M"]), B * H))](
         q, k, v, out, lse, sm_scale * LOG2E, H, S,
         *_strides(q)[:3], *_strides(k)[:3], *_strides(v)[:3], *_strides(out)[:3],
-        D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-        num_warps=num_warps, num_stages=num_stages)
+        D=D, CAUSAL=causal, RELOAD=reload_tiles(q))
     return out, lse
 
 
@@ -165,43 +266,369 @@ def gpu_available() -> bool:
 
 
 # %% [markdown]
-# ## Correctness
-# Fresh random inputs, poisoned (NaN) outputs, against a float64 reference computed the
-# textbook way (the full score matrix, a max-subtracted softmax). Sequence lengths 1, 17 and
-# 1000 are not multiples of any block. Bounds (BENCHMARKS.md): ‖O − ref‖ / ‖ref‖ ≤ 5e-3 for
-# fp16 and ≤ 1e-2 for bf16; the log-sum-exp (float32) to 1e-3.
+# ## The backward pass
+# With the scaled scores `S = Q Kᵀ · sm_scale`, `P = softmax(S)` (per row) and `O = P V`, the
+# chain rule gives, for an incoming gradient `dO`:
+#
+#     dV = Pᵀ dO      dP = dO Vᵀ      dS = P ⊙ (dP − Δ)      dQ = dS K · sm_scale
+#     dK = dSᵀ Q · sm_scale,    where  Δ_i = Σ_j P_ij dP_ij = Σ_d dO_id O_id
+#
+# (the softmax's Jacobian is `diag(p) − p pᵀ`; the second form of `Δ` needs only `O` and
+# `dO`). Three kernels, none of them needs the S x S matrices or atomics:
+# 1. `attention_bwd_preprocess_kernel`: `Δ = rowsum(dO ⊙ O)` in float32, one value per row.
+# 2. `attention_bwd_dkdv_kernel`: one program per `BLOCK_N` keys, which keeps its K and V
+#    blocks and the dK, dV accumulators on chip and walks the queries in blocks of `BLOCK_M`,
+#    rebuilding `P = 2^(Q Kᵀ · qk_scale − lse2)` from the saved log-sum-exp. It works on the
+#    transposed tiles (`Pᵀ = 2^(K Qᵀ · qk_scale − lse2)`, `dPᵀ = V dOᵀ`, `dSᵀ`), so that `Pᵀ`
+#    and `dSᵀ` feed the next products as A operands straight from registers, as `P` does in
+#    the forward. Causal: keys `j` only get gradient from queries `i >= j`, so the walk starts
+#    at the query block holding the program's first key.
+# 3. `attention_bwd_dq_kernel`: one program per `BLOCK_M` queries, walking the keys; causal,
+#    it stops after the diagonal block, as the forward does.
+#
+# Each program writes only its own rows of dK, dV or dQ, so no atomics; the price is computing
+# `P` and `dP` twice, and reading Q, dO once per key block in (2) and K, V once per query
+# block in (3). Masked entries get `P = 0`, hence `dS = 0`: above the diagonal and (in dQ)
+# keys past S by a `tl.where`, queries past S (in dK/dV) by a log-sum-exp of `+inf`.
 
 # %%
-def reference(q, k, v, causal: bool, sm_scale: float):
-    """(O, lse2) in float64 for float64 (B, H, S, D) arrays."""
-    scores = np.einsum("bhid,bhjd->bhij", q, k) * sm_scale
+@tessera.jit
+def rows_of(base, stride_b, stride_h, stride_s, off_b, off_h, offs, D: tl.constexpr):
+    """Pointers to rows `offs` (all D columns) of head (off_b, off_h) of a (B, H, S, D) tensor."""
+    return (base + off_b * stride_b + off_h * stride_h + offs[:, None] * stride_s
+            + tl.arange(0, D)[None, :])
+
+
+@tessera.jit
+def attention_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, H, S, stride_ob, stride_oh,
+                                    stride_os, stride_dob, stride_doh, stride_dos,
+                                    D: tl.constexpr, BLOCK_M: tl.constexpr):
+    off_bh = tl.program_id(axis=1)
+    offs_m = tl.program_id(axis=0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    in_range = offs_m < S
+    o = tl.load(rows_of(o_ptr, stride_ob, stride_oh, stride_os, off_bh // H, off_bh % H,
+                        offs_m, D), mask=in_range[:, None], other=0.0)
+    do = tl.load(rows_of(do_ptr, stride_dob, stride_doh, stride_dos, off_bh // H, off_bh % H,
+                         offs_m, D), mask=in_range[:, None], other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
+    tl.store(delta_ptr + off_bh * S + offs_m, delta, mask=in_range)
+
+
+@tessera.jit
+def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, delta_ptr,
+                              sm_scale, qk_scale, H, S,
+                              stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                              stride_vb, stride_vh, stride_vs, stride_dob, stride_doh,
+                              stride_dos, stride_dkb, stride_dkh, stride_dks, stride_dvb,
+                              stride_dvh, stride_dvs, D: tl.constexpr, BLOCK_M: tl.constexpr,
+                              BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                              RELOAD: tl.constexpr = False):
+    start_n = tl.program_id(axis=0)
+    off_bh = tl.program_id(axis=1)
+    off_b = off_bh // H
+    off_h = off_bh % H
+    offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = tl.arange(0, BLOCK_M)
+    key_in_range = offs_n[:, None] < S
+    k_ptrs = rows_of(k_ptr, stride_kb, stride_kh, stride_ks, off_b, off_h, offs_n, D)
+    v_ptrs = rows_of(v_ptr, stride_vb, stride_vh, stride_vs, off_b, off_h, offs_n, D)
+    if not RELOAD:
+        k = tl.load(k_ptrs, mask=key_in_range, other=0.0)
+        v = tl.load(v_ptrs, mask=key_in_range, other=0.0)
+    dk = tl.zeros((BLOCK_N, D), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_N, D), dtype=tl.float32)
+    if CAUSAL:
+        lo = (start_n * BLOCK_N) // BLOCK_M * BLOCK_M  # the query block of the first key
+    else:
+        lo = 0
+    q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, lo + offs_m, D)
+    do_ptrs = rows_of(do_ptr, stride_dob, stride_doh, stride_dos, off_b, off_h, lo + offs_m, D)
+    for start_m in range(lo, S, BLOCK_M):
+        rows = start_m + offs_m
+        in_range = rows < S
+        if RELOAD:
+            k = tl.load(k_ptrs, mask=key_in_range, other=0.0)
+            v = tl.load(v_ptrs, mask=key_in_range, other=0.0)
+        q = tl.load(q_ptrs, mask=in_range[:, None], other=0.0)
+        do = tl.load(do_ptrs, mask=in_range[:, None], other=0.0)
+        # lse = +inf past S gives P = 0 there without a mask (keys past S compute rows of dK,
+        # dV that the stores drop).
+        lse = tl.load(lse_ptr + off_bh * S + rows, mask=in_range, other=float("inf"))
+        delta = tl.load(delta_ptr + off_bh * S + rows, mask=in_range, other=0.0)
+        p_t = tl.exp2(tl.dot(k, tl.trans(q), input_precision="tf32") * qk_scale
+                      - lse[None, :])
+        if CAUSAL:
+            p_t = tl.where(rows[None, :] >= offs_n[:, None], p_t, 0.0)
+        dv = tl.dot(p_t.to(q_ptr.dtype.element_ty), do, dv, input_precision="tf32")
+        dp_t = tl.dot(v, tl.trans(do), input_precision="tf32")
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk = tl.dot(ds_t.to(q_ptr.dtype.element_ty), q, dk, input_precision="tf32")
+        q_ptrs += BLOCK_M * stride_qs
+        do_ptrs += BLOCK_M * stride_dos
+    dk = dk * sm_scale
+    tl.store(rows_of(dk_ptr, stride_dkb, stride_dkh, stride_dks, off_b, off_h, offs_n, D),
+             dk.to(dk_ptr.dtype.element_ty), mask=key_in_range)
+    tl.store(rows_of(dv_ptr, stride_dvb, stride_dvh, stride_dvs, off_b, off_h, offs_n, D),
+             dv.to(dv_ptr.dtype.element_ty), mask=key_in_range)
+
+
+@tessera.jit
+def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr, sm_scale,
+                            qk_scale, H, S,
+                            stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                            stride_vb, stride_vh, stride_vs, stride_dob, stride_doh, stride_dos,
+                            stride_dqb, stride_dqh, stride_dqs, D: tl.constexpr,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                            RELOAD: tl.constexpr = False):
+    start_m = tl.program_id(axis=0)
+    off_bh = tl.program_id(axis=1)
+    off_b = off_bh // H
+    off_h = off_bh % H
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    in_range = offs_m < S
+    q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
+    do_ptrs = rows_of(do_ptr, stride_dob, stride_doh, stride_dos, off_b, off_h, offs_m, D)
+    if not RELOAD:
+        q = tl.load(q_ptrs, mask=in_range[:, None], other=0.0)
+        do = tl.load(do_ptrs, mask=in_range[:, None], other=0.0)
+    lse = tl.load(lse_ptr + off_bh * S + offs_m, mask=in_range, other=0.0)
+    delta = tl.load(delta_ptr + off_bh * S + offs_m, mask=in_range, other=0.0)
+    dq = tl.zeros((BLOCK_M, D), dtype=tl.float32)
+    if CAUSAL:
+        hi = tl.minimum((start_m + 1) * BLOCK_M, S)  # stop after the diagonal block
+    else:
+        hi = S
+    k_ptrs = rows_of(k_ptr, stride_kb, stride_kh, stride_ks, off_b, off_h, offs_n, D)
+    v_ptrs = rows_of(v_ptr, stride_vb, stride_vh, stride_vs, off_b, off_h, offs_n, D)
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if RELOAD:
+            q = tl.load(q_ptrs, mask=in_range[:, None], other=0.0)
+            do = tl.load(do_ptrs, mask=in_range[:, None], other=0.0)
+        k = tl.load(k_ptrs, mask=cols[:, None] < S, other=0.0)
+        v = tl.load(v_ptrs, mask=cols[:, None] < S, other=0.0)
+        p = tl.exp2(tl.dot(q, tl.trans(k), input_precision="tf32") * qk_scale - lse[:, None])
+        keep = cols[None, :] < S
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= offs_m[:, None])
+        p = tl.where(keep, p, 0.0)
+        dp = tl.dot(do, tl.trans(v), input_precision="tf32")
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(q_ptr.dtype.element_ty), k, dq, input_precision="tf32")
+        k_ptrs += BLOCK_N * stride_ks
+        v_ptrs += BLOCK_N * stride_vs
+    dq = dq * sm_scale
+    tl.store(rows_of(dq_ptr, stride_dqb, stride_dqh, stride_dqs, off_b, off_h, offs_m, D),
+             dq.to(dq_ptr.dtype.element_ty), mask=in_range[:, None])
+
+
+# %% [markdown]
+# `attention_backward(q, k, v, o, lse, do, causal, sm_scale)` returns `(dq, dk, dv)` (input
+# dtype) from the forward's inputs, its `O` and `lse2` and the gradient `dO`; `dO` often
+# arrives with a non-contiguous last dim (the gradient of `o.sum()` is one value broadcast),
+# so it is copied first in that case.
+
+# %%
+# The autotuned launchers (the @jit kernels themselves stay plain, for .compile()/.asm()).
+_tuned_dkdv = autotuned("dkdv", attention_bwd_dkdv_kernel)
+_tuned_dq = autotuned("dq", attention_bwd_dq_kernel)
+
+
+def _last_dim_contiguous(x):
+    if _strides(x)[-1] == 1:
+        return x
+    return np.ascontiguousarray(x) if isinstance(x, np.ndarray) else x.contiguous()
+
+
+def attention_backward(q, k, v, o, lse, do, causal: bool = False,
+                       sm_scale: float | None = None, dq=None, dk=None, dv=None):
+    """(dq, dk, dv) of attention_forward(q, k, v, causal, sm_scale) for the output gradient
+    `do`, given its output `o` and `lse` (lse2). `dq`, `dk`, `dv` are written when given."""
+    do = _last_dim_contiguous(do)
+    _check("attention_backward", tuple(q.shape), q=q, k=k, v=v, o=o, do=do, dq=dq, dk=dk,
+           dv=dv, lse=lse)
+    B, H, S, D = q.shape
+    dq, dk, dv = (_empty(x) if g is None else g for x, g in ((q, dq), (k, dk), (v, dv)))
+    delta = _empty(q, (B, H, S), fp32=True)
+    sm_scale = D ** -0.5 if sm_scale is None else sm_scale
+    attention_bwd_preprocess_kernel[(tessera.cdiv(S, preprocess_block(D)), B * H)](
+        o, do, delta, H, S, *_strides(o)[:3], *_strides(do)[:3], D=D,
+        BLOCK_M=preprocess_block(D), num_warps=4)
+    strides = (*_strides(q)[:3], *_strides(k)[:3], *_strides(v)[:3], *_strides(do)[:3])
+    _tuned_dkdv[(lambda meta: (tessera.cdiv(S, meta["BLOCK_N"]), B * H))](
+        q, k, v, do, dk, dv, lse, delta, sm_scale, sm_scale * LOG2E, H, S, *strides,
+        *_strides(dk)[:3], *_strides(dv)[:3], D=D, CAUSAL=causal, RELOAD=reload_tiles(q))
+    _tuned_dq[(lambda meta: (tessera.cdiv(S, meta["BLOCK_M"]), B * H))](
+        q, k, v, do, dq, lse, delta, sm_scale, sm_scale * LOG2E, H, S, *strides,
+        *_strides(dq)[:3], D=D, CAUSAL=causal, RELOAD=reload_tiles(q))
+    return dq, dk, dv
+
+
+# %% [markdown]
+# ## PyTorch integration
+# `torch.compile` cannot look inside a Tessera launch, so the kernels become `torch.library`
+# custom ops: opaque nodes in the traced graph, each with a *fake* implementation (the shapes
+# and dtypes of its outputs, all that tracing needs), and an autograd formula that calls the
+# backward op. The ops (names stable: benchmarks/attention.py uses them):
+# - `tessera::attention_forward(q, k, v, causal, sm_scale) -> (o, lse2)`
+# - `tessera::attention_backward(q, k, v, o, lse2, do, causal, sm_scale) -> (dq, dk, dv)`
+#
+# and the function to call from a model: `attention(q, k, v, causal=False, sm_scale=None)`,
+# differentiable in q, k and v (lse2 is an auxiliary output, not differentiable). On CPU
+# tensors the ops run the same kernels through the interpreter, on NumPy views of the tensors,
+# so the whole flow can be checked without a GPU. Without torch this cell defines nothing.
+
+# %%
+import contextlib
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+@contextlib.contextmanager
+def _interpreted():
+    """Kernels launched in the block run through the interpreter (NumPy arrays)."""
+    knobs = tessera.config.knobs
+    saved = knobs.interpret
+    knobs.interpret = True
+    try:
+        yield
+    finally:
+        knobs.reset("interpret")  # back to the environment, or to the caller's own setting
+        if knobs.interpret != saved:
+            knobs.interpret = saved
+
+
+def _on_cpu(fn, *args):
+    """fn(*args) for CPU torch tensors: NumPy views in, the interpreter, tensors out."""
+    import ml_dtypes
+
+    def to_numpy(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        if x.dtype == torch.bfloat16:  # NumPy knows bfloat16 only through ml_dtypes
+            return x.detach().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return x.detach().numpy()
+
+    def to_torch(x):
+        if x.dtype == ml_dtypes.bfloat16:
+            return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(x)
+
+    with _interpreted():
+        return tuple(to_torch(x) for x in fn(*map(to_numpy, args)))
+
+
+def _register_torch_ops() -> None:
+    if hasattr(torch.ops.tessera, "attention_forward"):  # this file was loaded before
+        return
+    Tensor = torch.Tensor
+
+    @torch.library.custom_op("tessera::attention_forward", mutates_args=())
+    def forward_op(q: Tensor, k: Tensor, v: Tensor, causal: bool,
+                   sm_scale: float) -> tuple[Tensor, Tensor]:
+        q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
+        if q.is_cuda:
+            return attention_forward(q, k, v, causal, sm_scale)
+        return _on_cpu(attention_forward, q, k, v, causal, sm_scale)
+
+    @forward_op.register_fake
+    def _(q, k, v, causal, sm_scale):
+        return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+    @torch.library.custom_op("tessera::attention_backward", mutates_args=())
+    def backward_op(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, do: Tensor,
+                    causal: bool, sm_scale: float) -> tuple[Tensor, Tensor, Tensor]:
+        q, k, v, o, do = (_last_dim_contiguous(x) for x in (q, k, v, o, do))
+        if q.is_cuda:
+            return attention_backward(q, k, v, o, lse, do, causal, sm_scale)
+        return _on_cpu(attention_backward, q, k, v, o, lse, do, causal, sm_scale)
+
+    @backward_op.register_fake
+    def _(q, k, v, o, lse, do, causal, sm_scale):
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    def setup_context(ctx, inputs, output):
+        q, k, v, causal, sm_scale = inputs
+        o, lse = output
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.sm_scale = causal, sm_scale
+        ctx.mark_non_differentiable(lse)
+
+    def backward(ctx, do, dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = backward_op(q, k, v, o, lse, do, ctx.causal, ctx.sm_scale)
+        return dq, dk, dv, None, None
+
+    forward_op.register_autograd(backward, setup_context=setup_context)
+
+
+def attention(q, k, v, causal: bool = False, sm_scale: float | None = None):
+    """softmax(q kᵀ · sm_scale) v for (B, H, S, D) torch tensors (CUDA, or CPU through the
+    interpreter), differentiable, with no graph break under torch.compile(fullgraph=True)."""
+    if sm_scale is None:
+        sm_scale = q.shape[-1] ** -0.5
+    return torch.ops.tessera.attention_forward(q, k, v, causal, sm_scale)[0]
+
+
+if torch is not None:
+    _register_torch_ops()
+
+
+# %% [markdown]
+# ## Correctness
+# Fresh random inputs, poisoned (NaN) outputs, against a float64 NumPy reference computed the
+# textbook way: the full score matrix, a max-subtracted softmax, and the gradients by the
+# formulas of the backward section. Sequence lengths 1, 17 and 1000 are not multiples of any
+# block. Bounds on ‖x − ref‖ / ‖ref‖: O within 5e-3 for fp16 and 1e-2 for bf16
+# (BENCHMARKS.md); float32 inputs compute in tf32, which keeps fp16's 10 mantissa bits, so
+# fp16's bounds. The gradients get twice the output's bound (1e-2 fp16 and tf32, 2e-2 bf16):
+# each is a sum of products of two rounded factors (`P` or `dS` rounded to the input dtype).
+# The log-sum-exp (float32) within 1e-3.
+
+# %%
+BOUNDS = {"float16": (5e-3, 1e-2), "bfloat16": (1e-2, 2e-2), "float32": (5e-3, 1e-2)}
+
+
+def reference(q, k, v, do, causal: bool, sm_scale: float) -> dict:
+    """O, lse2, dQ, dK and dV in float64 for float64 (B, H, S, D) arrays."""
+    scores = q @ k.swapaxes(-1, -2) * sm_scale
     if causal:
         S = q.shape[2]
         scores = np.where(np.tril(np.ones((S, S), bool)), scores, -np.inf)
     m = scores.max(axis=-1, keepdims=True)
     e = np.exp(scores - m)
     l = e.sum(axis=-1, keepdims=True)
-    o = np.einsum("bhij,bhjd->bhid", e / l, v)
-    return o, (m + np.log(l))[..., 0] * LOG2E
+    p = e / l
+    dp = do @ v.swapaxes(-1, -2)
+    ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
+    return {"o": p @ v, "lse": (m + np.log(l))[..., 0] * LOG2E, "dq": ds @ k * sm_scale,
+            "dk": ds.swapaxes(-1, -2) @ q * sm_scale, "dv": p.swapaxes(-1, -2) @ do}
 
 
-def check_case(B, H, S, D, causal, dtype_name, make, to_numpy, rng):
-    q, k, v = (make(rng.standard_normal((B, H, S, D)).astype(np.float32), dtype_name)
-               for _ in range(3))
-    out = make(np.full((B, H, S, D), np.nan, np.float32), dtype_name)
-    lse = make(np.full((B, H, S), np.nan, np.float32), "float32")
+def check_case(B, H, S, D, causal, dtype_name, make, to_numpy, rng) -> dict:
+    q, k, v, do = (make(rng.standard_normal((B, H, S, D)).astype(np.float32), dtype_name)
+                   for _ in range(4))
+    got = {name: make(np.full((B, H, S, D), np.nan, np.float32), dtype_name)
+           for name in ("o", "dq", "dk", "dv")}  # poisoned
+    got["lse"] = make(np.full((B, H, S), np.nan, np.float32), "float32")
     sm_scale = D ** -0.5
-    attention_forward(q, k, v, causal, sm_scale, out=out, lse=lse)
-    ref_o, ref_lse = reference(*(to_numpy(x).astype(np.float64) for x in (q, k, v)),
-                               causal, sm_scale)
-    err = tessera.testing.relative_error(to_numpy(out), ref_o)
-    lse_err = tessera.testing.relative_error(to_numpy(lse), ref_lse)
-    bound = 5e-3 if dtype_name == "float16" else 1e-2
+    attention_forward(q, k, v, causal, sm_scale, out=got["o"], lse=got["lse"])
+    attention_backward(q, k, v, got["o"], got["lse"], do, causal, sm_scale, dq=got["dq"],
+                       dk=got["dk"], dv=got["dv"])
+    ref = reference(*(to_numpy(x).astype(np.float64) for x in (q, k, v, do)), causal, sm_scale)
+    errors = {name: tessera.testing.relative_error(to_numpy(got[name]), ref[name])
+              for name in got}
+    bound, grad_bound = BOUNDS[dtype_name]
     label = f"B={B} H={H} S={S:<5} D={D:<3} {'causal' if causal else 'full':<6} {dtype_name:<8}"
-    assert err <= bound, f"{label}: O error {err}"
-    assert lse_err <= 1e-3, f"{label}: lse error {lse_err}"
-    print(f"{label} O error {err:.2e}  lse error {lse_err:.2e}  ok")
-    return err, lse_err
+    for name, err in errors.items():
+        limit = {"o": bound, "lse": 1e-3}.get(name, grad_bound)
+        assert err <= limit, f"{label}: {name} error {err:.2e} > {limit}"
+    print(label, "  ".join(f"{name} {err:.1e}" for name, err in errors.items()), " ok")
+    return errors
 
 
 def check(cases, dtypes, make, to_numpy):
@@ -212,15 +639,39 @@ def check(cases, dtypes, make, to_numpy):
                 check_case(B, H, S, D, causal, dtype_name, make, to_numpy, rng)
 
 
-if gpu_available():
-    import torch
+# %% [markdown]
+# The PyTorch flow: `torch.compile(fullgraph=True)` of a function calling `attention` (a
+# graph break would raise), forward and backward of `o.sum()`, against the same reference
+# (`dO` = ones). On the CPU it runs through the interpreter, as the ops do.
 
+# %%
+def check_torch(device: str, B=2, H=3, S=100, D=64, dtype_name="bfloat16"):
+    rng = np.random.default_rng()
+    q, k, v = (torch.tensor(rng.standard_normal((B, H, S, D)), dtype=getattr(torch, dtype_name),
+                            device=device, requires_grad=True) for _ in range(3))
+    compiled = torch.compile(lambda q, k, v: attention(q, k, v, causal=True), fullgraph=True)
+    o = compiled(q, k, v)
+    o.sum().backward()
+    ref = reference(*(x.detach().double().cpu().numpy() for x in (q, k, v)),
+                    np.ones((B, H, S, D)), True, D ** -0.5)
+    bound, grad_bound = BOUNDS[dtype_name]
+    for name, x, limit in (("o", o, bound), ("dq", q.grad, grad_bound),
+                           ("dk", k.grad, grad_bound), ("dv", v.grad, grad_bound)):
+        err = tessera.testing.relative_error(x.detach().double().cpu().numpy(), ref[name])
+        assert err <= limit, f"torch.compile'd attention on {device}: {name} error {err:.2e}"
+    print(f"torch.compile(fullgraph=True) attention on {device}, {dtype_name}: forward and "
+          "backward ok")
+
+
+if gpu_available():
     def to_torch(x, dtype_name):
         return torch.from_numpy(x).to("cuda", getattr(torch, dtype_name))
 
-    check([(2, 3, S, D) for S in (1, 17, 128, 1000) for D in (16, 32, 64, 128)]
-          + [(1, 2, 4096, D) for D in (64, 128)],
-          ["float16", "bfloat16"], to_torch, lambda t: t.float().cpu().numpy())
+    to_numpy = lambda t: t.float().cpu().numpy()
+    check([(2, 3, S, D) for S in (1, 17, 128, 1000) for D in HEAD_DIMS]
+          + [(1, 2, 4096, D) for D in HEAD_DIMS], ["float16", "bfloat16"], to_torch, to_numpy)
+    check([(2, 3, 1000, D) for D in HEAD_DIMS], ["float32"], to_torch, to_numpy)
+    check_torch("cuda")
 else:
     import ml_dtypes
 
@@ -231,8 +682,12 @@ else:
         return x.astype({"float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
                          "float32": np.float32}[dtype_name])
 
-    check([(1, 2, 1, 16), (2, 1, 17, 32), (1, 2, 128, 64), (1, 1, 1000, 128)],
-          ["float16", "bfloat16"], to_numpy_dtype, lambda x: x.astype(np.float32))
+    to_float32 = lambda x: x.astype(np.float32)
+    check([(1, 2, 1, 16), (2, 1, 17, 32), (1, 2, 128, 64), (1, 1, 200, 128), (1, 1, 40, 256)],
+          ["float16", "bfloat16"], to_numpy_dtype, to_float32)
+    check([(1, 2, 33, 64), (1, 1, 40, 256)], ["float32"], to_numpy_dtype, to_float32)
+    if torch is not None:
+        check_torch("cpu", S=37, D=32)
 
 # %% [markdown]
 # ## The instructions
@@ -256,67 +711,76 @@ for needle in ("mma.sync.aligned.m16n8k16", "ex2.approx", "ldmatrix.sync.aligned
 
 # %% [markdown]
 # ## Benchmark
-# TFLOP/s (4·B·H·S²·D forward, halved when causal) at B·S = 16384 tokens and H = 2048 / D
-# (BENCHMARKS.md), against PyTorch's `scaled_dot_product_attention` with the flash backend
-# (FlashAttention-2) and, where available, the cuDNN backend, in the same run.
+# TFLOP/s (forward 4·B·H·S²·D, halved when causal; backward 2.5 x that) at B·S = 16384 tokens
+# and H = 2048 / D (BENCHMARKS.md), against PyTorch's `scaled_dot_product_attention` with the
+# flash backend (FlashAttention-2) and, where available, the cuDNN backend, in the same run.
+# benchmarks/attention.py runs the full sweeps.
 
 # %%
 def measure(S: int, D: int, causal: bool, dtype_name: str) -> dict:
-    import torch
+    from functools import partial
+
     import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     from tessera.testing import do_bench
+    from torch.nn.attention import SDPBackend, sdpa_kernel
     B, H = 16384 // S, 2048 // D
-    dtype = getattr(torch, dtype_name)
-    q, k, v = (torch.randn((B, H, S, D), device="cuda", dtype=dtype) for _ in range(3))
-    out = torch.full_like(q, float("nan"))
-    lse = torch.empty((B, H, S), device="cuda", dtype=torch.float32)
-    attention_forward(q, k, v, causal, out=out, lse=lse)  # compiles, outside the timing
+    q, k, v, do = (torch.randn((B, H, S, D), device="cuda", dtype=getattr(torch, dtype_name))
+                   for _ in range(4))
+    o, lse = attention_forward(q, k, v, causal)  # compiles, outside the timing
+    dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal)
     ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-    err = tessera.testing.relative_error(out.float().cpu().numpy(), ref.cpu().numpy())
     flops = 4 * B * H * S * S * D / (2 if causal else 1)
-    row = {"S": S, "D": D, "causal": causal, "dtype": dtype_name, "error": err}
-    row["tessera"] = flops / do_bench(lambda: attention_forward(q, k, v, causal, out=out,
+    row = {"S": S, "D": D, "causal": causal, "dtype": dtype_name,
+           "error": tessera.testing.relative_error(o.float().cpu().numpy(), ref.cpu().numpy())}
+    row["tessera"] = flops / do_bench(lambda: attention_forward(q, k, v, causal, out=o,
                                                                 lse=lse)) / 1e9
+    row["tessera bwd"] = 2.5 * flops / do_bench(lambda: attention_backward(
+        q, k, v, o, lse, do, causal, dq=dq, dk=dk, dv=dv)) / 1e9
     for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
                           ("cudnn", getattr(SDPBackend, "CUDNN_ATTENTION", None))):
-        if backend is None:
-            row[name] = float("nan")
+        row[name] = row[name + " bwd"] = float("nan")
+        if backend is None:  # no cuDNN backend in this torch
             continue
         try:
             with sdpa_kernel(backend):
-                fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                fn()
+                inputs = tuple(x.detach().requires_grad_() for x in (q, k, v))
+                fn = partial(F.scaled_dot_product_attention, *inputs, is_causal=causal)
                 row[name] = flops / do_bench(fn) / 1e9
-        except RuntimeError:
-            row[name] = float("nan")
+                row[name + " bwd"] = 2.5 * flops / do_bench(partial(
+                    torch.autograd.grad, fn(), inputs, do, retain_graph=True)) / 1e9
+        except RuntimeError:  # the backend does not support these inputs
+            pass
     return row
 
 
 def benchmark(seqs=(1024, 4096), dims=(64, 128), dtype_names=("float16", "bfloat16")):
     rows = [measure(S, D, causal, dtype_name) for dtype_name in dtype_names
             for D in dims for S in seqs for causal in (False, True)]
-    print(f"{'dtype':<9} {'S':>5} {'D':>4} {'causal':>6} {'tessera':>8} {'flash':>7} "
-          f"{'cudnn':>7} {'/flash':>7} {'/cudnn':>7} {'rel err':>8}   (TFLOP/s)")
+    names = ("tessera", "flash", "cudnn")
+    print(f"{'dtype':<9} {'S':>5} {'D':>4} {'causal':>6}" + "".join(
+        f" {n + suffix:>12}" for suffix in ("", " bwd") for n in names)
+        + f" {'fwd/flash':>9} {'bwd/flash':>9}   (TFLOP/s)")
     for r in rows:
-        print(f"{r['dtype']:<9} {r['S']:>5} {r['D']:>4} {str(r['causal']):>6} "
-              f"{r['tessera']:>8.1f} {r['flash']:>7.1f} {r['cudnn']:>7.1f} "
-              f"{r['tessera'] / r['flash']:>7.1%} {r['tessera'] / r['cudnn']:>7.1%} "
-              f"{r['error']:>8.1e}")
+        print(f"{r['dtype']:<9} {r['S']:>5} {r['D']:>4} {r['causal']!s:>6}" + "".join(
+            f" {r[n + suffix]:>12.1f}" for suffix in ("", " bwd") for n in names)
+            + f" {r['tessera'] / r['flash']:>9.1%} {r['tessera bwd'] / r['flash bwd']:>9.1%}")
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        plt.figure(figsize=(8, 4))
+        fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
         positions = np.arange(len(rows))
-        for i, name in enumerate(("tessera", "flash", "cudnn")):
-            plt.bar(positions + (i - 1) * 0.27, [r[name] for r in rows], 0.27, label=name)
-        plt.xticks(positions, [f"{r['dtype'][:4]}\nS={r['S']}\nD={r['D']}"
-                               f"{' c' if r['causal'] else ''}" for r in rows], fontsize=6)
-        plt.ylabel("TFLOP/s (forward)")
-        plt.legend()
+        for ax, suffix in zip(axes, ("", " bwd")):
+            for i, name in enumerate(names):
+                ax.bar(positions + (i - 1) * 0.27, [r[name + suffix] for r in rows], 0.27,
+                       label=name)
+            ax.set_ylabel(f"TFLOP/s ({'backward' if suffix else 'forward'})")
+        axes[0].legend()
+        axes[1].set_xticks(positions, [f"{r['dtype'][:4]}\nS={r['S']}\nD={r['D']}"
+                                       f"{' c' if r['causal'] else ''}" for r in rows],
+                           fontsize=6)
         path = os.environ.get("TUTORIAL_PLOT", "fused-attention.png")
-        plt.savefig(path, dpi=100, bbox_inches="tight")
+        fig.savefig(path, dpi=100, bbox_inches="tight")
         print(f"plot: {path}")
     except ImportError:
         pass

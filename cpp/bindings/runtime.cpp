@@ -1,6 +1,7 @@
 // Python bindings of the CUDA runtime (tessera._tessera.runtime): driver status, devices, module
 // loading, the kernel launcher and tensor_info. Wrapped by python/tessera/runtime/driver.py.
 #include "bindings.h"
+#include "launch_dispatcher.h"
 
 #include "runtime/launch.h"
 #include "runtime/python_tensor_info.h"
@@ -24,6 +25,15 @@ void raiseWithAttributes(PyObject *type, const std::string &message, const py::d
   PyErr_SetObject(type, error.ptr());
 }
 
+} // namespace
+
+void setCudaError(const CudaError &error) {
+  raiseWithAttributes(cudaErrorType, error.what(),
+                      py::dict(py::arg("call") = error.call(), py::arg("code") = error.code()));
+}
+
+namespace {
+
 void registerExceptions(py::module_ &m) {
   cudaErrorType = PyErr_NewExceptionWithDoc(
       "tessera._tessera.runtime.CudaError",
@@ -42,8 +52,7 @@ void registerExceptions(py::module_ &m) {
     try {
       std::rethrow_exception(pointer);
     } catch (const CudaError &error) {
-      raiseWithAttributes(cudaErrorType, error.what(),
-                          py::dict(py::arg("call") = error.call(), py::arg("code") = error.code()));
+      setCudaError(error);
     } catch (const python::ArgumentError &error) {
       raiseWithAttributes(
           argumentErrorType, "argument " + std::to_string(error.index) + ": " + error.reason,
@@ -205,6 +214,7 @@ void bindObjects(py::module_ &m) {
 void bindRuntime(py::module_ &m) {
   registerExceptions(m);
   bindObjects(m);
+  bindDispatcher(m);
   m.def("driver_available", &driverAvailable,
         "(True, description) when libcuda loads and sees a device, else (False, reason).");
   m.def("driver_version", &driverVersion);

@@ -159,6 +159,11 @@ void lowerLocalLoad(KernelLowering &lowering, const ir::Operation &op) {
   int elementBytes = lowering.memoryBytes(type, op);
   SharedTileLayout tile = analysis::sharedSlotTile(bufferType, op.numOperands() == 2);
   llvm::Value *base = slotBase(lowering, op, 0, tile, elementBytes);
+  if (op.hasAttr("order")) { // the same bytes seen transposed: swap the dims
+    std::swap(tile.shape[0], tile.shape[1]);
+    for (int &dim : tile.order)
+      dim = 1 - dim;
+  }
   const LinearLayout &layout = lowering.layoutOf(type, op);
   llvm::Type *registerType = lowering.registerType(type, op);
   if (feedsOneDot(op) && lowering.memoryType(type, op) == registerType)

@@ -120,6 +120,11 @@ void verifySharedOp(const Operation &op) {
         emitError(op, "local_load's slot must be an i32 scalar indexing the leading dim");
       shape.erase(shape.begin());
     }
+    if (op.hasAttr("order")) { // a transposed view of a 2-D tile (the dot reads Kᵀ)
+      if (shape.size() != 2 || op.arrayAttr("order") != std::vector<int64_t>{1, 0})
+        emitError(op, "local_load's order must be [1, 0], reading a 2-D tile transposed");
+      std::swap(shape[0], shape[1]);
+    }
     if (!isSharedBuffer(buffer) || isSharedBuffer(result) || result.shape() != shape ||
         result.elementType() != buffer.elementType())
       emitError(op, "local_load reads a #shared buffer (or one slot of it) into registers, got " +

@@ -68,9 +68,11 @@ struct DLManagedTensorVersioned {
 
 constexpr uint32_t kSupportedMajorVersion = 1;
 
-/// The C exchange table a type may publish as `type(x).__c_dlpack_exchange_api__` (an int holding
-/// a pointer). Tessera uses only dltensor_from_py_object_no_sync, which fills a DLTensor on the
-/// caller's stack without allocating: the fastest way to read a tensor's address.
+/// The C exchange table a type publishes as `type(x).__dlpack_c_exchange_api__` (a capsule named
+/// "dlpack_exchange_api"; drafts: `__c_dlpack_exchange_api__`, an int holding the address).
+/// Tessera uses dltensor_from_py_object_no_sync, which fills a DLTensor on the caller's stack
+/// without allocating (the fastest way to read a tensor's address and dtype), and
+/// current_work_stream (the framework's current stream, e.g. torch's, in one C call).
 struct DLPackExchangeAPIHeader {
   DLPackVersion version;
   DLPackExchangeAPIHeader *prev_api;

@@ -64,6 +64,7 @@ struct Names {
   PyObject *cudaArrayInterface = PyUnicode_InternFromString("__cuda_array_interface__");
   PyObject *dlpack = PyUnicode_InternFromString("__dlpack__");
   PyObject *exchangeApi = PyUnicode_InternFromString("__c_dlpack_exchange_api__");
+  PyObject *exchangeCapsule = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
   PyObject *streamKeyword = Py_BuildValue("(s)", "stream");
 };
 inline const Names &names() {
@@ -99,15 +100,22 @@ inline bool derivesFrom(PyTypeObject *type, std::initializer_list<const char *> 
   return false;
 }
 
+/// The type's DLPack C exchange table: `__dlpack_c_exchange_api__`, a capsule named
+/// "dlpack_exchange_api" (DLPack 1.3; PyTorch 2.10+), else the draft spelling
+/// `__c_dlpack_exchange_api__` holding the same capsule or the address as an int.
 inline const dlpack::DLPackExchangeAPI *exchangeApiOf(PyTypeObject *type) {
-  PyObject *value = PyObject_GetAttr(reinterpret_cast<PyObject *>(type), names().exchangeApi);
-  if (value == nullptr) {
+  void *address = nullptr;
+  for (PyObject *name : {names().exchangeCapsule, names().exchangeApi}) {
+    PyObject *value = PyObject_GetAttr(reinterpret_cast<PyObject *>(type), name);
+    if (value != nullptr && PyCapsule_IsValid(value, "dlpack_exchange_api"))
+      address = PyCapsule_GetPointer(value, "dlpack_exchange_api");
+    else if (value != nullptr && PyLong_Check(value))
+      address = PyLong_AsVoidPtr(value);
+    Py_XDECREF(value); // the table itself is static in its library
     PyErr_Clear();
-    return nullptr;
+    if (address != nullptr)
+      break;
   }
-  void *address = PyLong_Check(value) ? PyLong_AsVoidPtr(value) : nullptr;
-  Py_DECREF(value);
-  PyErr_Clear();
   auto *api = static_cast<const dlpack::DLPackExchangeAPI *>(address);
   if (api == nullptr || api->header.version.major != dlpack::kSupportedMajorVersion ||
       api->dltensor_from_py_object_no_sync == nullptr)

@@ -1,16 +1,23 @@
 """``@tessera.jit``: a Python function becomes a kernel launched as ``kernel[grid](args...)``.
 
-A call binds the arguments, specializes on their kinds (specialization.py), finds the compiled
-kernel in the in-memory cache (then the on-disk cache, then compiles), and launches it on the
-stream of the arguments' framework. In interpret mode (``TESSERA_INTERPRET=1`` or
-``@jit(interpret=True)``) the same tile IR runs on the CPU through the interpreter instead.
+Two paths launch a kernel. The fast one is C++ (cpp/bindings/launch.cpp): JITFunction
+subclasses its KernelDispatcher, so ``kernel[grid](...)`` binds the arguments, computes their
+specialization, finds the loaded kernel in a C++ table, packs the parameters and launches on the
+framework's current stream without running any Python. Everything else takes the Python path,
+:meth:`JITFunction.run`: it binds, specializes (specialization.py), finds the compiled kernel
+in memory (then on disk, then compiles), launches, raises the errors, and registers the kernel
+in the C++ table for the next calls. In interpret mode (``TESSERA_INTERPRET=1`` or
+``@jit(interpret=True)``) the Python path runs the tile IR on the CPU through the interpreter.
 """
 from __future__ import annotations
 
 import functools
 import inspect
+import os
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
+from . import config
+from ._tessera import runtime as _runtime
 from .config import knobs
 from .specialization import argument_key, describe
 
@@ -30,27 +37,24 @@ def _is_constexpr_annotation(annotation: Any) -> bool:
     return getattr(annotation, "__name__", "") == "constexpr"
 
 
-def _normalize_grid(grid: Any, kernel: str) -> Tuple[int, int, int]:
-    if isinstance(grid, int):
-        grid = (grid,)
-    try:
-        dims = tuple(int(g) for g in grid)
-    except TypeError:
-        raise TypeError(f"{kernel}: the grid must be a tuple of 1 to 3 ints or a callable "
-                        f"returning one, got {grid!r}") from None
-    if not 1 <= len(dims) <= 3 or any(d < 0 for d in dims):
-        raise ValueError(f"{kernel}: the grid must have 1 to 3 non-negative dims, got {dims}")
-    return dims + (1,) * (3 - len(dims))
-
-
 # Bumped whenever a @jit function is created. A kernel compiled before a helper it calls was
 # redefined (a notebook cell run again) notices on its next launch with one integer compare,
-# then checks whether its sources really changed (see JITFunction._check_redefinitions).
+# then checks whether its sources really changed (see JITFunction._check_redefinitions). The
+# C++ fast path keeps its own counter, bumped at the same moments, and leaves such a launch here.
 _jit_generation = 0
 
+# The fast path reads the interpret knob where tessera.config keeps it (its override dict and
+# os.environ's raw bytes), without calling the knob's Python property on every launch.
+_runtime.set_interpret_sources(knobs._overrides, config._RAW_ENVIRON,
+                               os.fsencode(config.KNOBS["interpret"].name))
 
-class JITFunction:
-    """A kernel: call it as ``kernel[grid](*args, **constexprs)``; inspect it with ``asm``."""
+
+class JITFunction(_runtime.KernelDispatcher):
+    """A kernel: call it as ``kernel[grid](*args, **constexprs)``; inspect it with ``asm``.
+
+    ``kernel[grid]`` is implemented by the C++ base class (no ``__getitem__`` here): it launches
+    registered kernels from C++ and calls :meth:`run` for everything else.
+    """
 
     __tessera_jit__ = True
 
@@ -65,6 +69,10 @@ class JITFunction:
         self.runtime_names = [p.name for p in self.params
                               if p.name not in self.constexpr_names]
         self._bind = self._make_binder()
+        self._dispatch_configure(
+            tuple(p.name for p in self.params),
+            tuple(p.name in self.constexpr_names for p in self.params),
+            {p.name: p.default for p in self.params if p.default is not inspect.Parameter.empty})
         self._kernels: Dict[Any, Any] = {}      # specialization key -> launchable kernel
         self._tile_ir: Dict[Any, Any] = {}      # specialization key -> module (interpreter)
         self._tile_ir_source: Optional[str] = None  # the source key _tile_ir was built from
@@ -91,10 +99,17 @@ class JITFunction:
         exec(compile(source, f"<tessera binder of {self.__name__}>", "exec"), namespace)
         return namespace[self.__name__]
 
-    # ------------------------------------------------------------------ calling
+    @property
+    def interpret(self) -> Optional[bool]:
+        """True: always run in the interpreter; False: never; None: as the knob says."""
+        return self._interpret
 
-    def __getitem__(self, grid: Grid) -> Callable[..., None]:
-        return functools.partial(self.run, grid=grid)
+    @interpret.setter
+    def interpret(self, value: Optional[bool]) -> None:
+        self._interpret = value
+        self._dispatch_interpret(value)
+
+    # ------------------------------------------------------------------ calling
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self.__name__}: a @jit kernel is launched as "
@@ -135,8 +150,13 @@ class JITFunction:
         return signature, div16, eq1
 
     def run(self, *args, grid: Grid, num_warps: int = 4, num_stages: int = 1, **kwargs) -> None:
+        """The Python path of ``kernel[grid](*args, **kwargs)`` (see the module docstring)."""
         values, constexprs, keys = self._arguments(args, kwargs)
         key = (keys, constexprs, num_warps, num_stages)
+        try:
+            hash(key)
+        except TypeError:
+            raise TypeError(f"{self.__name__}: constexpr values must be hashable") from None
         if callable(grid):
             grid = grid(dict(zip(self.runtime_names, values),
                              **dict(zip(self.constexpr_names, constexprs))))
@@ -149,10 +169,14 @@ class JITFunction:
         if kernel is None:
             kernel = self._prepare(key, values, constexprs, num_warps, num_stages)
         kernel.launch(grid, values)
+        # The next calls of this specialization launch from C++ (when it can take their
+        # arguments: else they keep coming here).
+        self._dispatch_register(values, constexprs, num_warps, num_stages, kernel)
 
     def _check_redefinitions(self) -> None:
         """Drops compiled kernels when a @jit function this kernel calls has changed."""
         self._generation = _jit_generation
+        self._dispatch_validate()
         if self._source_key is None:
             return
         from .frontend import kernel_source_key
@@ -163,6 +187,7 @@ class JITFunction:
         if source != self._source_key:
             self._source_key = source
             self._kernels.clear()
+            self._dispatch_clear()
 
     def _constexpr_dict(self, constexprs) -> Dict[str, Any]:
         return dict(zip(self.constexpr_names, constexprs))

@@ -5,6 +5,10 @@ whether the pointer or integer is divisible by 16 (16-byte-aligned pointers allo
 accesses), and whether an integer equals 1. ``specialization_key`` runs on every launch, so it
 dispatches on the argument's Python type to a small function chosen once per type; the
 readable type strings are made from the key only when a kernel is compiled (``describe``).
+
+The C++ fast launch path computes the same specialization itself
+(cpp/runtime/python_specialize.h); keep the two in step: its keys may be finer than these
+(two calls with equal C++ keys must have equal keys here), never coarser.
 """
 from __future__ import annotations
 

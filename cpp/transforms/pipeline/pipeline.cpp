@@ -86,23 +86,12 @@ void cloneAhead(Builder &builder, const LoopSchedule &schedule, Mapping &mapping
 void issueCopies(Builder &builder, const LoopSchedule &schedule, const std::vector<Value *> &rings,
                  const Mapping &mapping, Value *slot, Value *inRange) {
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
-    const PipelinedLoad &pipelined = schedule.loads[i];
-    Operation *load = pipelined.load;
+    Operation *load = schedule.loads[i].load;
     Value *pointers = mapped(mapping, load->operand(0));
     Type maskType = pointers->type().withElement(Type::i1());
     Value *mask = builder.create(OpCode::Splat, {inRange}, {maskType})->result();
     if (load->numOperands() >= 2)
       mask = binary(builder, OpCode::AndI, mapped(mapping, load->operand(1)), mask);
-    if (!pipelined.transposes.empty()) { // write the transposed slot: relabel the tiles
-      Type transposed = pipelined.transposes[0]->result()->type();
-      std::map<std::string, Attribute> order{{"order", std::vector<int64_t>{1, 0}}};
-      pointers = builder
-                     .create(OpCode::Trans, {pointers},
-                             {transposed.withElement(pointers->type().elementType())}, order)
-                     ->result();
-      mask = builder.create(OpCode::Trans, {mask}, {transposed.withElement(Type::i1())}, order)
-                 ->result();
-    }
     Operation *copy = builder.create(OpCode::AsyncCopy, {pointers, rings[i], slot, mask}, {});
     copy->setLocation(load->location());
   }
@@ -124,7 +113,7 @@ std::vector<Value *> allocateRings(Builder &builder, const LoopSchedule &schedul
   for (const PipelinedLoad &load : schedule.loads) {
     const Type &tile = load.load->result()->type();
     const auto &slotEncoding = static_cast<const SharedEncoding &>(*load.slotEncoding);
-    std::vector<int64_t> shape{schedule.numStages, load.slotShape[0], load.slotShape[1]};
+    std::vector<int64_t> shape{schedule.numStages, tile.shape()[0], tile.shape()[1]};
     Type type = Type::tensor(shape, tile.elementType(), withRingDim(slotEncoding));
     rings.push_back(builder.create(OpCode::LocalAlloc, {}, {type})->result());
   }
@@ -191,8 +180,9 @@ void pipelineLoop(const LoopSchedule &schedule) {
   issueCopies(inside, schedule, rings, ahead, writeSlot, inRange);
 
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
-    Operation *load = schedule.loads[i].load;
-    if (schedule.loads[i].converts.empty()) { // read back in the load's layout
+    const PipelinedLoad &pipelined = schedule.loads[i];
+    Operation *load = pipelined.load;
+    if (pipelined.reads.empty()) { // read back in the load's layout
       Builder at;
       at.setInsertionPoint(load);
       Operation *read = at.create(OpCode::LocalLoad, {rings[i], readSlot},
@@ -200,16 +190,19 @@ void pipelineLoop(const LoopSchedule &schedule) {
       read->setLocation(load->location());
       load->result()->replaceAllUsesWith(read->result());
     }
-    for (Operation *convert : schedule.loads[i].converts) {
+    for (const OperandRead &operand : pipelined.reads) {
       Builder at;
-      at.setInsertionPoint(convert);
+      at.setInsertionPoint(operand.convert);
+      std::map<std::string, Attribute> attrs;
+      if (operand.transposed)
+        attrs["order"] = std::vector<int64_t>{1, 0};
       Operation *read = at.create(OpCode::LocalLoad, {rings[i], readSlot},
-                                  {convert->result()->type()});
+                                  {operand.convert->result()->type()}, attrs);
       read->setLocation(load->location());
-      convert->result()->replaceAllUsesWith(read->result());
-      convert->erase();
+      operand.convert->result()->replaceAllUsesWith(read->result());
+      operand.convert->erase();
     }
-    for (Operation *trans : schedule.loads[i].transposes)
+    for (Operation *trans : pipelined.transposes)
       trans->erase();
     load->erase();
   }

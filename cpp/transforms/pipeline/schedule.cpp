@@ -3,9 +3,10 @@
 //
 // Plan:
 // 1. Candidate loads: top-level 2-D loads of the body. When every user converts the tile into
-//    one #mma dot-operand layout (directly, or through a transpose: the ring then holds the
-//    transposed tile), a local_load reads the ring straight into the mma fragments; otherwise
-//    it reads the tile back in the load's own layout (memory-bound loops: norms), masked-off lanes zero (no `other`, or zero), with runs of >= 4 bytes per
+//    #mma dot-operand layouts (directly, or through a transpose: attention's Kᵀ, and the
+//    backward's Q and dO, read both ways), local_loads read the ring straight into the mma
+//    fragments, one per conversion; otherwise one reads the tile back in the load's own
+//    layout (memory-bound loops: norms), masked-off lanes zero (no `other`, or zero), with runs of >= 4 bytes per
 //    thread (cp.async copies 4, 8 or 16 bytes).
 // 2. Their operands' backward slice within the body: pure ops without regions, the induction
 //    variable, and carried values, whose updates (the yielded values) join the slice, so the
@@ -53,40 +54,42 @@ int contiguousDim(const LinearLayout &layout) {
   return layout.getNumOutDims() - 1;
 }
 
-/// The conversions into one #mma dot-operand layout that are the load's only users, directly
-/// or through `trans` ops that are; false (and `out` cleared) when the users are other.
-bool collectOperandConversions(Operation *load, PipelinedLoad &out) {
-  std::vector<Operation *> users = load->result()->users();
-  bool transposed = !users.empty() && std::all_of(users.begin(), users.end(), [](Operation *op) {
-    return op->code() == OpCode::Trans && op->arrayAttr("order") == std::vector<int64_t>{1, 0};
-  });
-  if (transposed) {
-    std::vector<Operation *> converts;
-    for (Operation *trans : users)
-      if (std::find(out.transposes.begin(), out.transposes.end(), trans) == out.transposes.end()) {
-        out.transposes.push_back(trans);
-        converts.insert(converts.end(), trans->result()->users().begin(),
-                        trans->result()->users().end());
-      }
-    users = converts;
-  }
-  EncodingPtr target;
-  for (Operation *user : users) {
-    const auto *operand = user->code() == OpCode::ConvertLayout
-                              ? dynamic_cast<const DotOperandEncoding *>(
-                                    user->result()->type().encoding().get())
-                              : nullptr;
-    if (!operand || !operand->getMmaParent() ||
-        (target && !target->equals(*user->result()->type().encoding()))) {
+bool isOperandConversion(const Operation *user) {
+  if (user->code() != OpCode::ConvertLayout)
+    return false;
+  const auto *operand =
+      dynamic_cast<const DotOperandEncoding *>(user->result()->type().encoding().get());
+  return operand && operand->getMmaParent();
+}
+
+/// The load's users as conversions into #mma dot-operand layouts, directly or through `trans`
+/// ops whose users all are; false (and `out` cleared) when some user is anything else.
+bool collectOperandReads(Operation *load, PipelinedLoad &out) {
+  std::set<Operation *> seen;
+  for (Operation *user : load->result()->users()) {
+    if (!seen.insert(user).second)
+      continue;
+    if (isOperandConversion(user)) {
+      out.reads.push_back({user, false});
+      continue;
+    }
+    bool transposes = user->code() == OpCode::Trans &&
+                      user->arrayAttr("order") == std::vector<int64_t>{1, 0} &&
+                      user->result()->hasUses();
+    for (Operation *convert : transposes ? user->result()->users() : std::vector<Operation *>{})
+      transposes = transposes && isOperandConversion(convert);
+    if (!transposes) {
+      out.reads.clear();
       out.transposes.clear();
-      out.converts.clear();
       return false;
     }
-    target = user->result()->type().encoding();
-    if (std::find(out.converts.begin(), out.converts.end(), user) == out.converts.end())
-      out.converts.push_back(user);
+    out.transposes.push_back(user);
+    std::set<Operation *> converts(user->result()->users().begin(),
+                                   user->result()->users().end());
+    for (Operation *convert : converts)
+      out.reads.push_back({convert, true});
   }
-  return !out.converts.empty();
+  return !out.reads.empty();
 }
 
 // Plan step 1. Returns why not, or "".
@@ -104,19 +107,12 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
     return "runs of less than 4 bytes per thread (cp.async copies 4, 8 or 16)";
   int fastest = contiguousDim(type.encoding()->toLinearLayout(type.shape()));
   out.load = load;
-  out.slotShape = type.shape();
-  if (!collectOperandConversions(load, out)) {
-    // Read back into the load's own layout: every thread reads the bytes it copied, so the
-    // plain row-major slot has the copies' (conflict-free) access pattern.
-    out.slotEncoding = std::make_shared<const SharedEncoding>(1, 1, 1,
-                                                              std::vector<int>{fastest, 1 - fastest});
-    return "";
-  }
-  if (!out.transposes.empty()) { // the same bytes, seen with the dims swapped
-    std::swap(out.slotShape[0], out.slotShape[1]);
-    fastest = 1 - fastest;
-  }
-  out.slotEncoding = dotOperandSharedEncoding(out.slotShape, {fastest, 1 - fastest}, elementBytes);
+  if (collectOperandReads(load, out)) // ldmatrix reads of either orientation: swizzled
+    out.slotEncoding = dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest},
+                                                elementBytes);
+  else // every thread reads back the bytes it copied: the copies' conflict-free pattern
+    out.slotEncoding = std::make_shared<const SharedEncoding>(
+        1, 1, 1, std::vector<int>{fastest, 1 - fastest});
   return "";
 }
 
@@ -218,7 +214,7 @@ std::string LoopSchedule::str() const {
     bool early = ahead.count(op.get()) || load != loads.end();
     os << "stage " << (early ? 0 : numStages - 1) << ": #" << index++ << " " << op->name();
     if (load != loads.end()) {
-      const std::vector<int64_t> &shape = load->slotShape;
+      const std::vector<int64_t> &shape = op->result()->type().shape();
       os << " -> ring " << (load - loads.begin()) << " (" << numStages << " x " << shape[0] << "x"
          << shape[1] << "x" << op->result()->type().elementType().str() << ")";
     }

@@ -15,19 +15,23 @@
 
 namespace tessera::transforms::pipeline {
 
+/// A conversion of a pipelined tile into an #mma dot-operand layout, read straight from the
+/// ring by a local_load in that layout; `transposed` when it converts a `trans` of the tile
+/// (attention's Kᵀ): the local_load then reads the slot transposed.
+struct OperandRead {
+  ir::Operation *convert;
+  bool transposed;
+};
+
 struct PipelinedLoad {
   ir::Operation *load;
-  /// Its users: convert_layout ops into one #dot_op layout, read straight from the ring by a
-  /// local_load in that layout. Empty when the tile has other users: a local_load in the
-  /// load's own layout then takes the load's place.
-  std::vector<ir::Operation *> converts;
-  /// The `trans` ops between the load and its conversions, when the dot reads the tile
-  /// transposed (attention's K^T): the ring then holds the transposed tile, its slots in the
-  /// load's memory order, and the copies write through transposed pointers.
+  /// Its users, as conversions into dot-operand layouts (directly or through `trans` ops).
+  /// Empty when the tile has other users: a local_load in the load's own layout then takes
+  /// the load's place.
+  std::vector<OperandRead> reads;
+  /// The `trans` ops between the load and some of its conversions (erased with them).
   std::vector<ir::Operation *> transposes;
-  /// The shape of one ring slot: the tile's, or the transposed tile's.
-  std::vector<int64_t> slotShape;
-  /// The layout of one ring slot (dotOperandSharedEncoding of slotShape).
+  /// The layout of one ring slot, of the tile's shape.
   EncodingPtr slotEncoding;
 };
 

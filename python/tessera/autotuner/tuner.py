@@ -160,7 +160,7 @@ class Autotuner:
             raise ValueError(f"TESSERA_AUTOTUNE={knobs.autotune!r}: use 'force', 'off' or "
                              f"leave it empty")
         if len(self.configs) == 1 or not self.backend.enabled(self.jit_fn):
-            return self.configs[0]
+            return self._first(launch)
         values = [launch.named[n] for n in self.jit_fn.runtime_names if n in launch.named]
         target = self.backend.target(self.jit_fn, values)
         material, disk_key = self._disk_key(key, target)
@@ -173,12 +173,19 @@ class Autotuner:
                 self.bench_time = 0.0
                 return best
         if mode == "off":
-            return self.configs[0]
+            return self._first(launch)
         best, timings, failures = self._tune(launch, target)
         if disk_key is not None:
             results.store(disk_key, results.make_record(material, best, timings, failures,
                                                         self.bench_time))
         return best
+
+    def _first(self, launch: _Launch) -> Config:
+        """The config used untuned: the first that early pruning keeps for this launch."""
+        if self.early_config_prune is None:
+            return self.configs[0]
+        kept = self.prune_configs(launch.kwargs, dict(zip(self.arg_names, launch.args)))
+        return kept[0] if kept else self.configs[0]
 
     def _disk_key(self, key: tuple, target) -> Tuple[Optional[dict], Optional[str]]:
         if not self.cache_results:

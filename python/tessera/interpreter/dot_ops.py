@@ -87,8 +87,11 @@ def _local_alloc(info: OpInfo):
 
 @handles("local_load")
 def _local_load(info: OpInfo):
+    transposed = "order" in info.attrs  # a transposed view: [1, 0]
+
     def local_load(state, buffer, slot=None):
-        return np.array(buffer if slot is None else buffer[int(slot)])
+        tile = buffer if slot is None else buffer[int(slot)]
+        return np.array(tile.T if transposed else tile)
 
     return local_load
 

@@ -64,6 +64,10 @@ class Launchable:
 
     Arguments are expected on the device the kernel was prepared for (as with Triton, which
     launches on the current device); a pointer from another device faults in the kernel.
+
+    The C++ fast path (cpp/bindings/launch.cpp) launches ``launcher`` itself, on the stream
+    that the DLPack exchange table of ``stream_type`` reports (torch.Tensor: torch's current
+    stream, one C call), else on ``current_stream()``.
     """
 
     def __init__(self, name: str, launcher, device: int, framework: str,
@@ -74,11 +78,12 @@ class Launchable:
         self.framework = framework
         self.arg_names = list(arg_names)
         self.metadata = metadata
-        self._stream = _stream_function(device, framework)
+        self.current_stream = _stream_function(device, framework)
+        self.stream_type = sys.modules["torch"].Tensor if framework == "torch" else None
 
     def launch(self, grid, args: Sequence[Any]) -> None:
         try:
-            self.launcher.launch(grid, self._stream(), args)
+            self.launcher.launch(grid, self.current_stream(), args)
         except driver.ArgumentError as e:
             name = self.arg_names[e.index] if 0 <= e.index < len(self.arg_names) else "?"
             raise TypeError(f"{self.name}: argument '{name}': {e.reason}") from None
@@ -159,7 +164,8 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
     ok, why = driver.driver_available()
     if not ok:
         raise RuntimeError(f"{kernel}: no CUDA driver ({why}); run on a GPU machine, or set "
-                           f"TESSERA_INTERPRET=1 (or @tessera.jit(interpret=True)) to run on the CPU")
+                           f"TESSERA_INTERPRET=1 (or @tessera.jit(interpret=True)) to run on "
+                           f"the CPU")
     device, framework = _device_and_framework(kernel, names, values)
     options = CompileOptions(num_warps=num_warps, num_stages=num_stages, arch=arch_of(device))
     if built is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import tempfile
 import types
 from typing import Optional
@@ -36,5 +37,8 @@ def load_tutorial_section(filename: str, start: str, end: str,
         f.write(text)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    # Registered, so that what pickles or re-imports by module name (torch.compile tracing a
+    # tutorial's custom op) finds it.
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module

@@ -93,7 +93,8 @@ TEST(PipelineScheduleTest, MatmulLoadsRunTwoIterationsAhead) {
   ASSERT_EQ(schedule.loads.size(), 2u);
   for (const PipelinedLoad &load : schedule.loads) {
     EXPECT_EQ(load.load->code(), OpCode::Load);
-    ASSERT_EQ(load.converts.size(), 1u);
+    ASSERT_EQ(load.reads.size(), 1u);
+    EXPECT_FALSE(load.reads[0].transposed);
     EXPECT_NE(load.slotEncoding->str().find("#shared<{vec = 8"), std::string::npos);
   }
   // The pointer increments run ahead on their own copies of the two carried pointers.

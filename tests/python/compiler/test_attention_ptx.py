@@ -1,7 +1,7 @@
-"""The fused-attention tutorial's forward kernel through every stage for sm_80 and sm_90a, with
-the tutorial's own per-head-dim configs: both products on mma.sync, exp2 as ex2.approx, P kept
-in registers (no shared-memory round trip between the dots) and ptxas reporting zero spills.
-The compiled (pipelined) IR run by the interpreter matches a float64 reference."""
+"""The fused-attention tutorial's kernels (forward; backward delta, dK/dV and dQ) through every
+stage for sm_80 and sm_90a with the tutorial's own configs, for every head dim and fp16, bf16
+and fp32 (tf32) inputs: the products on mma.sync, exp2 as ex2.approx, and ptxas reporting zero
+spills. The compiled (pipelined) IR run by the interpreter matches a float64 reference."""
 import re
 
 import ml_dtypes
@@ -12,81 +12,151 @@ from tessera._tessera import ir
 from tessera.compiler import ptxas
 from tessera.testing.tutorials import load_tutorial_section
 
-DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
+DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
+HEAD_DIMS = [16, 32, 64, 128, 256]
+MMA = {"fp16": r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32",
+       "bf16": r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32",
+       "fp32": r"mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32"}
 
 
 @pytest.fixture(scope="module")
 def tutorial():
-    # The kernel, CONFIGS and the wrapper only: the tutorial runs its checks when imported.
+    # The kernels, CONFIGS and the wrappers only: the tutorial runs its checks when imported.
     return load_tutorial_section("06-fused-attention.py", "LOG2E =",
                                  "# %% [markdown]\n# ## Correctness")
 
 
-def compile_forward(tutorial, D, causal, arch, dtype="fp16", S=1024, H=2):
-    block_m, block_n, num_warps, num_stages = tutorial.CONFIGS[D]
+def kernel_arguments(tutorial, name, x, lse, H, S):
+    """The runtime arguments the tutorial's wrappers pass, for (1, H, S, D) tensors like x."""
+    st = tuple(s // x.itemsize for s in x.strides[:3])
+    if name == "fwd":
+        return (x, x, x, x, lse, 0.125 * tutorial.LOG2E, H, S, *st * 4)
+    if name == "dkdv":
+        return (x, x, x, x, x, x, lse, lse, 0.125, 0.125 * tutorial.LOG2E, H, S, *st * 6)
+    return (x, x, x, x, x, lse, lse, 0.125, 0.125 * tutorial.LOG2E, H, S, *st * 5)
+
+
+def compile_attention(tutorial, name, D, dtype, causal, arch, S=1024, H=2, config=None):
     x = np.zeros((1, H, S, D), DTYPES[dtype])
     lse = np.zeros((1, H, S), np.float32)
+    config = tutorial.config(name, x) if config is None else config
+    block_m, block_n, num_warps, num_stages = config
+    kernel = {"fwd": tutorial.attention_fwd_kernel, "dkdv": tutorial.attention_bwd_dkdv_kernel,
+              "dq": tutorial.attention_bwd_dq_kernel}[name]
+    compiled = kernel.compile(*kernel_arguments(tutorial, name, x, lse, H, S), D=D,
+                              BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+                              RELOAD=tutorial.reload_tiles(x), num_warps=num_warps,
+                              num_stages=num_stages, arch=arch)
+    return compiled, config
+
+
+def compile_preprocess(tutorial, D, dtype, arch, S=1024, H=2):
+    x = np.zeros((1, H, S, D), DTYPES[dtype])
+    delta = np.zeros((1, H, S), np.float32)
     st = tuple(s // x.itemsize for s in x.strides[:3])
-    kernel = tutorial.attention_fwd_kernel.compile(
-        x, x, x, x, lse, 0.125 * tutorial.LOG2E, H, S, *st, *st, *st, *st,
-        D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
-        num_warps=num_warps, num_stages=num_stages, arch=arch)
-    return kernel, (block_m, block_n, num_warps, num_stages)
+    return tutorial.attention_bwd_preprocess_kernel.compile(
+        x, x, delta, H, S, *st, *st, D=D, BLOCK_M=tutorial.preprocess_block(D), num_warps=4,
+        arch=arch)
 
 
 def count(ptx: str, pattern: str) -> int:
     return len(re.findall(pattern, ptx))
 
 
+def test_configs_cover_every_kernel_and_head_dim(tutorial):
+    assert tutorial.HEAD_DIMS == tuple(HEAD_DIMS)
+    for name in ("fwd", "dkdv", "dq"):
+        for suffix in ("", "_fp32"):
+            assert sorted(tutorial.CONFIGS[name + suffix]) == HEAD_DIMS, name + suffix
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-@pytest.mark.parametrize("D", [64, 128])
-@pytest.mark.parametrize("causal", [False, True])
-def test_forward_on_tensor_cores_without_spills(tutorial, arch, D, causal):
-    kernel, (block_m, block_n, num_warps, _) = compile_forward(tutorial, D, causal, arch)
-    ptx = kernel.asm["ptx"]
-    # Per loop iteration: Q Kᵀ is BLOCK_M x BLOCK_N x D and P V is BLOCK_M x D x BLOCK_N, each
-    # m16n8k16 instruction covers 16 x 8 x 16, shared by num_warps warps (32 lanes each).
-    mma = count(ptx, r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32")
-    assert mma == 2 * block_m * block_n * D // (16 * 8 * 16) // num_warps
-    assert count(ptx, r"ex2\.approx") > 0
-    assert count(ptx, r"ldmatrix\.sync\.aligned") > 0
+@pytest.mark.parametrize("dtype,causal", [("fp16", True), ("fp16", False), ("bf16", True),
+                                          ("fp32", True), ("fp32", False)])
+@pytest.mark.parametrize("D", HEAD_DIMS)
+@pytest.mark.parametrize("name", ["fwd", "dkdv", "dq"])
+def test_candidate_configs_on_tensor_cores_without_spills(tutorial, name, D, dtype, causal,
+                                                         arch):
+    # Every config autotuning may pick: the default (first) without spills, the others with at
+    # most a few bytes (autotuning times them; a small spill may still be the fastest).
+    x = np.zeros((1, 1, 16, D), DTYPES[dtype])
+    for index, config in enumerate(tutorial.candidates(name, x)):
+        kernel, _ = compile_attention(tutorial, name, D, dtype, causal, arch, config=config)
+        ptx = kernel.asm["ptx"]
+        assert count(ptx, MMA[dtype]) > 0
+        assert count(ptx, r"ex2\.approx") > 0
+        if ptxas.find_ptxas() is None:
+            pytest.skip("ptxas not found: PTX not assembled")
+        limit = 0 if index == 0 else 64
+        assert kernel.metadata["spill_stores"] <= limit, (
+            f"{name} D={D} {dtype} {arch} {config}: {kernel.metadata}")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_preprocess_without_spills(tutorial, dtype, arch):
     if ptxas.find_ptxas() is None:
         pytest.skip("ptxas not found: PTX not assembled")
-    report = ptxas.assemble(ptx, arch).report
-    assert report["spill_stores"] == 0 and report["spill_loads"] == 0, report
-    assert kernel.metadata["spill_stores"] == 0
+    for D in HEAD_DIMS:
+        kernel = compile_preprocess(tutorial, D, dtype, arch)
+        assert kernel.metadata["spill_stores"] == 0, (D, kernel.metadata)
 
 
-@pytest.mark.parametrize("D", [16, 32])
-def test_small_head_dims_compile(tutorial, D):
-    kernel, _ = compile_forward(tutorial, D, True, "sm_80")
-    assert count(kernel.asm["ptx"], r"mma\.sync\.aligned\.m16n8k16") > 0
-    if ptxas.find_ptxas() is not None:
-        assert kernel.metadata["spill_stores"] == 0
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("name", ["fwd", "dkdv", "dq"])
+def test_mma_count_per_step(tutorial, name, D, arch):
+    # One loop step: the forward's two products are BLOCK_M x BLOCK_N x D each, the backward's
+    # four too (K Qᵀ, Pᵀ dO, V dOᵀ, dSᵀ Q for dK/dV; Q Kᵀ, dO Vᵀ, dS K for dQ: three). Each
+    # m16n8k16 covers 16 x 8 x 16, shared by num_warps warps where the tiles go round.
+    kernel, (block_m, block_n, num_warps, _) = compile_attention(tutorial, name, D, "fp16",
+                                                                 True, arch)
+    products = {"fwd": 2, "dkdv": 4, "dq": 3}[name]
+    expected = products * block_m * block_n * D // (16 * 8 * 16) // num_warps
+    assert count(kernel.asm["ptx"], MMA["fp16"]) == expected
+    assert count(kernel.asm["ptx"], r"ldmatrix\.sync\.aligned") > 0
+
+
+def run_compiled(tutorial, name, causal, S, H, D, args):
+    """Runs the tgir stage of `name` (layouts, pipelined rings) in the interpreter."""
+    kernel, (block_m, block_n, *_) = compile_attention(tutorial, name, D, "bf16", causal,
+                                                       "sm_80", S=S, H=H)
+    block = block_n if name == "dkdv" else block_m
+    interpreter.run(ir.parse_module(kernel.asm["tgir"]), grid=(-(-S // block), H),
+                    args=list(args))
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_compiled_ir_runs_in_the_interpreter(tutorial, causal):
-    # The tgir stage (layouts, pipelined K/V loads) computes attention: S = 80 is a multiple of
-    # 16 (the specialization) but not of the blocks.
+    # The forward and both backward kernels after every tgir pass compute attention and its
+    # gradients: S = 80 is a multiple of 16 (the specialization) but not of the blocks.
     S, H, D = 80, 2, 64
-    kernel, (block_m, *_) = compile_forward(tutorial, D, causal, "sm_80", dtype="bf16", S=S, H=H)
-    module = ir.parse_module(kernel.asm["tgir"])
     rng = np.random.default_rng(3)
-    q, k, v = (rng.standard_normal((1, H, S, D)).astype(ml_dtypes.bfloat16) for _ in range(3))
-    o = np.full((1, H, S, D), np.nan, ml_dtypes.bfloat16)
+    q, k, v, do = (rng.standard_normal((1, H, S, D)).astype(ml_dtypes.bfloat16)
+                   for _ in range(4))
+    o, dq, dk, dv = (np.full((1, H, S, D), np.nan, ml_dtypes.bfloat16) for _ in range(4))
     lse = np.full((1, H, S), np.nan, np.float32)
     st = tuple(s // q.itemsize for s in q.strides[:3])
-    interpreter.run(module, grid=((S + block_m - 1) // block_m, H),
-                    args=[q, k, v, o, lse, 0.125 * tutorial.LOG2E, H, S, *st, *st, *st, *st])
-    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
-    scores = np.einsum("bhid,bhjd->bhij", q64, k64) * 0.125
+    scale = 0.125
+    run_compiled(tutorial, "fwd", causal, S, H, D,
+                 (q, k, v, o, lse, scale * tutorial.LOG2E, H, S, *st * 4))
+    delta = (o.astype(np.float32) * do.astype(np.float32)).sum(-1)
+    run_compiled(tutorial, "dkdv", causal, S, H, D, (q, k, v, do, dk, dv, lse, delta, scale,
+                                                     scale * tutorial.LOG2E, H, S, *st * 6))
+    run_compiled(tutorial, "dq", causal, S, H, D, (q, k, v, do, dq, lse, delta, scale,
+                                                   scale * tutorial.LOG2E, H, S, *st * 5))
+    q64, k64, v64, do64 = (x.astype(np.float64) for x in (q, k, v, do))
+    scores = q64 @ k64.swapaxes(-1, -2) * scale
     if causal:
         scores = np.where(np.tril(np.ones((S, S), bool)), scores, -np.inf)
-    m = scores.max(-1, keepdims=True)
-    e = np.exp(scores - m)
-    ref = np.einsum("bhij,bhjd->bhid", e / e.sum(-1, keepdims=True), v64)
-    ref_lse = (m[..., 0] + np.log(e.sum(-1))) * tutorial.LOG2E
-    out = o.astype(np.float64)
-    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-2
-    assert np.abs(lse - ref_lse).max() < 1e-3 * np.abs(ref_lse).max()
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    ref_lse = np.log(p.sum(-1)) + scores.max(-1)
+    p /= p.sum(-1, keepdims=True)
+    dp = do64 @ v64.swapaxes(-1, -2)
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True))
+    refs = {"o": (o, p @ v64), "dq": (dq, ds @ k64 * scale),
+            "dk": (dk, ds.swapaxes(-1, -2) @ q64 * scale), "dv": (dv, p.swapaxes(-1, -2) @ do64)}
+    for name, (got, ref) in refs.items():
+        got = got.astype(np.float64)
+        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-2, name
+    assert np.abs(lse - ref_lse * tutorial.LOG2E).max() < 1e-3 * np.abs(ref_lse).max() + 1e-6

@@ -1,0 +1,359 @@
+// The fast launch path: `kernel[grid](*args, **kwargs)` bound, specialized, looked up, packed and
+// launched in one C++ call, with no Python frame. JITFunction (python/tessera/jit.py) subclasses
+// KernelDispatcher, whose `[grid]` gives a BoundLaunch; calling that:
+//   1. binds the arguments to the kernel's parameters (positional, keyword, defaults);
+//   2. computes the specialization words (launch_table.h) and looks the kernel up;
+//   3. evaluates a callable grid, packs the parameters on the stack, reads the framework's current
+//      stream and calls cuLaunchKernel without the GIL (nothing allocated: capturable in graphs).
+// Anything else (a miss, an unusual argument, interpret mode, a redefined @jit helper, an error
+// to report) calls JITFunction.run, the Python path, which raises the errors and, after a launch,
+// registers the kernel here (_dispatch_register).
+#include "launch_dispatcher.h"
+
+#include <cctype>
+#include <string>
+
+namespace tessera::bindings {
+namespace {
+
+using runtime::ArgKind;
+using runtime::ArgumentBuffer;
+using runtime::CudaError;
+using runtime::KernelLauncher;
+using runtime::LaunchGrid;
+using runtime::python::ArgumentValue;
+using runtime::python::ValueKind;
+
+// ------------------------------------------------------------------------------ small helpers
+
+bool isTrueText(PyObject *bytes) {
+  if (!PyBytes_Check(bytes))
+    return true; // unexpected: let the Python path decide
+  std::string text(PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
+  size_t begin = text.find_first_not_of(" \t\r\n\v\f");
+  size_t end = text.find_last_not_of(" \t\r\n\v\f");
+  text = begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
+  for (char &c : text)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text == "1" || text == "true" || text == "yes" || text == "on";
+}
+
+/// Whether this call must run in the interpreter (or be left to Python to find out).
+bool interpreting(const DispatcherState &state) {
+  if (state.interpret != InterpretMode::FromKnob)
+    return state.interpret == InterpretMode::Always;
+  const DispatchGlobals &globals = dispatchGlobals();
+  if (globals.knobOverrides == nullptr || globals.rawEnviron == nullptr)
+    return true;
+  PyObject *override = PyDict_GetItemWithError(globals.knobOverrides, launchStrings().interpret);
+  if (override != nullptr) { // `knobs.interpret = ...` wins over the environment
+    int truth = PyObject_IsTrue(override);
+    PyErr_Clear();
+    return truth != 0;
+  }
+  PyObject *raw = PyDict_GetItemWithError(globals.rawEnviron, globals.interpretVariable);
+  if (raw == nullptr) {
+    bool failed = PyErr_Occurred() != nullptr;
+    PyErr_Clear();
+    return failed;
+  }
+  return isTrueText(raw);
+}
+
+bool gridDimension(PyObject *value, unsigned &dimension) {
+  if (!PyLong_CheckExact(value))
+    return false;
+  int overflow = 0;
+  long long parsed = PyLong_AsLongLongAndOverflow(value, &overflow);
+  if (overflow != 0 || parsed < 0 || parsed > 0xffffffffLL)
+    return false;
+  dimension = static_cast<unsigned>(parsed);
+  return true;
+}
+
+/// An int or a tuple/list of 1 to 3 ints; anything else is left to the Python path.
+bool parseGrid(PyObject *grid, LaunchGrid &parsed) {
+  if (PyLong_CheckExact(grid))
+    return gridDimension(grid, parsed.x);
+  if (!PyTuple_CheckExact(grid) && !PyList_CheckExact(grid))
+    return false;
+  Py_ssize_t size = PySequence_Fast_GET_SIZE(grid);
+  if (size < 1 || size > 3)
+    return false;
+  PyObject **items = PySequence_Fast_ITEMS(grid);
+  unsigned *dimensions[] = {&parsed.x, &parsed.y, &parsed.z};
+  for (Py_ssize_t axis = 0; axis < size; ++axis)
+    if (!gridDimension(items[axis], *dimensions[axis]))
+      return false;
+  return true;
+}
+
+} // namespace
+
+bool packValue(ArgKind kind, const ArgumentValue &value, uint64_t &slot) {
+  switch (value.kind) {
+  case ValueKind::Address:
+    if (kind != ArgKind::Pointer)
+      return false;
+    slot = value.bits;
+    return true;
+  case ValueKind::Float:
+    if (!runtime::isFloatKind(kind))
+      return false;
+    runtime::storeFloat(kind, value.real, slot);
+    return true;
+  case ValueKind::Int:
+  case ValueKind::Bool:
+    if (kind == ArgKind::Pointer || runtime::isFloatKind(kind))
+      return false;
+    return runtime::storeSigned(kind, static_cast<int64_t>(value.bits), slot);
+  case ValueKind::UInt:
+    return kind != ArgKind::Pointer && !runtime::isFloatKind(kind) &&
+           runtime::storeUnsigned(kind, value.bits, slot);
+  }
+  return false;
+}
+
+namespace {
+
+bool currentStream(const LaunchTarget &target, uint64_t &stream) {
+  if (target.streamApi != nullptr) {
+    void *handle = nullptr;
+    if (target.streamApi->current_work_stream(runtime::dlpack::kDLCUDA, target.device, &handle) !=
+        0) {
+      PyErr_Clear();
+      return false;
+    }
+    stream = reinterpret_cast<uint64_t>(handle);
+    return true;
+  }
+  PyObject *value = PyObject_CallNoArgs(target.streamFunction);
+  stream = value ? PyLong_AsUnsignedLongLong(value) : 0;
+  Py_XDECREF(value);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+/// {name: value} of every parameter, runtime ones first (as JITFunction.run passes to a grid).
+PyObject *metaDictionary(const DispatcherState &state, PyObject *const *runtimeValues,
+                         PyObject *const *constexprValues) {
+  PyObject *meta = PyDict_New();
+  if (meta == nullptr)
+    return nullptr;
+  for (size_t i = 0; i < state.runtimeIndices.size(); ++i)
+    if (PyDict_SetItem(meta, state.parameters[state.runtimeIndices[i]].name, runtimeValues[i]))
+      return Py_DECREF(meta), nullptr;
+  for (size_t i = 0; i < state.constexprIndices.size(); ++i)
+    if (PyDict_SetItem(meta, state.parameters[state.constexprIndices[i]].name, constexprValues[i]))
+      return Py_DECREF(meta), nullptr;
+  return meta;
+}
+
+/// Keyword names are almost always interned (identifiers in code), as are the parameter names:
+/// two distinct interned strings differ, so only the rare uninterned name is compared.
+bool sameName(PyObject *keyword, PyObject *interned) {
+  if (keyword == interned)
+    return true;
+  return PyUnicode_Check(keyword) && !PyUnicode_CHECK_INTERNED(keyword) &&
+         PyUnicode_Compare(keyword, interned) == 0;
+}
+
+// ------------------------------------------------------------------------------ the fast path
+
+enum class Outcome { Launched, Error, Fallback };
+
+/// Binds the call's arguments to parameters (borrowed references in `bound`), or fails.
+bool bindArguments(const DispatcherState &state, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, PyObject **bound, PyObject *&numWarps,
+                   PyObject *&numStages) {
+  size_t count = state.parameters.size();
+  if (static_cast<size_t>(nargs) > count)
+    return false;
+  for (size_t i = 0; i < count; ++i)
+    bound[i] = i < static_cast<size_t>(nargs) ? args[i] : nullptr;
+  Py_ssize_t keywords = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < keywords; ++k) {
+    PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+    PyObject *value = args[nargs + k];
+    if (sameName(name, launchStrings().numWarps)) {
+      numWarps = value;
+      continue;
+    }
+    if (sameName(name, launchStrings().numStages)) {
+      numStages = value;
+      continue;
+    }
+    size_t index = count;
+    for (size_t i = 0; i < count && index == count; ++i)
+      if (sameName(name, state.parameters[i].name))
+        index = i;
+    if (index == count || bound[index] != nullptr)
+      return false;
+    bound[index] = value;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (bound[i] == nullptr)
+      bound[i] = state.parameters[i].defaultValue;
+    if (bound[i] == nullptr)
+      return false;
+  }
+  return true;
+}
+
+/// Packs and launches; `target` holds its own references (another thread may clear the table
+/// while the launch runs without the GIL, and the stream function may run any Python code).
+Outcome launchOrRecord(DispatcherState &state, const LaunchTarget &target, const LaunchGrid &grid,
+                       const ArgumentValue *values) {
+  const KernelLauncher &launcher = *target.launcher;
+  const size_t count = state.runtimeIndices.size();
+  const bool recording = launcher.function() == nullptr;
+  ArgumentBuffer buffer(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (values[i].onHost && !recording)
+      return Outcome::Fallback; // the Python path names the argument in its error
+    if (!packValue(launcher.signature()[i], values[i], buffer.slot(i)))
+      return Outcome::Fallback;
+  }
+  if (grid.empty())
+    return Outcome::Launched;
+  uint64_t stream = 0;
+  if (!currentStream(target, stream))
+    return Outcome::Fallback;
+  if (recording) { // a launcher without a kernel: keep what would have been launched
+    LaunchRecord &record = state.recorded;
+    record.grid = grid;
+    record.stream = stream;
+    for (size_t i = 0; i < count; ++i)
+      record.slots[i] = buffer.slot(i);
+    if (record.launchable != target.launchable) {
+      Py_XSETREF(record.launchable, Py_NewRef(target.launchable));
+      Py_XSETREF(record.launcherObject, Py_NewRef(target.launcherObject));
+      record.launcher = target.launcher;
+    }
+    ++record.count;
+    return Outcome::Launched;
+  }
+  // cuLaunchKernel without the GIL: it blocks while the launch queue is full.
+  PyThreadState *thread = PyEval_SaveThread();
+  try {
+    launcher.launch(grid, reinterpret_cast<runtime::CUstream>(stream), buffer.params());
+  } catch (const CudaError &error) {
+    PyEval_RestoreThread(thread);
+    setCudaError(error);
+    return Outcome::Error;
+  } catch (const std::exception &error) {
+    PyEval_RestoreThread(thread);
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return Outcome::Error;
+  }
+  PyEval_RestoreThread(thread);
+  return Outcome::Launched;
+}
+
+/// `evaluatedGrid` receives a callable grid's result (a new reference), so that the Python
+/// path, if it takes over, does not call the grid a second time.
+Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
+                  Py_ssize_t nargs, PyObject *kwnames, PyObject *&evaluatedGrid) {
+  if (!state.configured || state.generation != dispatchGlobals().generation || interpreting(state))
+    return Outcome::Fallback;
+  PyObject *bound[kMaxFastParameters];
+  PyObject *numWarps = launchStrings().defaultWarps, *numStages = launchStrings().defaultStages;
+  if (!bindArguments(state, args, nargs, kwnames, bound, numWarps, numStages))
+    return Outcome::Fallback;
+  PyObject *runtimeValues[kMaxFastParameters], *constexprValues[kMaxFastParameters];
+  const size_t runtimeCount = state.runtimeIndices.size();
+  const size_t constexprCount = state.constexprIndices.size();
+  for (size_t i = 0; i < runtimeCount; ++i)
+    runtimeValues[i] = bound[state.runtimeIndices[i]];
+  for (size_t i = 0; i < constexprCount; ++i)
+    constexprValues[i] = bound[state.constexprIndices[i]];
+
+  LaunchKey key;
+  ArgumentValue values[kMaxFastParameters];
+  if (!state.table.makeKey(runtimeValues, runtimeCount, constexprValues, constexprCount,
+                           numWarps, numStages, key, values))
+    return Outcome::Fallback;
+  LaunchGrid parsedGrid;
+  if (!parseGrid(grid, parsedGrid)) {
+    if (!PyCallable_Check(grid))
+      return Outcome::Fallback;
+    PyObject *meta = metaDictionary(state, runtimeValues, constexprValues);
+    evaluatedGrid = meta ? PyObject_CallOneArg(grid, meta) : nullptr;
+    Py_XDECREF(meta);
+    if (evaluatedGrid == nullptr)
+      return Outcome::Error;
+    if (!parseGrid(evaluatedGrid, parsedGrid))
+      return Outcome::Fallback;
+  }
+  const LaunchEntry *entry = state.table.find(key);
+  if (entry == nullptr)
+    return Outcome::Fallback;
+  LaunchTarget target = entry->target.pin();
+  Outcome outcome = launchOrRecord(state, target, parsedGrid, values);
+  target.release();
+  return outcome;
+}
+
+/// JITFunction.run(*args, grid=grid, **kwargs): the Python path.
+PyObject *runInPython(PyObject *dispatcher, PyObject *grid, PyObject *const *args,
+                      Py_ssize_t nargs, PyObject *kwnames) {
+  PyObject *run = PyObject_GetAttr(dispatcher, launchStrings().run);
+  PyObject *positional = run ? PyTuple_New(nargs) : nullptr;
+  PyObject *keywords = positional ? PyDict_New() : nullptr;
+  PyObject *result = nullptr;
+  if (keywords != nullptr && PyDict_SetItem(keywords, launchStrings().grid, grid) == 0) {
+    for (Py_ssize_t i = 0; i < nargs; ++i) {
+      Py_INCREF(args[i]);
+      PyTuple_SET_ITEM(positional, i, args[i]);
+    }
+    bool ok = true;
+    Py_ssize_t count = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < count && ok; ++k) // as functools.partial: call keywords win
+      ok = PyDict_SetItem(keywords, PyTuple_GET_ITEM(kwnames, k), args[nargs + k]) == 0;
+    if (ok)
+      result = PyObject_Call(run, positional, keywords);
+  }
+  Py_XDECREF(keywords);
+  Py_XDECREF(positional);
+  Py_XDECREF(run);
+  return result;
+}
+
+} // namespace
+
+PyObject *boundLaunchCall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                          PyObject *kwnames) {
+  auto *bound = reinterpret_cast<BoundLaunchObject *>(callable);
+  auto *dispatcher = reinterpret_cast<DispatcherObject *>(bound->dispatcher);
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject *evaluatedGrid = nullptr;
+  Outcome outcome = tryLaunch(*dispatcher->state, bound->grid, args, nargs, kwnames,
+                              evaluatedGrid);
+  PyObject *result = nullptr;
+  if (outcome == Outcome::Launched)
+    result = Py_NewRef(Py_None);
+  else if (outcome == Outcome::Fallback)
+    result = runInPython(bound->dispatcher, evaluatedGrid ? evaluatedGrid : bound->grid, args,
+                         nargs, kwnames);
+  Py_XDECREF(evaluatedGrid);
+  return result;
+}
+
+void boundLaunchDealloc(PyObject *self) {
+  auto *bound = reinterpret_cast<BoundLaunchObject *>(self);
+  PyTypeObject *type = Py_TYPE(self);
+  Py_XDECREF(bound->dispatcher);
+  Py_XDECREF(bound->grid);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+DispatchGlobals &dispatchGlobals() {
+  static DispatchGlobals globals;
+  return globals;
+}
+
+} // namespace tessera::bindings

@@ -1,0 +1,314 @@
+// tessera._tessera.runtime.KernelDispatcher: the base class of JITFunction (python/tessera/jit.py)
+// whose `kernel[grid]` is a BoundLaunch (launch.cpp), and the methods by which the Python path
+// describes the kernel's parameters and registers each kernel it launched. Also
+// set_interpret_sources (where the interpret knob lives) and exchange_current_stream (tests).
+#include "launch_dispatcher.h"
+
+#include <structmember.h>
+
+#include <new>
+
+namespace py = pybind11;
+
+namespace tessera::bindings {
+namespace {
+
+using runtime::KernelLauncher;
+using runtime::python::ArgumentValue;
+
+PyTypeObject *gBoundLaunchType = nullptr;
+
+DispatcherState &stateOf(PyObject *self) {
+  return *reinterpret_cast<DispatcherObject *>(self)->state;
+}
+
+PyObject *dispatcherNew(PyTypeObject *type, PyObject *, PyObject *) {
+  PyObject *self = type->tp_alloc(type, 0);
+  if (self == nullptr)
+    return nullptr;
+  auto *dispatcher = reinterpret_cast<DispatcherObject *>(self);
+  dispatcher->state = new (std::nothrow) DispatcherState();
+  if (dispatcher->state == nullptr) {
+    Py_DECREF(self);
+    return PyErr_NoMemory();
+  }
+  dispatcher->state->generation = ++dispatchGlobals().generation;
+  return self;
+}
+
+void dispatcherDealloc(PyObject *self) {
+  PyTypeObject *type = Py_TYPE(self);
+  auto *dispatcher = reinterpret_cast<DispatcherObject *>(self);
+  delete dispatcher->state;
+  dispatcher->state = nullptr;
+  type->tp_free(self);
+  Py_DECREF(type); // instances of heap types own a reference to their type
+}
+
+PyObject *dispatcherSubscript(PyObject *self, PyObject *grid) {
+  BoundLaunchObject *bound = PyObject_New(BoundLaunchObject, gBoundLaunchType);
+  if (bound == nullptr)
+    return nullptr;
+  bound->vectorcall = boundLaunchCall;
+  bound->dispatcher = Py_NewRef(self);
+  bound->grid = Py_NewRef(grid);
+  return reinterpret_cast<PyObject *>(bound);
+}
+
+// _dispatch_configure(names: tuple[str], is_constexpr: tuple[bool], defaults: dict[str, Any])
+PyObject *dispatcherConfigure(PyObject *self, PyObject *args) {
+  PyObject *names, *flags, *defaults;
+  if (!PyArg_ParseTuple(args, "O!O!O!:_dispatch_configure", &PyTuple_Type, &names, &PyTuple_Type,
+                        &flags, &PyDict_Type, &defaults))
+    return nullptr;
+  DispatcherState &state = stateOf(self);
+  state.clearParameters();
+  state.table.clear();
+  Py_ssize_t count = PyTuple_GET_SIZE(names);
+  if (PyTuple_GET_SIZE(flags) != count) {
+    PyErr_SetString(PyExc_ValueError, "_dispatch_configure: one flag per parameter");
+    return nullptr;
+  }
+  if (static_cast<size_t>(count) > kMaxFastParameters)
+    Py_RETURN_NONE; // left unconfigured: every call takes the Python path
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    Parameter parameter;
+    parameter.name = Py_NewRef(PyTuple_GET_ITEM(names, i));
+    if (!PyUnicode_CheckExact(parameter.name)) {
+      Py_DECREF(parameter.name);
+      PyErr_SetString(PyExc_TypeError, "_dispatch_configure: parameter names must be str");
+      return nullptr;
+    }
+    PyUnicode_InternInPlace(&parameter.name);
+    int flag = PyObject_IsTrue(PyTuple_GET_ITEM(flags, i));
+    parameter.isConstexpr = flag > 0;
+    parameter.defaultValue = Py_XNewRef(PyDict_GetItemWithError(defaults, parameter.name));
+    state.parameters.push_back(parameter);
+    if (flag < 0 || PyErr_Occurred())
+      return nullptr;
+    (parameter.isConstexpr ? state.constexprIndices : state.runtimeIndices).push_back(i);
+  }
+  state.configured = true;
+  Py_RETURN_NONE;
+}
+
+// _dispatch_interpret(interpret: Optional[bool])
+PyObject *dispatcherInterpret(PyObject *self, PyObject *value) {
+  int truth = value == Py_None ? 0 : PyObject_IsTrue(value);
+  if (truth < 0)
+    return nullptr;
+  stateOf(self).interpret = value == Py_None ? InterpretMode::FromKnob
+                            : truth          ? InterpretMode::Always
+                                             : InterpretMode::Never;
+  Py_RETURN_NONE;
+}
+
+/// How the fast path finds a Launchable's stream: the DLPack exchange table of its `stream_type`
+/// (torch.Tensor: torch's current stream in one C call), else its `current_stream()`.
+bool streamSource(PyObject *launchable, LaunchTarget &target) {
+  PyObject *type = PyObject_GetAttr(launchable, launchStrings().streamType);
+  PyErr_Clear();
+  if (type != nullptr && PyType_Check(type)) {
+    const auto &strategy =
+        runtime::python::strategyFor(reinterpret_cast<PyTypeObject *>(type));
+    if (strategy.exchange != nullptr && strategy.exchange->current_work_stream != nullptr)
+      target.streamApi = strategy.exchange;
+  }
+  Py_XDECREF(type);
+  if (target.streamApi != nullptr)
+    return true;
+  target.streamFunction = PyObject_GetAttr(launchable, launchStrings().currentStream);
+  if (target.streamFunction == nullptr || !PyCallable_Check(target.streamFunction)) {
+    PyErr_Clear();
+    Py_CLEAR(target.streamFunction);
+    return false;
+  }
+  return true;
+}
+
+/// The loaded kernel of a Launchable, if the fast path can launch it.
+bool makeTarget(PyObject *launchable, const ArgumentValue *values, size_t count,
+                LaunchTarget &target) {
+  target.launcherObject = PyObject_GetAttr(launchable, launchStrings().launcher);
+  PyObject *device = PyObject_GetAttr(launchable, launchStrings().device);
+  if (target.launcherObject != nullptr && device != nullptr && PyLong_Check(device)) {
+    target.device = static_cast<int>(PyLong_AsLong(device));
+    try {
+      target.launcher = py::handle(target.launcherObject).cast<KernelLauncher *>();
+    } catch (const py::cast_error &) { // e.g. a test's stand-in launcher
+      target.launcher = nullptr;
+    }
+  }
+  Py_XDECREF(device);
+  PyErr_Clear();
+  bool usable = target.launcher != nullptr && target.launcher->signature().size() == count;
+  for (size_t i = 0; usable && i < count; ++i) {
+    uint64_t slot;
+    usable = packValue(target.launcher->signature()[i], values[i], slot);
+  }
+  if (usable && streamSource(launchable, target)) {
+    target.launchable = Py_NewRef(launchable);
+    return true;
+  }
+  target.release();
+  return false;
+}
+
+// _dispatch_register(values, constexprs, num_warps, num_stages, launchable) -> bool: after the
+// Python path launched `launchable` for these bound arguments, later calls with the same
+// specialization launch it from C++. False when the fast path cannot take these arguments.
+PyObject *dispatcherRegister(PyObject *self, PyObject *args) {
+  PyObject *values, *constexprs, *numWarps, *numStages, *launchable;
+  if (!PyArg_ParseTuple(args, "OOOOO:_dispatch_register", &values, &constexprs, &numWarps,
+                        &numStages, &launchable))
+    return nullptr;
+  DispatcherState &state = stateOf(self);
+  if (!state.configured || !PyTuple_Check(values) || !PyTuple_Check(constexprs))
+    Py_RETURN_FALSE;
+  size_t runtimeCount = state.runtimeIndices.size();
+  size_t constexprCount = state.constexprIndices.size();
+  if (static_cast<size_t>(PyTuple_GET_SIZE(values)) != runtimeCount ||
+      static_cast<size_t>(PyTuple_GET_SIZE(constexprs)) != constexprCount)
+    Py_RETURN_FALSE;
+  LaunchKey key;
+  ArgumentValue argumentValues[kMaxFastParameters];
+  if (!state.table.makeKey(&PyTuple_GET_ITEM(values, 0), runtimeCount,
+                           &PyTuple_GET_ITEM(constexprs, 0), constexprCount, numWarps, numStages,
+                           key, argumentValues))
+    Py_RETURN_FALSE;
+  const LaunchEntry *known = state.table.find(key);
+  if (known != nullptr && known->target.launchable == launchable)
+    Py_RETURN_TRUE; // callers that always take the Python path (the autotuner) come here often
+  LaunchTarget target;
+  if (!makeTarget(launchable, argumentValues, runtimeCount, target))
+    Py_RETURN_FALSE;
+  state.table.insert(key, target);
+  Py_RETURN_TRUE;
+}
+
+PyObject *dispatcherClear(PyObject *self, PyObject *) {
+  stateOf(self).table.clear();
+  Py_RETURN_NONE;
+}
+
+PyObject *dispatcherValidate(PyObject *self, PyObject *) {
+  stateOf(self).generation = dispatchGlobals().generation;
+  Py_RETURN_NONE;
+}
+
+PyObject *dispatcherEntries(PyObject *self, PyObject *) {
+  return PyLong_FromSize_t(stateOf(self).table.size());
+}
+
+PyObject *dispatcherRecorded(PyObject *self, PyObject *) {
+  const LaunchRecord &record = stateOf(self).recorded;
+  if (record.count == 0)
+    Py_RETURN_NONE;
+  size_t count = record.launcher->signature().size();
+  runtime::ArgumentBuffer buffer(count);
+  for (size_t i = 0; i < count; ++i)
+    buffer.slot(i) = record.slots[i];
+  std::string packed = record.launcher->packedBytes(buffer);
+  PyObject *bytes = PyBytes_FromStringAndSize(packed.data(), packed.size());
+  return bytes ? Py_BuildValue("((III)KNOK)", record.grid.x, record.grid.y, record.grid.z,
+                               static_cast<unsigned long long>(record.stream), bytes,
+                               record.launchable, static_cast<unsigned long long>(record.count))
+               : nullptr;
+}
+
+PyMethodDef dispatcherMethods[] = {
+    {"_dispatch_configure", dispatcherConfigure, METH_VARARGS,
+     "_dispatch_configure(names, is_constexpr, defaults): the kernel's parameters, in order."},
+    {"_dispatch_interpret", dispatcherInterpret, METH_O,
+     "_dispatch_interpret(interpret): True/False fixes the mode, None follows the knob."},
+    {"_dispatch_register", dispatcherRegister, METH_VARARGS,
+     "_dispatch_register(values, constexprs, num_warps, num_stages, launchable) -> bool"},
+    {"_dispatch_clear", dispatcherClear, METH_NOARGS, "Forgets every registered kernel."},
+    {"_dispatch_validate", dispatcherValidate, METH_NOARGS,
+     "Marks the kernel's sources as checked since the last @jit function was defined."},
+    {"_dispatch_entries", dispatcherEntries, METH_NOARGS, "Number of registered kernels."},
+    {"_dispatch_recorded", dispatcherRecorded, METH_NOARGS,
+     "((x, y, z), stream, parameter bytes, launchable, count) of the last launch of a "
+     "launcher without a kernel, which the fast path records instead of launching (count: "
+     "launches recorded so far); None before one."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyType_Slot dispatcherSlots[] = {
+    {Py_tp_new, reinterpret_cast<void *>(dispatcherNew)},
+    {Py_tp_dealloc, reinterpret_cast<void *>(dispatcherDealloc)},
+    {Py_tp_methods, dispatcherMethods},
+    {Py_mp_subscript, reinterpret_cast<void *>(dispatcherSubscript)},
+    {Py_tp_doc, const_cast<char *>("Base class of JITFunction: kernel[grid](*args) launches "
+                                   "from C++ once the Python path registered the kernel.")},
+    {0, nullptr}};
+
+PyType_Spec dispatcherSpec = {"tessera._tessera.runtime.KernelDispatcher",
+                              sizeof(DispatcherObject), 0,
+                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, dispatcherSlots};
+
+PyMemberDef boundLaunchMembers[] = {
+    {const_cast<char *>("__vectorcalloffset__"), T_PYSSIZET,
+     static_cast<Py_ssize_t>(offsetof(BoundLaunchObject, vectorcall)), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyType_Slot boundLaunchSlots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void *>(boundLaunchDealloc)},
+    {Py_tp_call, reinterpret_cast<void *>(PyVectorcall_Call)},
+    {Py_tp_members, boundLaunchMembers},
+    {Py_tp_doc, const_cast<char *>("kernel[grid]: call it with the kernel's arguments.")},
+    {0, nullptr}};
+
+PyType_Spec boundLaunchSpec = {"tessera._tessera.runtime.BoundLaunch", sizeof(BoundLaunchObject),
+                               0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL |
+                                   Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                               boundLaunchSlots};
+
+void setInterpretSources(py::object overrides, py::object rawEnviron, py::bytes variable) {
+  DispatchGlobals &globals = dispatchGlobals();
+  auto keep = [](PyObject *&slot, const py::object &value) {
+    Py_XDECREF(slot);
+    slot = PyDict_Check(value.ptr()) ? Py_NewRef(value.ptr()) : nullptr;
+  };
+  keep(globals.knobOverrides, overrides);
+  keep(globals.rawEnviron, rawEnviron);
+  Py_XDECREF(globals.interpretVariable);
+  globals.interpretVariable = Py_NewRef(variable.ptr());
+}
+
+/// The current stream that `tensor_type`'s framework reports through its DLPack exchange table.
+uint64_t exchangeCurrentStream(py::handle tensorType, int device) {
+  if (!PyType_Check(tensorType.ptr()))
+    throw py::type_error("exchange_current_stream needs a type, e.g. torch.Tensor");
+  const auto &strategy =
+      runtime::python::strategyFor(reinterpret_cast<PyTypeObject *>(tensorType.ptr()));
+  if (strategy.exchange == nullptr || strategy.exchange->current_work_stream == nullptr)
+    throw py::type_error("this type has no DLPack exchange table with current_work_stream");
+  void *stream = nullptr;
+  if (strategy.exchange->current_work_stream(runtime::dlpack::kDLCUDA, device, &stream) != 0)
+    throw py::error_already_set();
+  return reinterpret_cast<uint64_t>(stream);
+}
+
+} // namespace
+
+void bindDispatcher(py::module_ &m) {
+  PyObject *bound = PyType_FromSpec(&boundLaunchSpec);
+  if (bound == nullptr)
+    throw py::error_already_set();
+  gBoundLaunchType = reinterpret_cast<PyTypeObject *>(bound); // kept for the process
+  m.add_object("BoundLaunch", py::handle(bound));
+  PyObject *dispatcher = PyType_FromSpec(&dispatcherSpec);
+  if (dispatcher == nullptr)
+    throw py::error_already_set();
+  m.add_object("KernelDispatcher", py::reinterpret_steal<py::object>(dispatcher));
+  m.def("set_interpret_sources", &setInterpretSources, py::arg("overrides"),
+        py::arg("raw_environ"), py::arg("variable"),
+        "Where the fast launch path reads the interpret knob: tessera.config's override dict, "
+        "os.environ's raw bytes dict and the variable name as bytes (None: ask Python).");
+  m.def("exchange_current_stream", &exchangeCurrentStream, py::arg("tensor_type"),
+        py::arg("device"),
+        "The stream the fast launch path launches on for tensors of this type (tests).");
+}
+
+} // namespace tessera::bindings

@@ -1,0 +1,124 @@
+// The Python objects of the fast launch path, shared by launch.cpp (the call: bind, specialize,
+// launch) and launch_dispatcher.cpp (the KernelDispatcher type that JITFunction subclasses, and
+// the methods the Python path uses to fill its launch table). Written against the CPython API:
+// a pybind11 call costs more than the whole fast path.
+#pragma once
+
+#include "launch_table.h"
+
+#include <pybind11/pybind11.h>
+
+namespace tessera::bindings {
+
+/// Adds KernelDispatcher (the base class of JITFunction), set_interpret_sources and
+/// exchange_current_stream to the runtime submodule (called by bindRuntime in runtime.cpp).
+void bindDispatcher(pybind11::module_ &m);
+
+/// Sets the Python error tessera._tessera.runtime.CudaError (with `call` and `code`); defined
+/// in runtime.cpp beside the exception type.
+void setCudaError(const runtime::CudaError &error);
+
+struct LaunchStrings {
+  PyObject *numWarps = PyUnicode_InternFromString("num_warps");
+  PyObject *numStages = PyUnicode_InternFromString("num_stages");
+  PyObject *grid = PyUnicode_InternFromString("grid");
+  PyObject *run = PyUnicode_InternFromString("run");
+  PyObject *launcher = PyUnicode_InternFromString("launcher");
+  PyObject *device = PyUnicode_InternFromString("device");
+  PyObject *currentStream = PyUnicode_InternFromString("current_stream");
+  PyObject *streamType = PyUnicode_InternFromString("stream_type");
+  PyObject *interpret = PyUnicode_InternFromString("interpret");
+  PyObject *defaultWarps = PyLong_FromLong(4);  // JITFunction.run's defaults
+  PyObject *defaultStages = PyLong_FromLong(1);
+};
+inline const LaunchStrings &launchStrings() {
+  static const LaunchStrings *instance = new LaunchStrings(); // lives as long as the interpreter
+  return *instance;
+}
+
+struct DispatchGlobals {
+  // Bumped whenever a KernelDispatcher (a @jit function) is created: a kernel compiled before a
+  // @jit helper it calls was redefined takes the Python path once, which checks its sources.
+  uint64_t generation = 0;
+  // Where tessera.config.knobs.interpret comes from (set_interpret_sources), read here without
+  // calling the Python property: the knobs' override dict, os.environ's raw bytes dict and the
+  // variable's name as bytes. Null: unknown, every call asks the Python path.
+  PyObject *knobOverrides = nullptr;
+  PyObject *rawEnviron = nullptr;
+  PyObject *interpretVariable = nullptr;
+};
+DispatchGlobals &dispatchGlobals();
+
+/// JITFunction(interpret=...): None follows the knob.
+enum class InterpretMode { FromKnob, Always, Never };
+
+struct Parameter {
+  PyObject *name = nullptr;         // strong
+  PyObject *defaultValue = nullptr; // strong, null when required
+  bool isConstexpr = false;
+};
+
+/// What the fast path would have launched, for a launcher without a kernel (tests, and
+/// benchmarks of the host path on machines without a GPU).
+struct LaunchRecord {
+  runtime::LaunchGrid grid;
+  uint64_t stream = 0;
+  uint64_t slots[kMaxFastParameters]; // the parameters, one 8-byte slot each
+  PyObject *launchable = nullptr;     // strong
+  PyObject *launcherObject = nullptr; // strong; owns `launcher`
+  const runtime::KernelLauncher *launcher = nullptr;
+  uint64_t count = 0; // launches recorded so far
+
+  ~LaunchRecord() {
+    Py_XDECREF(launchable);
+    Py_XDECREF(launcherObject);
+  }
+};
+
+struct DispatcherState {
+  std::vector<Parameter> parameters;
+  std::vector<size_t> runtimeIndices, constexprIndices;
+  InterpretMode interpret = InterpretMode::FromKnob;
+  bool configured = false;
+  uint64_t generation = 0;
+  LaunchTable table;
+  LaunchRecord recorded;
+
+  void clearParameters() {
+    for (Parameter &parameter : parameters) {
+      Py_XDECREF(parameter.name);
+      Py_XDECREF(parameter.defaultValue);
+    }
+    parameters.clear();
+    runtimeIndices.clear();
+    constexprIndices.clear();
+    configured = false;
+  }
+  ~DispatcherState() {
+    clearParameters();
+  }
+};
+
+struct DispatcherObject {
+  PyObject_HEAD
+  DispatcherState *state;
+};
+
+/// `kernel[grid]`: called, it launches (vectorcall).
+struct BoundLaunchObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject *dispatcher; // strong
+  PyObject *grid;       // strong
+};
+
+/// Stores one runtime value as the kernel's parameter `kind`; false where the Python path
+/// would convert differently or raise (then the call takes the Python path).
+bool packValue(runtime::ArgKind kind, const runtime::python::ArgumentValue &value,
+               uint64_t &slot);
+
+PyObject *boundLaunchCall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                          PyObject *kwnames);
+void boundLaunchDealloc(PyObject *self);
+
+} // namespace tessera::bindings

@@ -1,0 +1,84 @@
+"""Stand-ins for the GPU in tests of the launch paths (python/tessera/jit.py and
+cpp/bindings/launch.cpp): kernels "prepare" into launchers without a kernel, which the C++ fast
+path records instead of launching, and the Python path's launches are recorded too."""
+from __future__ import annotations
+
+import struct
+from typing import Any, List
+
+from tessera.runtime import driver, launcher
+
+STREAM = 0x5EED
+
+
+class RecordingLaunchable(launcher.Launchable):
+    """A prepared kernel without a GPU: remembers what it was prepared for and what the Python
+    path launched; the fast path's launches land in JITFunction._dispatch_recorded()."""
+
+    def __init__(self, jit_fn, specialization, constexprs, num_warps, num_stages) -> None:
+        signature = [launcher._launcher_kind(specialization[0][n]) for n in jit_fn.runtime_names]
+        super().__init__(jit_fn.__name__, driver.KernelLauncher(signature, None, num_warps),
+                         0, "other", jit_fn.runtime_names, {})
+        self.current_stream = lambda: STREAM
+        self.prepared_for = (specialization, dict(constexprs), num_warps, num_stages)
+        self.python_launches: List[tuple] = []
+
+    def launch(self, grid, args) -> None:
+        """As Launchable.launch, through the real launcher (which parses the grid and packs
+        the arguments), with tensors passed as their addresses (they are in host memory)."""
+        addresses = [address_of(a) for a in args]
+        try:
+            self.launcher.launch(grid, STREAM, addresses)
+        except driver.CudaError as e:           # it has no kernel, and says so
+            assert "no loaded kernel" in str(e)
+        self.python_launches.append((grid, tuple(args), self.launcher.pack(addresses, STREAM)))
+
+
+def address_of(value):
+    if hasattr(value, "data_ptr"):
+        return value.data_ptr()
+    if hasattr(value, "__array_interface__") and getattr(value, "ndim", 0) > 0:
+        return value.__array_interface__["data"][0]
+    return value
+
+
+class FakeGpu:
+    """Patches launcher.prepare; `prepared` lists every RecordingLaunchable made."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.prepared: List[RecordingLaunchable] = []
+        monkeypatch.setattr(launcher, "prepare", self.prepare)
+
+    def prepare(self, jit_fn, values, specialization, constexprs, num_warps, num_stages,
+                built=None):
+        kernel = RecordingLaunchable(jit_fn, specialization, constexprs, num_warps, num_stages)
+        self.prepared.append(kernel)
+        return kernel
+
+    def python_launch_count(self) -> int:
+        return sum(len(k.python_launches) for k in self.prepared)
+
+
+def fast_launch_count(kernel) -> int:
+    recorded = kernel._dispatch_recorded()
+    return 0 if recorded is None else recorded[4]
+
+
+def expected_parameters(values: List[Any]) -> bytes:
+    """The kernel parameter buffer, worked out here from the values alone: tensors pass their
+    address, ints i32 (else i64, else u64), floats fp32, bools one byte; each parameter at its
+    natural alignment."""
+    buffer = b""
+    for value in values:
+        if isinstance(value, bool):
+            fmt, raw = "<B", int(value)
+        elif isinstance(value, int):
+            fmt = "<i" if -2**31 <= value < 2**31 else "<q" if value < 2**63 else "<Q"
+            raw = value
+        elif isinstance(value, float):
+            fmt, raw = "<f", value
+        else:
+            fmt, raw = "<Q", value.data_ptr()
+        size = struct.calcsize(fmt)
+        buffer += b"\0" * (-len(buffer) % size) + struct.pack(fmt, raw)
+    return buffer
