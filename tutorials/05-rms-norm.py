@@ -201,12 +201,14 @@ def backward_config(n_cols: int, reductions_per_row: int) -> dict:
             config = {"BLOCK_ROWS": 512 // block_cols, "BLOCK_COLS": block_cols, "num_warps": 1}
         else:
             config = tile_config(n_cols, elements=1024)
-    # Narrow rows: prefetch the next row block of x and dy (cp.async into a 2-slot ring)
-    # while this one reduces. Measured on an H200 (fp32, B = 2048): LayerNorm at H = 128 went
-    # from 82.9-88.3% to 85.5-88.9% of the copy bandwidth, RMSNorm from 87.7-90.4% to
-    # 90.3-92.0%; at H = 256 and 512 the ring made LayerNorm slower (81.7% instead of 85.0%,
-    # 72.8% instead of 87.5%), so wider rows are not prefetched.
-    return {**config, "num_stages": 2 if config["BLOCK_COLS"] <= 128 else 1}
+    # LayerNorm's narrow rows: prefetch the next row block of x and dy (cp.async into a 2-slot
+    # ring) while this one reduces. Measured on an H200 (fp32, B = 2048): at H = 128 it went
+    # from 82.9-88.3% to 85.5-88.9% of the copy bandwidth; at H = 256 and 512 the ring made it
+    # slower (81.7% instead of 85.0%, 72.8% instead of 87.5%), so wider rows are not
+    # prefetched. RMSNorm gained less (87.7-90.4% to 90.3-92.0%) and its bf16 tile then
+    # spilled 4 bytes, so it keeps one stage.
+    prefetch = reductions_per_row > 2 and config["BLOCK_COLS"] <= 128
+    return {**config, "num_stages": 2 if prefetch else 1}
 
 
 def empty(like, shape, fp32: bool = False):

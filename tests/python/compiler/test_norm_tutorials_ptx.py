@@ -3,6 +3,7 @@ and sm_90a with the configs their wrappers launch, use 16-byte accesses where ro
 aligned, and ptxas assembles them with zero spills (where ptxas is installed)."""
 import importlib.util
 import os
+import re
 
 import ml_dtypes
 import numpy as np
@@ -28,8 +29,10 @@ DTYPES = {"fp32": np.float32, "bf16": ml_dtypes.bfloat16}
 
 
 def check_resources(stages, arch, aligned: bool):
-    if aligned:
-        assert "ld.global.v4.b32" in stages["ptx"]
+    if aligned:  # 16-byte global reads: plain loads, or copies into a cp.async ring
+        ptx = stages["ptx"]
+        assert "ld.global.v4.b32" in ptx or re.search(
+            r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16", ptx)
     if ptxas.find_ptxas() is None:
         pytest.skip("ptxas not installed: PTX not assembled")
     report = ptxas.assemble(stages["ptx"], arch).report
@@ -54,13 +57,14 @@ def test_norm_kernels(kernel, n_cols, dtype, arch):
     x = np.zeros((64, n_cols), DTYPES[dtype])
     w = np.zeros(n_cols, DTYPES[dtype])
     partials = np.zeros((8, n_cols), np.float32)
-    forward, backward = norms.tile_config(n_cols), norms.tile_config(n_cols, elements=1024)
+    forward = norms.tile_config(n_cols)  # the configs the wrappers launch (rings included)
     calls = {
         "rms_fwd": (norms.rms_norm_fwd, (x, w, x, 64, n_cols, 1e-6), forward),
-        "rms_bwd": (norms.rms_norm_bwd, (x, x, w, x, partials, 64, n_cols, 1e-6), backward),
+        "rms_bwd": (norms.rms_norm_bwd, (x, x, w, x, partials, 64, n_cols, 1e-6),
+                    norms.backward_config(n_cols, reductions_per_row=2)),
         "ln_fwd": (norms.layer_norm_fwd, (x, w, w, x, 64, n_cols, 1e-5), forward),
         "ln_bwd": (norms.layer_norm_bwd, (x, x, w, x, partials, partials, 64, n_cols, 1e-5),
-                   backward),
+                   norms.backward_config(n_cols, reductions_per_row=4)),
     }
     function, args, config = calls[kernel]
     stages = function.asm(*args, **config, arch=arch)
