@@ -27,8 +27,8 @@ from . import ptxas
 PIPELINES: Dict[str, List[str]] = {
     "tir": ["canonicalize", "cse", "dce", "licm", "canonicalize", "dce"],
     "tgir": ["assign_layouts", "coalesce", "accelerate_matmul", "remove_layout_conversions",
-             "canonicalize", "cse", "dce", "licm", "pipeline", "canonicalize", "cse", "dce",
-             "allocate_shared", "membar"],
+             "canonicalize", "cse", "dce", "licm", "stage_invariant_operands", "pipeline",
+             "canonicalize", "cse", "dce", "allocate_shared", "membar"],
 }
 
 
