@@ -514,6 +514,11 @@ def peak_bytes(fn: Optional[Callable]) -> dict:
 
     if fn is None:
         return failed("n/a", "not in the tutorial yet")
+    try:  # a first call compiles and autotunes: the tuner's timing buffers are not fn's
+        fn()
+    except Exception as exc:
+        free_memory()
+        return {"status": classify(exc), "bytes": None, "reason": reason_of(exc)}
     free_memory()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()

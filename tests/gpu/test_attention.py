@@ -142,7 +142,13 @@ def test_sequence_65536_forward_backward_memory(tutorial):
     gen = torch.Generator(device="cuda").manual_seed(6)
     q, k, v, do = (torch.randn((1, 1, S, D), device="cuda", dtype=torch.bfloat16,
                                generator=gen) for _ in range(4))
+    # A first pass autotunes the kernels for this shape (the timing's L2-flush buffer and the
+    # candidates' extra outputs are the tuner's, not the attention's): measure the second.
+    o, lse = tutorial.attention_forward(q, k, v, causal=True)
+    tutorial.attention_backward(q, k, v, o, lse, do, causal=True)
+    del o, lse
     torch.cuda.synchronize()
+    torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
     o, lse = tutorial.attention_forward(q, k, v, causal=True)
