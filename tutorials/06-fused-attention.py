@@ -14,6 +14,7 @@
 # - saving the log-sum-exp of every row, so that the backward pass rebuilds `P` with one
 #   `exp2` per score, and the backward as three kernels without atomics;
 # - float32 inputs on the tensor cores through tf32 (`input_precision="tf32"`);
+# - autotuning the tiles per (sequence length, head dim, causal, dtype);
 # - wrapping kernels as a `torch.library` custom op with a fake implementation and autograd,
 #   so that `torch.compile(fullgraph=True)` of a model calling them has no graph breaks.
 #
@@ -119,9 +120,9 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
 # (input dtype) and the base-2 log-sum-exp `lse2` as float32 (B, H, S). Tiles per head dim and
 # input width: the register file holds Q (BLOCK_M x D), the accumulator (BLOCK_M x D, fp32)
 # and the scores (BLOCK_M x BLOCK_N, fp32), so the larger D (or the wider the inputs), the
-# smaller the blocks (the backward kernels' configs are here too). Every config compiles for
-# sm_80 and sm_90a with zero register spills (tests/python/compiler/test_attention_ptx.py).
-# At float32 and D = 256 not even a warp's 16 rows of Q fit beside the accumulators: there
+# smaller the blocks (the backward kernels' configs are here too). Each head dim lists a few
+# candidates; `@tessera.autotune` times them once per (S, D, causal, dtype) and keeps the
+# fastest on disk, so a training run tunes once. At float32 and D = 256 not even a warp's 16 rows of Q fit beside the accumulators: there
 # `RELOAD` makes the kernels read their loop-invariant tiles again at every step (from L2).
 
 # %%

@@ -20,6 +20,7 @@
 //    it, a local_load before each dot.
 #include "transforms/layout_passes.h"
 
+#include "analysis/shared_scratch.h"
 #include "ir/pass_manager.h"
 #include "layout/dot_operand.h"
 #include "layout/shared_encoding.h"
@@ -44,18 +45,6 @@ struct Candidate {
 int64_t registersPerThread(const Type &type) {
   LinearLayout layout = type.encoding()->toLinearLayout(type.shape());
   return (layout.getInDimSize(kRegisterDim) * type.bitWidth() + 31) / 32;
-}
-
-/// The dim a register layout keeps contiguous (the first register or lane basis of size 1).
-int contiguousDim(const LinearLayout &layout) {
-  for (const char *dim : {kRegisterDim, kLaneDim}) {
-    int numBits = layout.hasInDim(dim) ? layout.getInDimSizeLog2(dim) : 0;
-    for (int bit = 0; bit < numBits; ++bit)
-      for (int axis = 0; axis < layout.getNumOutDims(); ++axis)
-        if (layout.getBasis(dim, bit, tensorDimName(axis)) == 1)
-          return axis;
-  }
-  return layout.getNumOutDims() - 1;
 }
 
 // Plan step 1.
@@ -86,7 +75,7 @@ std::vector<Candidate> candidatesOf(Operation *loop) {
 void stage(Operation *convert) {
   Value *source = convert->operand(0);
   const Type &type = source->type();
-  int fastest = contiguousDim(type.encoding()->toLinearLayout(type.shape()));
+  int fastest = analysis::fastestDim(type.encoding()->toLinearLayout(type.shape()));
   EncodingPtr shared =
       dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest}, type.bitWidth() / 8);
   Builder builder;

@@ -14,6 +14,7 @@
 #include "transforms/pipeline/schedule.h"
 
 #include "analysis/axis_info.h"
+#include "analysis/shared_scratch.h"
 #include "layout/dot_operand.h"
 #include "layout/shared_encoding.h"
 
@@ -40,18 +41,6 @@ bool isZeroConstant(Value *value) {
   if (const int64_t *integer = std::get_if<int64_t>(&attr))
     return *integer == 0;
   return false;
-}
-
-/// The dim a tile of this layout keeps contiguous (as codegen's lower_shared.cpp picks it).
-int contiguousDim(const LinearLayout &layout) {
-  for (const char *dim : {kRegisterDim, kLaneDim}) {
-    int numBits = layout.hasInDim(dim) ? layout.getInDimSizeLog2(dim) : 0;
-    for (int bit = 0; bit < numBits; ++bit)
-      for (int axis = 0; axis < layout.getNumOutDims(); ++axis)
-        if (layout.getBasis(dim, bit, tensorDimName(axis)) == 1)
-          return axis;
-  }
-  return layout.getNumOutDims() - 1;
 }
 
 bool isOperandConversion(const Operation *user) {
@@ -105,7 +94,7 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
   int elementBytes = type.bitWidth() / 8;
   if (analysis::accessVectorWidth(axisInfo, *load) * elementBytes < 4)
     return "runs of less than 4 bytes per thread (cp.async copies 4, 8 or 16)";
-  int fastest = contiguousDim(type.encoding()->toLinearLayout(type.shape()));
+  int fastest = analysis::fastestDim(type.encoding()->toLinearLayout(type.shape()));
   out.load = load;
   if (collectOperandReads(load, out)) // ldmatrix reads of either orientation: swizzled
     out.slotEncoding = dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest},
