@@ -4,6 +4,9 @@
 # the tutorial and the benchmarks. Results go to $OUT (or ./gpu-results) when set.
 #
 # Carried: .carry/core.tar.gz holding python/tessera/_lib/libtessera_core.so (scripts/pack_core.sh).
+# Everything at once takes longer than one 10-minute device call (the tests take about 3 minutes,
+# tutorial 06 autotunes and benchmarks 16 cases): split it with TUTORIALS=" " / BENCHMARKS=" "
+# (or lists of files) and PYTEST_ARGS, e.g. BENCHMARKS=" " TUTORIALS=" " for the tests alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-results}
