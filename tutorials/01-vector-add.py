@@ -19,6 +19,7 @@ import numpy as np
 
 import tessera
 import tessera.language as tl
+from tessera.testing import gpu_available
 
 
 @tessera.jit
@@ -41,14 +42,6 @@ def add(x, y, out=None, BLOCK: int = 1024):
     n = x.shape[0]
     add_kernel[lambda args: (tessera.cdiv(n, args["BLOCK"]),)](x, y, out, n, BLOCK=BLOCK)
     return out
-
-
-def gpu_available() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available() and not tessera.config.knobs.interpret
-    except ImportError:
-        return False
 
 
 # %% [markdown]

@@ -22,6 +22,7 @@ import numpy as np
 
 import tessera
 import tessera.language as tl
+from tessera.testing import gpu_available
 
 # %% [markdown]
 # ## The kernel
@@ -74,14 +75,6 @@ def softmax(x, out=None):
     grid = (tessera.cdiv(n_rows, config["BLOCK_ROWS"]),)
     softmax_kernel[grid](out, x, stride(x), stride(out), n_rows, n_cols, **config)
     return out
-
-
-def gpu_available() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available() and not tessera.config.knobs.interpret
-    except ImportError:
-        return False
 
 
 # %% [markdown]

@@ -23,6 +23,7 @@ import sys
 import numpy as np
 import tessera
 import tessera.language as tl
+from tessera.testing import gpu_available
 
 # %% [markdown]
 # ## The kernel
@@ -129,14 +130,6 @@ def matmul(a, b, bias=None, activation: str = "", out=None):
         out.strides[1] // out.itemsize if isinstance(out, np.ndarray) else out.stride(1),
         HAS_BIAS=bias is not None, ACTIVATION=activation)
     return out
-
-
-def gpu_available() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available() and not tessera.config.knobs.interpret
-    except ImportError:
-        return False
 
 
 # %% [markdown]

@@ -25,6 +25,7 @@ import numpy as np
 
 import tessera
 import tessera.language as tl
+from tessera.testing import gpu_available
 
 # %% [markdown]
 # ## Forward
@@ -305,14 +306,6 @@ def layer_norm_backward(dy, x, w, eps: float = 1e-5, dx=None):
     layer_norm_bwd[(programs,)](dy, x, w, dx, dw_partials, db_partials, n_rows, n_cols, eps,
                                 **config)
     return dx, reduce_partials(dw_partials, w), reduce_partials(db_partials, w)
-
-
-def gpu_available() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available() and not tessera.config.knobs.interpret
-    except ImportError:
-        return False
 
 
 # %% [markdown]

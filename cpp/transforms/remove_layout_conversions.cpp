@@ -60,13 +60,6 @@ constexpr size_t kMaxSliceSize = 512;
 /// A slice may end in a conversion of a value this many times smaller than its root.
 constexpr int64_t kBoundaryRatio = 8;
 
-int64_t numElements(const Value *value) {
-  int64_t count = 1;
-  for (int64_t extent : value->type().shape())
-    count *= extent;
-  return count;
-}
-
 std::vector<Operation *> opsInOrder(Operation *func) {
   std::vector<Operation *> ops;
   func->walk([&](Operation *op) {
@@ -103,7 +96,7 @@ public:
   explicit Rematerialization(std::map<Need, Value *> &cache) : cache_(cache) {}
 
   bool collect(Value *root, const EncodingPtr &target) {
-    int64_t rootElements = numElements(root);
+    int64_t rootElements = root->type().numElements();
     std::vector<std::pair<Value *, EncodingPtr>> worklist{{root, target}};
     std::set<Need> visited;
     while (!worklist.empty()) {
@@ -131,7 +124,7 @@ public:
         if (!canProduceLayout(*def, encoding) || def->code() == OpCode::Load ||
             !def->hasTrait(trait::PURE)) {
           // A much smaller value (a bias row before its broadcast) is converted instead.
-          if (numElements(value) * kBoundaryRatio > rootElements)
+          if (value->type().numElements() * kBoundaryRatio > rootElements)
             return false;
           boundaries_[value].push_back(encoding);
           continue;

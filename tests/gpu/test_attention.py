@@ -9,7 +9,6 @@ Bounds (BENCHMARKS.md for O): ‖O − ref‖ / ‖ref‖ ≤ 5e-3 fp16 and tf32
 twice that (products of two rounded factors); lse (fp32) ≤ 1e-3.
 """
 import math
-import sys
 
 import pytest
 from tessera.testing.tutorials import load_tutorial_section
@@ -25,10 +24,8 @@ HEAD_DIMS = [16, 32, 64, 128, 256]
 @pytest.fixture(scope="module")
 def tutorial():
     # Kernels, wrappers and the PyTorch integration; the tutorial's checks are left out.
-    module = load_tutorial_section("06-fused-attention.py", "LOG2E =",
-                                   "# %% [markdown]\n# ## Correctness")
-    sys.modules[module.__name__] = module  # torch.compile looks functions' globals up there
-    return module
+    return load_tutorial_section("06-fused-attention.py", "LOG2E =",
+                                 "# %% [markdown]\n# ## Correctness")
 
 
 def reference(q, k, v, do, causal, sm_scale):

@@ -19,6 +19,17 @@ RETURN_MODES = ("min", "max", "mean", "median", "all")
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 
 
+def gpu_available() -> bool:
+    """Whether kernels run on a GPU here: torch sees CUDA and the interpreter is not forced
+    (``TESSERA_INTERPRET``). Tutorials run on the GPU when this holds, else interpreted."""
+    from ..config import knobs
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and not knobs.interpret
+
+
 def relative_error(out, ref) -> float:
     """‖out − ref‖ / ‖ref‖ in float64 (NaN anywhere gives inf: NaN never passes)."""
     out = np.asarray(out, dtype=np.float64)

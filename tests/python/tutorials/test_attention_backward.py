@@ -6,7 +6,6 @@ torch.compile(fullgraph=True) forward + backward against float64 autograd, and o
 
 Bounds as the tutorial's: O ≤ 5e-3 (fp16, tf32), 1e-2 (bf16); gradients twice that.
 """
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -21,10 +20,8 @@ BOUNDS = {"float16": (5e-3, 1e-2), "bfloat16": (1e-2, 2e-2), "float32": (5e-3, 1
 @pytest.fixture(scope="module")
 def tutorial():
     # Kernels, wrappers and the PyTorch integration; the tutorial's checks are left out.
-    module = load_tutorial_section("06-fused-attention.py", "LOG2E =",
-                                   "# %% [markdown]\n# ## Correctness")
-    sys.modules[module.__name__] = module  # torch.compile looks functions' globals up there
-    return module
+    return load_tutorial_section("06-fused-attention.py", "LOG2E =",
+                                 "# %% [markdown]\n# ## Correctness")
 
 
 @pytest.fixture
