@@ -2,15 +2,16 @@
 # # Matrix multiplication
 #
 # A matrix product on the tensor cores, with a fused epilogue. You will learn:
-# - `tl.dot`: a tile-level matrix product that Tessera runs on `mma.sync` tensor-core
-#   instructions (operands staged through swizzled shared memory and read with `ldmatrix`);
+# - `tl.dot`: a tile-level matrix product that Tessera runs on the tensor cores: `wgmma` on
+#   Hopper (sm_90a; a warpgroup of 4 warps reads both operands from swizzled shared memory
+#   through matrix descriptors), `mma.sync` elsewhere (fragments read with `ldmatrix`);
 # - software pipelining: with `num_stages=S` the loads of the next S-1 iterations of the K loop
 #   are in flight (`cp.async`) while the tensor cores work on this one;
 # - grouped program ordering (`GROUP_SIZE_M`), which makes neighbouring programs share rows
 #   of A and columns of B in the L2 cache;
 # - masks for sizes that are not multiples of the blocks, and a fused epilogue (bias +
 #   leaky ReLU) applied to the accumulator before it is stored;
-# - how to check the PTX for `ldmatrix`, `mma.sync` and `cp.async`, and to benchmark against
+# - how to check the PTX for `wgmma`, `ldmatrix`, `mma.sync` and `cp.async`, and to benchmark against
 #   `torch.matmul` (cuBLAS) at 4096³ and 8192³ in fp16 and bf16.
 #
 # With a GPU the tutorial runs on it; without one it runs through the interpreter (exact, on
@@ -104,6 +105,12 @@ CONFIGS = [
                    num_warps=8, num_stages=3),
     tessera.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_SIZE_M": 8},
                    num_warps=4, num_stages=4),
+    # wgmma's (sm_90a) best: one warpgroup on 128 x 128 with K steps of 64, 3 stages (96 KiB,
+    # two CTAs per SM), and two warpgroups on 256 x 128.
+    tessera.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
+                   num_warps=4, num_stages=3),
+    tessera.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
+                   num_warps=8, num_stages=3),
     tessera.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_SIZE_M": 8},
                    num_warps=4, num_stages=4),
 ]
@@ -209,6 +216,25 @@ for needle in ("cp.async.cg.shared.global", "ldmatrix.sync.aligned.m8n8.x4",
     lines = [line for line in lines if needle in line]
     assert lines, f"{needle} not found in the PTX"
     print(f"{len(lines):>4} x {lines[0]}")
+
+# %% [markdown]
+# For sm_90a the same kernel becomes `wgmma`: per warpgroup and K step of 16, one
+# `wgmma.mma_async ... m64n128k16` per 64 rows of the tile, reading A and B straight from the
+# cp.async rings (64-bit matrix descriptors, no `ldmatrix`), then `wgmma.wait_group`.
+# (`tessera.config.knobs.wgmma = False`, or TESSERA_WGMMA=0, keeps mma.sync on sm_90a too.)
+
+# %%
+stages = matmul_kernel.asm(x, x, x, x, 256, 256, 256, 256, 1, 256, 1, 256, 1,
+                           BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_SIZE_M=8, HAS_BIAS=False,
+                           ACTIVATION="", num_warps=4, num_stages=3, arch="sm_90a")
+ptx = stages["ptx"]
+for needle in ("wgmma.mma_async.sync.aligned.m64n128k16", "wgmma.wait_group.sync.aligned 0",
+               "cp.async.wait_group 1"):
+    lines = [" ".join(line.split()) for line in ptx.splitlines()]
+    lines = [line for line in lines if needle in line]
+    assert lines, f"{needle} not found in the PTX"
+    print(f"{len(lines):>4} x {lines[0][:110]}")
+assert "ldmatrix" not in ptx
 
 # %% [markdown]
 # ## Benchmark

@@ -28,8 +28,16 @@ using ir::OpCode;
 
 namespace {
 
-int64_t alignUp(int64_t value) {
-  return (value + kSharedAlignment - 1) / kSharedAlignment * kSharedAlignment;
+int64_t alignUp(int64_t value, int64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+/// Buffers of 1 KiB or more start on a 1 KiB boundary: wgmma's 128-byte swizzle is a
+/// function of address bits 7-9, so a tile read through a descriptor must begin where the
+/// pattern does (the descriptor's base offset is 0). Smaller ones need only 128 bytes.
+int64_t alignmentOf(const SharedBuffer &buffer) {
+  return !buffer.isScratch && buffer.bytes >= kWgmmaTileAlignment ? kWgmmaTileAlignment
+                                                                   : kSharedAlignment;
 }
 
 /// Program-order positions: each op's own, and the last one nested in it (its span).
@@ -103,13 +111,14 @@ int64_t lastUseOf(ir::Operation &localAlloc, const Positions &positions, int64_t
 }
 
 /// The lowest aligned offset for `bytes` that overlaps none of `taken` ([begin, end) pairs).
-int64_t firstFit(std::vector<std::pair<int64_t, int64_t>> taken, int64_t bytes) {
+int64_t firstFit(std::vector<std::pair<int64_t, int64_t>> taken, int64_t bytes,
+                 int64_t alignment) {
   std::sort(taken.begin(), taken.end());
   int64_t offset = 0;
   for (const auto &[begin, end] : taken) {
     if (offset + bytes <= begin)
       break;
-    offset = std::max(offset, alignUp(end));
+    offset = std::max(offset, alignUp(end, alignment));
   }
   return offset;
 }
@@ -162,7 +171,7 @@ void SharedAllocation::placeFirstFit() {
     for (size_t j : placed)
       if (buffers_[i].liveAtOnce(buffers_[j]))
         taken.emplace_back(buffers_[j].offset, buffers_[j].end());
-    buffers_[i].offset = firstFit(taken, buffers_[i].bytes);
+    buffers_[i].offset = firstFit(taken, buffers_[i].bytes, alignmentOf(buffers_[i]));
     totalBytes_ = std::max(totalBytes_, buffers_[i].end());
     placed.push_back(i);
   }
@@ -179,7 +188,7 @@ void SharedAllocation::separateConsecutiveScratch() {
       for (const SharedBuffer &other : buffers_)
         if (&other != &buffer && !other.isScratch && buffer.liveAtOnce(other))
           taken.emplace_back(other.offset, other.end());
-      int64_t offset = firstFit(taken, buffer.bytes);
+      int64_t offset = firstFit(taken, buffer.bytes, kSharedAlignment);
       if (offset + buffer.bytes <= totalBytes_)
         buffer.offset = offset;
     }

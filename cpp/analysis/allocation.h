@@ -7,7 +7,8 @@
 // outside of extends it over that whole op; copies into a ring keep it live until the
 // async_wait {pending = 0} that drains them), and the scratch each op needs while it runs
 // (shared_scratch.h: conversions, reductions and scans across warps, atomics), live at that
-// op only. Offsets are 128-byte aligned (swizzled tiles assume it).
+// op only. Offsets are 128-byte aligned (swizzled tiles assume it), local_alloc buffers of
+// 1 KiB or more 1 KiB aligned (wgmma's descriptors assume it).
 #pragma once
 
 #include "ir/ir.h"
@@ -20,6 +21,8 @@ namespace tessera::analysis {
 
 /// Alignment of every buffer's offset, in bytes.
 constexpr int64_t kSharedAlignment = 128;
+/// Alignment of local_alloc buffers of at least this many bytes (the 128-byte swizzle's period).
+constexpr int64_t kWgmmaTileAlignment = 1024;
 
 struct SharedBuffer {
   ir::Operation *op = nullptr; // the local_alloc, or the op whose scratch this is

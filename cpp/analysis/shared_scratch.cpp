@@ -241,7 +241,8 @@ SharedTileLayout sharedSlotTile(const ir::Type &bufferType, bool hasRingDim) {
   for (int dim : encoding.getOrder())
     if (dim != 0)
       order.push_back(dim - 1);
-  return SharedEncoding(encoding.getVec(), encoding.getPerPhase(), encoding.getMaxPhase(), order)
+  return SharedEncoding(encoding.getVec(), encoding.getPerPhase(), encoding.getMaxPhase(), order,
+                        encoding.getBlockCols())
       .tileFor(shape);
 }
 

@@ -242,7 +242,7 @@ void lowerFmaDot(KernelLowering &lowering, const ir::Operation &op) {
 void lowerDot(KernelLowering &lowering, const ir::Operation &op) {
   const EncodingPtr &encoding = op.result()->type().encoding();
   if (const auto *mma = dynamic_cast<const MmaEncoding *>(encoding.get()))
-    return lowerMmaDot(lowering, op, *mma);
+    return mma->isWgmma() ? lowerWgmmaDot(lowering, op, *mma) : lowerMmaDot(lowering, op, *mma);
   if (!dynamic_cast<const DotOperandEncoding *>(op.operand(0)->type().encoding().get()))
     ir::emitError(op, "codegen: dot operands need #dot_op layouts (run accelerate_matmul)");
   lowerFmaDot(lowering, op);

@@ -44,6 +44,14 @@ llvm::Intrinsic::ID ldmatrixIntrinsic(int numMatrices, bool transposed) {
   }
 }
 
+/// fence.proxy.async.shared::cta in a func with wgmma dots: this thread's shared-memory writes
+/// so far (st.shared, landed cp.async) become visible to the async proxy that wgmma reads
+/// through, once the barrier membar placed before the dot orders them across threads.
+void emitProxyFence(KernelLowering &lowering) {
+  if (lowering.usesWgmma())
+    lowering.callIntrinsic(llvm::Intrinsic::nvvm_fence_proxy_async_shared_cta, {}, {});
+}
+
 /// Emits ldmatrix instruction `instruction` of `plan` and stores its registers in `result`.
 void emitLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan, int instruction,
                   llvm::Value *rowOffset, llvm::Value *base, llvm::Type *elementType,
@@ -150,6 +158,7 @@ void lowerLocalAlloc(KernelLowering &lowering, const ir::Operation &op) {
     const ir::Type &sourceType = op.operand(0)->type();
     storeToSharedTile(lowering, op, lowering.registersOf(op.operand(0)),
                       lowering.layoutOf(sourceType, op), tile, base, sourceType.elementType());
+    emitProxyFence(lowering);
   }
   lowering.setRegisters(op.result(), {base});
 }
@@ -163,6 +172,12 @@ void lowerLocalLoad(KernelLowering &lowering, const ir::Operation &op) {
     std::swap(tile.shape[0], tile.shape[1]);
     for (int &dim : tile.order)
       dim = 1 - dim;
+  }
+  const auto *operand = dynamic_cast<const DotOperandEncoding *>(type.encoding().get());
+  if (operand && operand->getMmaParent() && operand->getMmaParent()->isWgmma()) {
+    // wgmma reads the tile itself through a descriptor (lower_wgmma.cpp): nothing to load.
+    lowering.setSharedOperand(op.result(), {base, tile, elementBytes});
+    return;
   }
   const LinearLayout &layout = lowering.layoutOf(type, op);
   llvm::Type *registerType = lowering.registerType(type, op);
@@ -314,6 +329,7 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::AsyncWait:
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {},
                            {lowering.i32(op.intAttr("pending"))});
+    emitProxyFence(lowering);
     return true;
   case ir::OpCode::Barrier:
     lowering.emitBarrier();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "codegen/lower_to_llvm.h"
+#include "layout/mma.h"
 #include "layout/shared_memory.h"
 
 namespace tessera::codegen {
@@ -17,6 +18,8 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op);
 /// dot: mma.sync (m16n8k16 f16/bf16, m16n8k8 tf32, tf32x3) for an #mma result, FMA for a
 /// Blocked one.
 void lowerDot(KernelLowering &lowering, const ir::Operation &op);
+/// dot on wgmma (an #mma version 3 result; operands in shared memory): lower_wgmma.cpp.
+void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaEncoding &mma);
 /// trans: a relabeling of the operand's registers (accelerate_matmul makes it one).
 void lowerTrans(KernelLowering &lowering, const ir::Operation &op);
 

@@ -5,11 +5,13 @@
 // lower_layout.cpp. Thread coordinates of a register come from the value's linear layout:
 // L(register, lane = tid % 32, warp = tid / 32) (thread_indices.cpp).
 #include "codegen/lower_to_llvm.h"
+
 #include "codegen/lower_tensor_core.h"
 #include "codegen/lower_debug.h"
 #include "codegen/lower_reduce.h"
 
 #include "ir/diagnostics.h"
+#include "layout/mma.h"
 
 
 namespace tessera::codegen {
@@ -147,6 +149,13 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
   if (!func.hasAttr("shared_size"))
     ir::emitError(func, "codegen: the func has no shared_size (run allocate_shared and membar)");
   sharedBytes_ = func.intAttr("shared_size");
+  usesWgmma_ = false;
+  const_cast<ir::Operation &>(func).walk([&](ir::Operation *op) {
+    const auto *mma = op->code() == ir::OpCode::Dot
+                          ? dynamic_cast<const MmaEncoding *>(op->result()->type().encoding().get())
+                          : nullptr;
+    usesWgmma_ |= mma && mma->isWgmma();
+  });
   builder_.SetInsertPoint(llvm::BasicBlock::Create(context(), "entry", function));
   emitThreadIds();
   for (unsigned i = 0; i < body.numArguments(); ++i)

@@ -10,6 +10,7 @@
 #include "analysis/axis_info.h"
 #include "ir/ir.h"
 #include "layout/linear_layout.h"
+#include "layout/shared_memory.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -55,6 +56,24 @@ public:
     auto it = lazyValues_.find(value);
     return it == lazyValues_.end() ? nullptr : &it->second;
   }
+
+  /// A dot operand wgmma reads from shared memory (a local_load into a wgmma #dot_op
+  /// layout): no registers, only where its tile sits. `tile` is in the operand's dims.
+  struct SharedOperand {
+    llvm::Value *base = nullptr; // addrspace(3) pointer to the tile (its ring slot)
+    SharedTileLayout tile;
+    int elementBytes = 0;
+  };
+  void setSharedOperand(const ir::Value *value, SharedOperand operand) {
+    sharedOperands_[value] = std::move(operand);
+  }
+  const SharedOperand *sharedOperandOf(const ir::Value *value) const {
+    auto it = sharedOperands_.find(value);
+    return it == sharedOperands_.end() ? nullptr : &it->second;
+  }
+  /// Whether the func has wgmma dots: shared memory they read that generic-proxy writes
+  /// (cp.async, st.shared) filled needs fence.proxy.async after those writes.
+  bool usesWgmma() const { return usesWgmma_; }
 
   /// LLVM type of a scalar or pointer (of a tensor's element) as held in registers.
   llvm::Type *registerType(const ir::Type &type, const ir::Operation &op);
@@ -125,6 +144,8 @@ private:
   std::unique_ptr<analysis::AxisInfoAnalysis> axisInfo_;
   std::map<const ir::Value *, Registers> values_;
   std::map<const ir::Value *, RegisterMaker> lazyValues_;
+  std::map<const ir::Value *, SharedOperand> sharedOperands_;
+  bool usesWgmma_ = false;
   std::map<std::string, LinearLayout> layouts_;
   llvm::Value *threadId_ = nullptr, *laneId_ = nullptr, *warpId_ = nullptr;
   llvm::GlobalVariable *sharedMemory_ = nullptr;

@@ -159,7 +159,7 @@ llvm::Value *KernelLowering::sharedAt(const ir::Operation &op, int64_t offset, i
                                              llvm::GlobalValue::ExternalLinkage, nullptr,
                                              "global_smem", nullptr,
                                              llvm::GlobalValue::NotThreadLocal, 3);
-    sharedMemory_->setAlignment(llvm::Align(16));
+    sharedMemory_->setAlignment(llvm::Align(1024)); // allocation.h: wgmma tiles' alignment
   }
   if (offset == 0)
     return sharedMemory_;

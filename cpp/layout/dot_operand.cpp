@@ -54,17 +54,25 @@ LinearLayout DotOperandEncoding::toLinearLayout(const std::vector<int64_t> &shap
   registers.push_back({kDim, 4 * kWidth});
   std::vector<TileStep> lanes{{kDim, kWidth}, {kDim, 2 * kWidth},
                               {otherDim, 1}, {otherDim, 2}, {otherDim, 4}};
-  // Warps: the parent's bits (N first, then M). The warps along the dim the operand lacks
-  // hold the same elements: a zero (broadcast) step.
+  // Warps: the parent's bits (N first, then M; M first for wgmma). The warps along the dim
+  // the operand lacks hold the same elements: a zero (broadcast) step.
   const std::vector<int> &warpsPerCTA = mma->getWarpsPerCTA();
-  std::vector<TileStep> warps;
+  // N a warp covers per instruction: 8 (m16n8), or wgmma's N, stepped by registers.
+  int warpN = mma->isWgmma() ? mma->getInstrShape()[1] : 8;
+  if (opIdx == 1)
+    for (int step = 8; step < warpN; step *= 2)
+      registers.push_back({otherDim, step});
+  std::vector<TileStep> nWarps, mWarps;
   for (int w = 1; w < warpsPerCTA[1]; w *= 2)
-    warps.push_back(opIdx == 1 ? TileStep{otherDim, 8 * w} : TileStep{kDim, 0});
+    nWarps.push_back(opIdx == 1 ? TileStep{otherDim, warpN * w} : TileStep{kDim, 0});
   for (int w = 1; w < warpsPerCTA[0]; w *= 2)
-    warps.push_back(opIdx == 0 ? TileStep{otherDim, 16 * w} : TileStep{kDim, 0});
+    mWarps.push_back(opIdx == 0 ? TileStep{otherDim, 16 * w} : TileStep{kDim, 0});
+  std::vector<TileStep> warps = mma->isWgmma() ? mWarps : nWarps;
+  const std::vector<TileStep> &laterWarps = mma->isWgmma() ? nWarps : mWarps;
+  warps.insert(warps.end(), laterWarps.begin(), laterWarps.end());
   std::vector<int64_t> tile(2);
   tile[kDim] = getInstrK();
-  tile[otherDim] = opIdx == 0 ? 16 * int64_t(warpsPerCTA[0]) : 8 * int64_t(warpsPerCTA[1]);
+  tile[otherDim] = opIdx == 0 ? 16 * int64_t(warpsPerCTA[0]) : int64_t(warpN) * warpsPerCTA[1];
   // A repeats along K first (its registers then match the accumulator's, for chained dots);
   // B along N first, so that one ldmatrix.x4 fills the fragments of two n tiles of one k step
   // and a dot can read each k step just before its mma instructions.

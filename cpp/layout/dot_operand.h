@@ -44,7 +44,11 @@ public:
   ///                    lanes step k by kWidth, 2 kWidth, then m by 1, 2, 4.
   ///  B [8kWidth x 8]:  registers step k by 1 .. kWidth/2, then k by 4 kWidth;
   ///                    lanes step k by kWidth, 2 kWidth, then n by 1, 2, 4.
-  /// Warps follow the parent (N bits first, then M); the dim the operand lacks is broadcast.
+  /// Warps follow the parent (N bits first, then M; M first for wgmma); the dim the operand
+  /// lacks is broadcast. With a wgmma parent, A's registers are what wgmma reads from
+  /// registers (the m16n8k16 fragment per warp); B is read from shared memory through a
+  /// descriptor, and its layout (registers stepping n by 8 up to the instruction's N after
+  /// the m16n8k16 B steps) only names the elements a warp's instructions consume.
   /// Registers repeat the tile along K first, then M (A); along N first, then K (B).
   /// Blocked parent: the parent's layout of [M, 1] (A) or [1, N] (B), i.e. its bases along
   /// the operand's M (N) dim with the other dim broadcast, and the K extent in registers,
@@ -59,6 +63,13 @@ private:
 
   LinearLayout toBlockedOperandLayout(const std::vector<int64_t> &shape) const;
 };
+
+/// Whether `encoding` is a #dot_op of a wgmma (#mma version 3) parent: such an operand lives
+/// in shared memory, read by wgmma through a descriptor.
+inline bool isWgmmaOperand(const Encoding *encoding) {
+  const auto *operand = dynamic_cast<const DotOperandEncoding *>(encoding);
+  return operand && operand->getMmaParent() && operand->getMmaParent()->isWgmma();
+}
 
 /// kWidth of a dot operand of this element width in bits: 32 / bits (at least 1).
 inline int dotOperandKWidth(int elementBits) { return elementBits >= 32 ? 1 : 32 / elementBits; }

@@ -65,15 +65,24 @@ MmaEncoding::MmaEncoding(int versionIn, std::vector<int> warpsPerCTAIn,
                          std::vector<int> instrShapeIn)
     : version(versionIn), warpsPerCTA(std::move(warpsPerCTAIn)),
       instrShape(std::move(instrShapeIn)) {
-  if (version != 2)
-    throw std::invalid_argument("MmaEncoding: only version 2 (mma.sync) is supported, got " +
+  if (version != 2 && version != 3)
+    throw std::invalid_argument("MmaEncoding: version must be 2 (mma.sync) or 3 (wgmma), got " +
                                 std::to_string(version));
   if (warpsPerCTA.size() != 2 || !isPowerOfTwo(warpsPerCTA[0]) || !isPowerOfTwo(warpsPerCTA[1]))
     throw std::invalid_argument("MmaEncoding: warpsPerCTA must be two powers of two, got " +
                                 joinInts(warpsPerCTA));
-  if (instrShape != std::vector<int>{16, 8})
+  if (version == 2 && instrShape != std::vector<int>{16, 8})
     throw std::invalid_argument("MmaEncoding: instrShape must be [16, 8], got " +
                                 joinInts(instrShape));
+  if (version == 3) {
+    if (warpsPerCTA[0] % 4 != 0)
+      throw std::invalid_argument("MmaEncoding: version 3 needs warps along M in warpgroups "
+                                  "of 4, got " + joinInts(warpsPerCTA));
+    if (instrShape.size() != 2 || instrShape[0] != 16 || !isPowerOfTwo(instrShape[1]) ||
+        instrShape[1] < 8 || instrShape[1] > 256)
+      throw std::invalid_argument("MmaEncoding: version 3 instrShape must be [16, N] with N a "
+                                  "power of two in 8..256, got " + joinInts(instrShape));
+  }
 }
 
 std::string MmaEncoding::str() const {
@@ -94,6 +103,17 @@ LinearLayout MmaEncoding::toLinearLayout(const std::vector<int64_t> &shape) cons
   std::vector<TileStep> registers{{1, 1}, {0, 8}};
   std::vector<TileStep> lanes{{1, 2}, {1, 4}, {0, 1}, {0, 2}, {0, 4}};
   std::vector<TileStep> warps;
+  if (version == 3) {
+    int n = instrShape[1];
+    for (int step = 8; step < n; step *= 2)
+      registers.push_back({1, step});
+    for (int w = 1; w < warpsPerCTA[0]; w *= 2)
+      warps.push_back({0, 16 * w});
+    for (int w = 1; w < warpsPerCTA[1]; w *= 2)
+      warps.push_back({1, n * w});
+    std::vector<int64_t> tile{16 * int64_t(warpsPerCTA[0]), int64_t(n) * warpsPerCTA[1]};
+    return layout_detail::buildTileLayout(shape, registers, lanes, warps, tile, {1, 0});
+  }
   for (int w = 1; w < warpsPerCTA[1]; w *= 2)
     warps.push_back({1, 8 * w});
   for (int w = 1; w < warpsPerCTA[0]; w *= 2)

@@ -189,7 +189,7 @@ private:
   }
 
   /// #mma<{version, warpsPerCTA, instrShape}>, #dot_op<{opIdx, parent, kWidth}> and
-  /// #shared<{vec, perPhase, maxPhase, order}> (mma.h, dot_operand.h, shared_encoding.h).
+  /// #shared<{vec, perPhase, maxPhase, order[, blockCols]}> (mma.h, dot_operand.h, shared_encoding.h).
   EncodingPtr parseTensorCoreEncoding(const std::string &name,
                                       std::map<std::string, FieldValue> &fields) {
     if (name == "mma") {
@@ -212,7 +212,8 @@ private:
     int perPhase = takeInt(fields, "perPhase");
     int maxPhase = takeInt(fields, "maxPhase");
     std::vector<int> order = takeList(fields, "order");
-    return std::make_shared<const SharedEncoding>(vec, perPhase, maxPhase, order);
+    int blockCols = fields.count("blockCols") ? takeInt(fields, "blockCols") : 0;
+    return std::make_shared<const SharedEncoding>(vec, perPhase, maxPhase, order, blockCols);
   }
 
   const std::string &text;

@@ -18,8 +18,12 @@ using layout_util::joinInts;
 
 } // namespace
 
-SharedEncoding::SharedEncoding(int vecIn, int perPhaseIn, int maxPhaseIn, std::vector<int> orderIn)
-    : vec(vecIn), perPhase(perPhaseIn), maxPhase(maxPhaseIn), order(std::move(orderIn)) {
+SharedEncoding::SharedEncoding(int vecIn, int perPhaseIn, int maxPhaseIn, std::vector<int> orderIn,
+                               int blockColsIn)
+    : vec(vecIn), perPhase(perPhaseIn), maxPhase(maxPhaseIn), order(std::move(orderIn)),
+      blockCols(blockColsIn) {
+  if (blockCols < 0 || (blockCols > 0 && !isPowerOfTwo(blockCols)))
+    throw std::invalid_argument("SharedEncoding: blockCols must be 0 or a power of two");
   if (!isPowerOfTwo(vec) || !isPowerOfTwo(perPhase) || !isPowerOfTwo(maxPhase))
     throw std::invalid_argument("SharedEncoding: vec, perPhase and maxPhase must be powers of two");
   std::vector<int> sorted = order;
@@ -41,19 +45,21 @@ SharedTileLayout SharedEncoding::tileFor(const std::vector<int64_t> &shape) cons
   tile.vec = vec;
   tile.perPhase = perPhase;
   tile.maxPhase = maxPhase;
+  tile.blockCols = blockCols;
   tile.verify();
   return tile;
 }
 
 std::string SharedEncoding::str() const {
   return "#shared<{vec = " + std::to_string(vec) + ", perPhase = " + std::to_string(perPhase) +
-         ", maxPhase = " + std::to_string(maxPhase) + ", order = " + joinInts(order) + "}>";
+         ", maxPhase = " + std::to_string(maxPhase) + ", order = " + joinInts(order) +
+         (blockCols > 0 ? ", blockCols = " + std::to_string(blockCols) : std::string()) + "}>";
 }
 
 bool SharedEncoding::equals(const Encoding &other) const {
   const auto *shared = dynamic_cast<const SharedEncoding *>(&other);
   return shared && shared->vec == vec && shared->perPhase == perPhase &&
-         shared->maxPhase == maxPhase && shared->order == order;
+         shared->maxPhase == maxPhase && shared->order == order && shared->blockCols == blockCols;
 }
 
 LinearLayout SharedEncoding::toLinearLayout(const std::vector<int64_t> &shape) const {
@@ -83,7 +89,35 @@ std::shared_ptr<const SharedEncoding> withRingDim(const SharedEncoding &tile) {
     order.push_back(dim + 1);
   order.push_back(0);
   return std::make_shared<const SharedEncoding>(tile.getVec(), tile.getPerPhase(),
-                                                tile.getMaxPhase(), order);
+                                                tile.getMaxPhase(), order, tile.getBlockCols());
+}
+
+std::shared_ptr<const SharedEncoding>
+wgmmaSharedEncoding(const std::vector<int64_t> &shape, const std::vector<int> &order,
+                    int elemBytes) {
+  if (shape.size() != 2 || order.size() != 2)
+    throw std::invalid_argument("wgmmaSharedEncoding: expected a 2-D tile");
+  int64_t rowBytes = shape[order[0]] * elemBytes;
+  if (rowBytes < 32)
+    return nullptr;
+  int64_t swizzleBytes = std::min<int64_t>(128, rowBytes);
+  int vec = 16 / elemBytes;
+  int perPhase = static_cast<int>(128 / swizzleBytes);
+  int maxPhase = static_cast<int>(swizzleBytes / 16);
+  int blockCols = rowBytes > 128 ? static_cast<int>(128 / elemBytes) : 0;
+  return std::make_shared<const SharedEncoding>(vec, perPhase, maxPhase, order, blockCols);
+}
+
+int wgmmaSwizzleBytes(const SharedTileLayout &tile, int elemBytes) {
+  if (tile.shape.size() != 2 || tile.padElements != 0)
+    return 0;
+  int64_t rowBytes = tile.storedRowLength() * elemBytes;
+  if ((rowBytes != 32 && rowBytes != 64 && rowBytes != 128) ||
+      (tile.blockCols > 0 && rowBytes != 128))
+    return 0;
+  bool matches = tile.vec * elemBytes == 16 && tile.perPhase == 128 / rowBytes &&
+                 tile.maxPhase == rowBytes / 16;
+  return matches ? static_cast<int>(rowBytes) : 0;
 }
 
 } // namespace tessera

@@ -20,13 +20,16 @@ class SharedEncoding : public Encoding {
 public:
   /// `order` lists every dim, fastest first (rows run along order[0]); in row r (the
   /// coordinate along order[1]) the vec-element chunk c sits at chunk c ^ (r / perPhase %
-  /// maxPhase). Throws std::invalid_argument unless the parameters are powers of two.
-  SharedEncoding(int vec, int perPhase, int maxPhase, std::vector<int> order);
+  /// maxPhase). blockCols > 0 cuts rows into column blocks stored one after another
+  /// (SharedTileLayout::blockCols; the wgmma layouts of rows over 128 bytes). Throws
+  /// std::invalid_argument unless the parameters are powers of two.
+  SharedEncoding(int vec, int perPhase, int maxPhase, std::vector<int> order, int blockCols = 0);
 
   int getVec() const { return vec; }
   int getPerPhase() const { return perPhase; }
   int getMaxPhase() const { return maxPhase; }
   const std::vector<int> &getOrder() const { return order; }
+  int getBlockCols() const { return blockCols; }
 
   /// The placement of a buffer of `shape` (elements), as the tile the simulator and the
   /// conversion code use.
@@ -41,6 +44,7 @@ public:
 private:
   int vec, perPhase, maxPhase;
   std::vector<int> order;
+  int blockCols;
 };
 
 /// The swizzle for a 2-D dot operand tile of `shape` stored with `order` (order[0] = the dim
@@ -51,6 +55,19 @@ private:
 std::shared_ptr<const SharedEncoding>
 dotOperandSharedEncoding(const std::vector<int64_t> &shape, const std::vector<int> &order,
                          int elemBytes);
+
+/// The swizzle wgmma reads through a matrix descriptor (PTX ISA "Shared Memory Matrix
+/// Layout"): 16-byte chunks XOR-swizzled over rows of 32, 64 or 128 bytes (the 32/64/128-byte
+/// swizzle modes, the same placement dotOperandSharedEncoding gives such rows); rows longer
+/// than 128 bytes are cut into 128-byte column blocks. Null when the rows are shorter than 32
+/// bytes (no swizzled mode fits).
+std::shared_ptr<const SharedEncoding>
+wgmmaSharedEncoding(const std::vector<int64_t> &shape, const std::vector<int> &order,
+                    int elemBytes);
+
+/// The descriptor fields of a tile in a wgmmaSharedEncoding: the swizzle width in bytes (32,
+/// 64, 128) or 0 when the tile's placement is not one of them.
+int wgmmaSwizzleBytes(const SharedTileLayout &tile, int elemBytes);
 
 /// The same encoding for a ring of buffers [numSlots, shape...]: the slot dim is the slowest.
 std::shared_ptr<const SharedEncoding> withRingDim(const SharedEncoding &tile);

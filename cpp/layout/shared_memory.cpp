@@ -44,25 +44,41 @@ void SharedTileLayout::verify() const {
       fail("extents must be powers of two");
   if (!isPowerOfTwo(vec) || !isPowerOfTwo(perPhase) || !isPowerOfTwo(maxPhase))
     fail("vec, perPhase and maxPhase must be powers of two");
-  if (maxPhase > 1 && int64_t(vec) * maxPhase > shape[order[0]])
+  if (blockCols < 0 || (blockCols > 0 && !isPowerOfTwo(blockCols)))
+    fail("blockCols must be 0 or a power of two");
+  if (maxPhase > 1 && int64_t(vec) * maxPhase > storedRowLength())
     fail("vec * maxPhase exceeds the row length");
   if (padElements < 0 || (padElements > 0 && maxPhase > 1))
     fail("padding must be >= 0 and cannot be combined with a swizzle");
+  if (padElements > 0 && blockCols > 0)
+    fail("padding cannot be combined with column blocks");
+}
+
+int64_t SharedTileLayout::storedRowLength() const {
+  int64_t rowLength = shape[order[0]];
+  return blockCols > 0 && order.size() > 1 ? std::min<int64_t>(blockCols, rowLength) : rowLength;
 }
 
 int64_t SharedTileLayout::offsetOf(const std::vector<int64_t> &coords) const {
   if (coords.size() != shape.size())
     throw std::invalid_argument("SharedTileLayout::offsetOf: wrong number of coordinates");
-  int64_t rowLength = shape[order[0]];
-  int64_t column = coords[order[0]];
+  int64_t rowLength = storedRowLength();
+  int64_t column = coords[order[0]] % rowLength;
+  int64_t block = coords[order[0]] / rowLength; // 0 unless the rows are cut into blocks
   if (maxPhase > 1 && order.size() > 1) {
     // Swizzle whole vec-element chunks so that vectorized accesses stay contiguous.
     int64_t phase = (coords[order[1]] / perPhase) % maxPhase;
     column = (((column / vec) ^ phase) * vec) + column % vec;
   }
+  // Rows of the 2-D tile, then column blocks, then the outer dims (slots) enumerate the
+  // stored rows.
+  int64_t outer = 0;
+  for (size_t i = order.size(); i-- > 2;)
+    outer = outer * shape[order[i]] + coords[order[i]];
+  int64_t numBlocks = shape[order[0]] / rowLength;
   int64_t row = 0;
-  for (size_t i = order.size(); i-- > 1;)
-    row = row * shape[order[i]] + coords[order[i]];
+  if (order.size() > 1)
+    row = (outer * numBlocks + block) * shape[order[1]] + coords[order[1]];
   return row * (rowLength + padElements) + column;
 }
 
@@ -102,7 +118,10 @@ std::string SharedTileLayout::str() const {
   for (size_t i = 0; i < order.size(); ++i)
     os << (i ? ", " : "") << order[i];
   os << "], vec = " << vec << ", perPhase = " << perPhase << ", maxPhase = " << maxPhase
-     << ", pad = " << padElements << ">";
+     << ", pad = " << padElements;
+  if (blockCols > 0)
+    os << ", blockCols = " << blockCols;
+  os << ">";
   return os.str();
 }
 

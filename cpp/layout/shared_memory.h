@@ -19,6 +19,10 @@ namespace tessera {
 ///    order[1]), the chunk of `vec` elements at column chunk c moves to chunk
 ///    c ^ ((r / perPhase) % maxPhase); maxPhase == 1 means no swizzle; or
 ///  - padding: `padElements` unused elements after every row (not a linear layout).
+/// With `blockCols` > 0 (the wgmma/TMA "NVMMA" layouts), rows longer than blockCols are cut
+/// into column blocks of blockCols elements: the 2-D tile (order[0], order[1]) is stored block
+/// by block, each block a whole tile of rows blockCols long (swizzled within itself), and
+/// further dims (ring slots) index whole 2-D tiles.
 struct SharedTileLayout {
   std::vector<int64_t> shape;
   std::vector<int> order;
@@ -26,19 +30,22 @@ struct SharedTileLayout {
   int perPhase = 1;
   int maxPhase = 1;
   int padElements = 0;
+  int blockCols = 0;
 
   /// Plain row-major tile (last dim fastest), no swizzle or padding.
   static SharedTileLayout rowMajor(const std::vector<int64_t> &shape);
 
   /// Throws std::invalid_argument unless shape, order and parameters fit together: powers of
-  /// two, order a permutation, vec * maxPhase <= row length when swizzled, not both swizzled
-  /// and padded.
+  /// two, order a permutation, vec * maxPhase <= row length (of a column block) when swizzled,
+  /// not both swizzled and padded, not both blocked and padded.
   void verify() const;
   /// Element offset of the element at `coords` (one entry per tensor dim).
   int64_t offsetOf(const std::vector<int64_t> &coords) const;
   /// Elements the buffer needs, padding included.
   int64_t allocationSize() const;
   bool isLinear() const { return padElements == 0; }
+  /// Elements of one stored row: blockCols when the rows are cut into blocks, else the row.
+  int64_t storedRowLength() const;
   /// The layout from "offset" to dim0, dim1, ... (unpadded tiles only; throws otherwise).
   LinearLayout toLinearLayout() const;
   std::string str() const;

@@ -1,8 +1,10 @@
 // accelerate_matmul: gives every dot the layouts of the instructions that will compute it.
 // Runs after coalesce, before remove_layout_conversions (which dissolves the conversions it
-// leaves). A dot of f16/bf16 (or f32 with input_precision tf32 / tf32x3) becomes mma.sync
-// (m16n8k16, m16n8k8 for tf32): its result takes an #mma layout and its operands #dot_op
-// layouts of it; an "ieee" f32 dot stays on the FMA units with #dot_op layouts of its
+// leaves). On sm_90a (the module's `wgmma` attribute) a dot of f16/bf16 into f32 whose
+// shape fits becomes wgmma: an #mma version 3 result, operands staged in shared memory
+// (pipeline.cpp, materialize_wgmma_operands.cpp). Otherwise a dot of f16/bf16 (or f32 with
+// input_precision tf32 / tf32x3) becomes mma.sync (m16n8k16, m16n8k8 for tf32): its result
+// takes an #mma layout and its operands #dot_op layouts of it; an "ieee" f32 dot stays on the FMA units with #dot_op layouts of its
 // Blocked result. It also makes `trans` of a Blocked tile free: the result takes the operand's
 // layout with its dims permuted.
 //
@@ -34,6 +36,7 @@
 #include "layout/dot_operand.h"
 #include "layout/mma.h"
 
+#include <optional>
 #include <set>
 
 namespace tessera::transforms {
@@ -147,6 +150,44 @@ std::vector<int> chooseWarps(Operation *dot, int numWarps) {
   return warps;
 }
 
+/// The module's `wgmma` attribute: 1 when the target is sm_90a (and wgmma is not turned off).
+bool moduleAllowsWgmma(const Module &module) {
+  auto it = module.attributes().find("wgmma");
+  return it != module.attributes().end() && std::get<int64_t>(it->second) != 0;
+}
+
+/// wgmma's warps for a dot that can use it, as Triton's warpsPerTileV3: warpgroups of 4 warps
+/// along M, more warps along M while the rows last, then along N; nullopt when the dot does
+/// not fit: f16/bf16 operands with an f32 accumulator, M a multiple of 64, K of 16, N >= 16
+/// (so both operands' shared rows are at least 32 bytes, the narrowest swizzle), and no
+/// operand A in registers from a previous dot (chained dots stay on mma.sync for now).
+std::optional<MmaEncoding> chooseWgmma(Operation *dot, int numWarps) {
+  const Type &aType = dot->operand(0)->type();
+  ScalarKind input = aType.scalarKind();
+  if ((input != ScalarKind::F16 && input != ScalarKind::BF16) ||
+      dot->operand(1)->type().scalarKind() != input ||
+      dot->result()->type().scalarKind() != ScalarKind::F32 || numWarps % 4 != 0)
+    return std::nullopt;
+  const std::vector<int64_t> &shape = dot->result()->type().shape();
+  int64_t m = shape[0], n = shape[1], k = aType.shape()[1];
+  if (m % 64 != 0 || k % 16 != 0 || n < 16 || comesFromDot(dot->operand(0)) ||
+      feedsDotOperandA(dot->result()))
+    return std::nullopt;
+  std::vector<int> warps{4, 1};
+  while (warps[0] * warps[1] < numWarps) {
+    if (m > 16 * int64_t(warps[0]))
+      warps[0] *= 2;
+    else if (n > 8 * int64_t(warps[1]))
+      warps[1] *= 2;
+    else
+      return std::nullopt; // more warps than the tile has rows and columns for
+  }
+  int64_t instrN = std::min<int64_t>(256, n / warps[1]);
+  if (instrN < 8)
+    return std::nullopt;
+  return MmaEncoding(3, warps, {16, static_cast<int>(instrN)});
+}
+
 bool usesTensorCores(const Operation &dot) {
   if (dot.operand(0)->type().scalarKind() != ScalarKind::F32)
     return true;
@@ -154,12 +195,16 @@ bool usesTensorCores(const Operation &dot) {
 }
 
 // Plan step 3.
-void accelerateDot(Operation *dot, int numWarps) {
+void accelerateDot(Operation *dot, int numWarps, bool wgmma) {
   EncodingPtr resultEncoding = dot->result()->type().encoding();
   if (!resultEncoding)
     emitError(*dot, "accelerate_matmul needs layouts: run assign_layouts first");
   int kWidth = 1;
-  if (usesTensorCores(*dot)) {
+  std::optional<MmaEncoding> v3 = wgmma ? chooseWgmma(dot, numWarps) : std::nullopt;
+  if (v3) {
+    resultEncoding = std::make_shared<const MmaEncoding>(*v3);
+    kWidth = dotOperandKWidth(dot->operand(0)->type().bitWidth());
+  } else if (usesTensorCores(*dot)) {
     resultEncoding = std::make_shared<const MmaEncoding>(2, chooseWarps(dot, numWarps));
     kWidth = dotOperandKWidth(dot->operand(0)->type().bitWidth());
   } else if (!dynamic_cast<const BlockedEncoding *>(resultEncoding.get())) {
@@ -214,6 +259,7 @@ bool moveCastsBeforeAccumulatorConversions(Operation *func) {
 
 void accelerateMatmul(Module &module) {
   int numWarps = moduleNumWarps(module);
+  bool wgmma = moduleAllowsWgmma(module);
   for (Operation *func : module.functions()) {
     std::vector<Operation *> transes, dots;
     func->walk([&](Operation *op) {
@@ -225,7 +271,7 @@ void accelerateMatmul(Module &module) {
     for (Operation *op : transes)
       makeTransFree(op);
     for (Operation *op : dots)
-      accelerateDot(op, numWarps);
+      accelerateDot(op, numWarps, wgmma);
     moveCastsBeforeAccumulatorConversions(func);
   }
 }

@@ -59,7 +59,8 @@ std::vector<Candidate> candidatesOf(Operation *loop) {
       continue;
     const auto *operand =
         dynamic_cast<const DotOperandEncoding *>(op->result()->type().encoding().get());
-    if (!operand || !operand->getMmaParent() || !op->operand(0)->type().encoding())
+    if (!operand || !operand->getMmaParent() || !op->operand(0)->type().encoding() ||
+        operand->getMmaParent()->isWgmma()) // always staged: materialize_wgmma_operands
       continue;
     const std::vector<Operation *> &users = op->result()->users();
     bool onlyDotsInLoop = !users.empty() && std::all_of(users.begin(), users.end(), [&](Operation *user) {

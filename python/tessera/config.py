@@ -52,6 +52,9 @@ KNOBS = {
     "libdevice": Knob("TESSERA_LIBDEVICE", "", str,
                       "Path of libdevice.10.bc (math functions such as erf); empty means "
                       "$CUDA_HOME/nvvm/libdevice, then /usr/local/cuda/nvvm/libdevice."),
+    "wgmma": Knob("TESSERA_WGMMA", True, _parse_bool,
+                  "Compute dots that fit on wgmma when the target is sm_90a (off: mma.sync "
+                  "everywhere, e.g. to compare the two)."),
     "always_compile": Knob("TESSERA_ALWAYS_COMPILE", False, _parse_bool,
                            "Ignore the on-disk cache and compile every kernel again."),
     "autotune": Knob("TESSERA_AUTOTUNE", "", str,

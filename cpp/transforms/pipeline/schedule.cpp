@@ -96,10 +96,16 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
     return "runs of less than 4 bytes per thread (cp.async copies 4, 8 or 16)";
   int fastest = analysis::fastestDim(type.encoding()->toLinearLayout(type.shape()));
   out.load = load;
-  if (collectOperandReads(load, out)) // ldmatrix reads of either orientation: swizzled
-    out.slotEncoding = dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest},
-                                                elementBytes);
-  else // every thread reads back the bytes it copied: the copies' conflict-free pattern
+  if (collectOperandReads(load, out)) {
+    bool wgmma = std::all_of(out.reads.begin(), out.reads.end(), [](const OperandRead &read) {
+      return isWgmmaOperand(read.convert->result()->type().encoding().get());
+    });
+    if (wgmma) // wgmma reads the slot through a descriptor: its swizzle modes
+      out.slotEncoding = wgmmaSharedEncoding(type.shape(), {fastest, 1 - fastest}, elementBytes);
+    if (!out.slotEncoding) // ldmatrix reads of either orientation: swizzled
+      out.slotEncoding = dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest},
+                                                  elementBytes);
+  } else // every thread reads back the bytes it copied: the copies' conflict-free pattern
     out.slotEncoding = std::make_shared<const SharedEncoding>(
         1, 1, 1, std::vector<int>{fastest, 1 - fastest});
   return "";

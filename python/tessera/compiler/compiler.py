@@ -28,6 +28,7 @@ PIPELINES: Dict[str, List[str]] = {
     "tir": ["canonicalize", "cse", "dce", "licm", "canonicalize", "dce"],
     "tgir": ["assign_layouts", "coalesce", "accelerate_matmul", "remove_layout_conversions",
              "canonicalize", "cse", "dce", "licm", "stage_invariant_operands", "pipeline",
+             "materialize_wgmma_operands",
              "canonicalize", "cse", "dce", "allocate_shared", "membar"],
 }
 
@@ -39,6 +40,8 @@ class CompileOptions:
     num_stages: int = 1
     arch: str = "sm_90a"
     opt_level: int = 3
+    # wgmma for the dots that fit (sm_90a only); the knob's value when the options are made.
+    wgmma: bool = field(default_factory=lambda: bool(knobs.wgmma))
 
     def key(self) -> str:
         return repr(dataclasses.astuple(self))
@@ -97,6 +100,7 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps)
     asm: Dict[str, Any] = {"tir": module.str()}
     module.set_attr("num_stages", options.num_stages)  # the pipeliner's default depth
+    module.set_attr("wgmma", int(options.wgmma and options.arch == "sm_90a"))
     _run_pipeline(module, "tgir")
     asm["tgir"] = module.str()
     generated = _codegen.generate(module, arch=options.arch, num_warps=options.num_warps,

@@ -68,7 +68,7 @@ TEST(CodegenLayout, ConvertLayoutAcrossLanesGoesThroughSharedMemory) {
   k.finish();
   codegen::CodegenResult result = generateAndAssemble(k.module, "sm_90a");
   EXPECT_EQ(result.sharedBytes, 1024 * 4);
-  EXPECT_TRUE(contains(result.ptx, ".extern .shared .align 16 .b8 global_smem[]")) << result.ptx;
+  EXPECT_TRUE(contains(result.ptx, ".extern .shared .align 1024 .b8 global_smem[]")) << result.ptx;
   // Between the stores and the loads only: nothing used shared memory before (membar).
   EXPECT_EQ(countOf(result.ptx, "bar.sync"), 1) << result.ptx;
   // The source holds 4 consecutive elements per access: 2 vector stores; the destination

@@ -1,6 +1,6 @@
 """The matmul tutorial's kernel through every stage for sm_80 and sm_90a: the PTX shows the
-tensor-core path (16-byte cp.async into rings, ldmatrix, mma.sync m16n8k16, the wait of an
-S-stage pipeline), ptxas assembles it with zero spills; the pipelined IR (rings, async copies)
+mma.sync path (16-byte cp.async into rings, ldmatrix, mma.sync m16n8k16, the wait of an
+S-stage pipeline; on sm_90a with wgmma turned off), ptxas assembles it with zero spills; the pipelined IR (rings, async copies)
 run by the interpreter matches float64; tf32, tf32x3, "ieee" and chained dots compile."""
 import re
 
@@ -11,6 +11,7 @@ import tessera.language as tl
 from tessera import interpreter
 from tessera._tessera import ir
 from tessera.compiler import compiler, ptxas
+from tessera.config import knobs
 from tessera.testing.tutorials import load_tutorial_section
 
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
@@ -24,8 +25,14 @@ def matmul_kernel():
 
 
 def compile_matmul(kernel, dtype, arch, num_stages, blocks=(128, 128, 32), num_warps=4,
-                   size=256):
+                   size=256, wgmma=True):
     x = np.zeros((size, size), DTYPES[dtype])
+    if not wgmma:
+        knobs.wgmma = False
+        try:
+            return compile_matmul(kernel, dtype, arch, num_stages, blocks, num_warps, size)
+        finally:
+            knobs.reset("wgmma")
     block_m, block_n, block_k = blocks
     return kernel.compile(x, x, x, x, size, size, size, size, 1, size, 1, size, 1,
                           BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_SIZE_M=8,
@@ -41,7 +48,7 @@ def count(ptx: str, pattern: str) -> int:
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("num_stages", [3, 4])
 def test_tensor_core_pipeline_in_ptx(matmul_kernel, arch, dtype, num_stages):
-    kernel = compile_matmul(matmul_kernel, dtype, arch, num_stages)
+    kernel = compile_matmul(matmul_kernel, dtype, arch, num_stages, wgmma=False)
     ptx = kernel.asm["ptx"]
     suffix = "f16.f16" if dtype == "fp16" else "bf16.bf16"
     # Per iteration, per warp (64 x 64 of the 128 x 128 tile, K = 32): 4 x 8 x 2 mma.

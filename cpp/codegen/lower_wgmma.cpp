@@ -1,0 +1,229 @@
+// Lowering of a dot on wgmma (sm_90a): an #mma version 3 result whose operands sit in shared
+// memory (local_loads into wgmma #dot_op layouts, KernelLowering::SharedOperand).
+//
+// Each warpgroup (4 warps, 64 rows) issues, per k step of 16 and per accumulator tile of its
+//   wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} {d...}, descA, descB, 1, 1, 1, tA, tB
+// with 64-bit matrix descriptors (PTX ISA "Matrix Descriptor Format": start address >> 4,
+// leading and stride byte offsets >> 4, swizzle mode) built from the operands' tiles; then
+// commits the group and waits for it. wgmma.mma_async has no LLVM intrinsic, so it is inline
+// PTX; the wait is inline PTX too and ties every accumulator register, so that LLVM cannot
+// move a use of the results above it (DESIGN.md §5). The dot is synchronous: it returns
+// with its results and its shared-memory reads done, which is what membar assumes.
+#include "codegen/lower_tensor_core.h"
+
+#include "ir/diagnostics.h"
+#include "layout/mma.h"
+#include "layout/shared_encoding.h"
+
+#include <llvm/IR/InlineAsm.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
+#include <map>
+
+namespace tessera::codegen {
+
+namespace {
+
+using Coords = std::vector<int32_t>;
+
+/// One operand's tile as wgmma's descriptors see it.
+struct OperandTile {
+  llvm::Value *address = nullptr; // i32 shared address of the tile
+  SharedTileLayout tile;          // in the operand's dims: A [M, K], B [K, N]
+  int elementBytes = 0;
+  bool mnMajor = false;           // contiguous along M (A) or N (B): imm-trans = 1
+  uint64_t fields = 0;            // leading/stride byte offsets and swizzle mode
+};
+
+OperandTile describeOperand(KernelLowering &lowering, const ir::Operation &op, unsigned index) {
+  const KernelLowering::SharedOperand *view = lowering.sharedOperandOf(op.operand(index));
+  if (!view)
+    ir::emitError(op, "codegen: wgmma reads dot operand " + std::to_string(index) +
+                          " from shared memory, but it is not a local_load of a shared tile "
+                          "(run materialize_wgmma_operands)");
+  OperandTile out;
+  out.tile = view->tile;
+  out.elementBytes = view->elementBytes;
+  int kDim = index == 0 ? 1 : 0;
+  out.mnMajor = out.tile.order[0] != kDim;
+  int swizzle = wgmmaSwizzleBytes(out.tile, out.elementBytes);
+  if (swizzle == 0)
+    ir::emitError(op, "codegen: the shared tile " + out.tile.str() + " of dot operand " +
+                          std::to_string(index) + " is not a wgmma 32/64/128-byte swizzle");
+  // Stride byte offset: from one group of 8 rows (of the contiguous dim) to the next; leading
+  // byte offset: from one column block to the next along M/N (MN-major with rows cut into
+  // 128-byte blocks), else unused (one swizzle atom covers the instruction's extent).
+  uint64_t sbo = 8 * uint64_t(swizzle);
+  uint64_t lbo = 16;
+  if (out.mnMajor && out.tile.blockCols > 0)
+    lbo = uint64_t(out.tile.shape[out.tile.order[1]]) * swizzle;
+  uint64_t mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3;
+  out.fields = ((lbo >> 4) & 0x3FFF) << 16 | ((sbo >> 4) & 0x3FFF) << 32 | mode << 62;
+  out.address = lowering.builder().CreatePtrToInt(view->base, lowering.builder().getInt32Ty());
+  return out;
+}
+
+/// Element offset, in the tile, of the warpgroup's part of the operand: the XOR of the
+/// offsets of the set bits of `index` (the tile's placement is linear over GF(2), and the
+/// warpgroup's coordinates share no bits with the static ones they are combined with).
+llvm::Value *warpgroupOffset(KernelLowering &lowering, const OperandTile &operand,
+                             llvm::Value *index, int count, int dim, int64_t step) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  llvm::Value *offset = lowering.i32(0);
+  for (int bit = 0; (1 << bit) < count; ++bit) {
+    std::vector<int64_t> coords{0, 0};
+    coords[dim] = step << bit;
+    llvm::Value *set = b.CreateAnd(b.CreateLShr(index, lowering.i32(bit)), lowering.i32(1));
+    offset = b.CreateXor(offset,
+                         b.CreateMul(set, lowering.i32(operand.tile.offsetOf(coords))));
+  }
+  return offset;
+}
+
+/// The descriptor of the operand's sub-tile starting at `coords` (rows multiple of 8: the
+/// swizzle phase is 0 there, so the descriptor's base offset is 0), plus `runtimeOffset`.
+llvm::Value *descriptor(KernelLowering &lowering, const OperandTile &operand,
+                        const std::vector<int64_t> &coords, llvm::Value *runtimeOffset) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  llvm::Value *elements =
+      b.CreateXor(lowering.i32(operand.tile.offsetOf(coords)), runtimeOffset);
+  llvm::Value *address =
+      b.CreateAdd(operand.address, b.CreateMul(elements, lowering.i32(operand.elementBytes)));
+  llvm::Value *start = b.CreateAnd(b.CreateLShr(address, lowering.i32(4)), lowering.i32(0x3FFF));
+  return b.CreateOr(b.CreateZExt(start, b.getInt64Ty()), b.getInt64(operand.fields));
+}
+
+/// d = a * b + d for one m64nNk16 instruction of the warpgroup.
+void emitWgmma(KernelLowering &lowering, const std::string &inputType, int n, bool transA,
+               bool transB, llvm::Value *descA, llvm::Value *descB,
+               std::vector<llvm::Value *> &accumulator) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  int count = static_cast<int>(accumulator.size());
+  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" + std::to_string(count + 2) +
+                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(n) +
+                     "k16.f32." + inputType + "." + inputType + " {";
+  std::string constraints;
+  for (int i = 0; i < count; ++i) {
+    text += (i ? ", $" : "$") + std::to_string(i);
+    constraints += "=f,";
+  }
+  text += "}, $" + std::to_string(count) + ", $" + std::to_string(count + 1) + ", p, 1, 1, " +
+          std::to_string(transA ? 1 : 0) + ", " + std::to_string(transB ? 1 : 0) + ";\n}";
+  constraints += "l,l,r";
+  for (int i = 0; i < count; ++i)
+    constraints += "," + std::to_string(i);
+  constraints += ",~{memory}";
+  std::vector<llvm::Type *> resultTypes(count, b.getFloatTy());
+  std::vector<llvm::Type *> argTypes{b.getInt64Ty(), b.getInt64Ty(), b.getInt32Ty()};
+  std::vector<llvm::Value *> args{descA, descB, lowering.i32(1)};
+  for (llvm::Value *value : accumulator) {
+    argTypes.push_back(b.getFloatTy());
+    args.push_back(value);
+  }
+  auto *type = llvm::FunctionType::get(llvm::StructType::get(b.getContext(), resultTypes),
+                                       argTypes, false);
+  llvm::Value *result =
+      b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/true), args);
+  for (int i = 0; i < count; ++i)
+    accumulator[i] = b.CreateExtractValue(result, {static_cast<unsigned>(i)});
+}
+
+/// wgmma.wait_group 0, tying `registers` (at most 64 per statement): their uses stay below it.
+void emitWaitTying(KernelLowering &lowering, Registers &registers) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  constexpr size_t kChunk = 64;
+  for (size_t first = 0; first < registers.size(); first += kChunk) {
+    size_t count = std::min(kChunk, registers.size() - first);
+    std::string constraints;
+    std::vector<llvm::Type *> types;
+    for (size_t i = 0; i < count; ++i) {
+      constraints += (i ? ",=f" : "=f");
+      types.push_back(b.getFloatTy());
+    }
+    for (size_t i = 0; i < count; ++i)
+      constraints += "," + std::to_string(i);
+    constraints += ",~{memory}";
+    auto *type = llvm::FunctionType::get(llvm::StructType::get(b.getContext(), types), types,
+                                         false);
+    std::vector<llvm::Value *> args(registers.begin() + first, registers.begin() + first + count);
+    llvm::Value *result = b.CreateCall(
+        llvm::InlineAsm::get(type, "wgmma.wait_group.sync.aligned 0;", constraints, true), args);
+    for (size_t i = 0; i < count; ++i)
+      registers[first + i] = b.CreateExtractValue(result, {static_cast<unsigned>(i)});
+  }
+}
+
+} // namespace
+
+void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaEncoding &mma) {
+  const ir::Type &aType = op.operand(0)->type(), &cType = op.result()->type();
+  if (cType.scalarKind() != ir::ScalarKind::F32 ||
+      (aType.scalarKind() != ir::ScalarKind::F16 && aType.scalarKind() != ir::ScalarKind::BF16))
+    ir::emitError(op, "codegen: wgmma dots take f16/bf16 operands into f32 (accelerate_matmul)");
+  std::string inputType = aType.scalarKind() == ir::ScalarKind::F16 ? "f16" : "bf16";
+  OperandTile a = describeOperand(lowering, op, 0), b = describeOperand(lowering, op, 1);
+
+  const std::vector<int> &warps = mma.getWarpsPerCTA();
+  int n = mma.getInstrShape()[1];
+  int64_t m = cType.shape()[0], nTotal = cType.shape()[1], k = aType.shape()[1];
+  int64_t rowsPerRep = 16 * int64_t(warps[0]), colsPerRep = int64_t(n) * warps[1];
+  if (m % rowsPerRep != 0 || nTotal % colsPerRep != 0 || k % 16 != 0)
+    ir::emitError(op, "codegen: the dot's shape does not tile into " + mma.str());
+
+  // The warpgroup's place: warp bits step M first (16, 32 within the warpgroup, then 64, ...),
+  // then N (wgmma's N).
+  llvm::IRBuilder<> &builder = lowering.builder();
+  llvm::Value *warp = lowering.warpId();
+  int groupsAlongM = warps[0] / 4;
+  llvm::Value *groupM = builder.CreateAnd(builder.CreateLShr(warp, lowering.i32(2)),
+                                          lowering.i32(groupsAlongM - 1));
+  llvm::Value *groupN =
+      builder.CreateLShr(warp, lowering.i32(__builtin_ctz(static_cast<unsigned>(warps[0]))));
+  llvm::Value *offsetA = warpgroupOffset(lowering, a, groupM, groupsAlongM, 0, 64);
+  llvm::Value *offsetB = warpgroupOffset(lowering, b, groupN, warps[1], 1, n);
+
+  // Accumulator register of each (row, column) at lane 0, warp 0.
+  const LinearLayout &cLayout = lowering.layoutOf(cType, op);
+  std::map<Coords, int> registerAt;
+  for (int reg = cLayout.getInDimSize(kRegisterDim); reg-- > 0;) {
+    Coords coords;
+    for (const auto &entry : cLayout.apply({{kRegisterDim, reg}}))
+      coords.push_back(entry.second);
+    registerAt[coords] = reg;
+  }
+  Registers result = lowering.registersOf(op.operand(2));
+  auto registersOfTile = [&](int64_t row0, int64_t col0) {
+    std::vector<int> regs; // PTX ISA wgmma D fragment: d[i] at row 8 * (i / 2 % 2), column
+                           // 8 * (i / 4) + i % 2 (lane and warp parts aside)
+    for (int i = 0; i < n / 2; ++i) {
+      Coords coords{static_cast<int32_t>(row0 + 8 * ((i >> 1) & 1)),
+                    static_cast<int32_t>(col0 + 8 * (i >> 2) + (i & 1))};
+      auto it = registerAt.find(coords);
+      if (it == registerAt.end())
+        ir::emitError(op, "codegen: internal error: no accumulator register holds (" +
+                              std::to_string(coords[0]) + ", " + std::to_string(coords[1]) + ")");
+      regs.push_back(it->second);
+    }
+    return regs;
+  };
+
+  lowering.callIntrinsic(llvm::Intrinsic::nvvm_wgmma_fence_sync_aligned, {}, {});
+  for (int64_t kk = 0; kk < k; kk += 16)
+    for (int64_t row0 = 0; row0 < m; row0 += rowsPerRep)
+      for (int64_t col0 = 0; col0 < nTotal; col0 += colsPerRep) {
+        std::vector<int> regs = registersOfTile(row0, col0);
+        std::vector<llvm::Value *> accumulator;
+        for (int reg : regs)
+          accumulator.push_back(result[reg]);
+        llvm::Value *descA = descriptor(lowering, a, {row0, kk}, offsetA);
+        llvm::Value *descB = descriptor(lowering, b, {kk, col0}, offsetB);
+        emitWgmma(lowering, inputType, n, a.mnMajor, b.mnMajor, descA, descB, accumulator);
+        for (size_t i = 0; i < regs.size(); ++i)
+          result[regs[i]] = accumulator[i];
+      }
+  lowering.callIntrinsic(llvm::Intrinsic::nvvm_wgmma_commit_group_sync_aligned, {}, {});
+  emitWaitTying(lowering, result);
+  lowering.setRegisters(op.result(), std::move(result));
+}
+
+} // namespace tessera::codegen

@@ -1,0 +1,77 @@
+// materialize_wgmma_operands: wgmma reads both operands from shared memory, so every
+// conversion into a wgmma #dot_op layout that the pipeliner did not already turn into a ring
+// read (an operand computed in registers, a loop-invariant one, a dot outside a loop) becomes
+// a store of the source into a tile in wgmma's swizzle and a local_load of it before each
+// user. Codegen keeps such a local_load as a descriptor (lower_wgmma.cpp); allocate_shared
+// keeps the tile live until the dots that read it, membar orders its stores before them.
+// Runs after the pipeliner, before allocate_shared.
+//
+//   %a = convert_layout %x : (tensor<128x64xf16, #B>) -> tensor<128x64xf16, #dot_op<{opIdx = 0, parent = #mma<{version = 3, ...}>, ...}>>
+//   %d = dot %a, %b, %c ...
+// becomes
+//   %buf = local_alloc %x : (tensor<128x64xf16, #B>) -> tensor<128x64xf16, #shared<{vec = 8, perPhase = 1, maxPhase = 8, order = [1, 0]}>>
+//   %a = local_load %buf : (...) -> tensor<128x64xf16, #dot_op<...>>
+//   %d = dot %a, %b, %c ...
+#include "transforms/layout_passes.h"
+
+#include "analysis/shared_scratch.h"
+#include "ir/diagnostics.h"
+#include "ir/pass_manager.h"
+#include "layout/dot_operand.h"
+#include "layout/shared_encoding.h"
+#include "transforms/passes.h"
+
+namespace tessera::transforms {
+
+using namespace ir;
+
+namespace {
+
+void materialize(Operation *convert) {
+  Value *source = convert->operand(0);
+  const Type &type = source->type();
+  if (type.rank() != 2 || !type.encoding())
+    emitError(*convert, "materialize_wgmma_operands: a wgmma operand must be a 2-D tile with a "
+                        "layout, got " + type.str());
+  int fastest = analysis::fastestDim(type.encoding()->toLinearLayout(type.shape()));
+  EncodingPtr shared =
+      wgmmaSharedEncoding(type.shape(), {fastest, 1 - fastest}, type.bitWidth() / 8);
+  if (!shared)
+    emitError(*convert, "materialize_wgmma_operands: rows of " + type.str() +
+                            " are narrower than wgmma's 32-byte swizzle");
+  Builder builder;
+  builder.setInsertionPoint(convert);
+  builder.setLocation(convert->location());
+  Value *buffer =
+      builder.create(OpCode::LocalAlloc, {source}, {type.withEncoding(shared)})->result();
+  for (const OperandUse &use : usesOf(convert->result())) {
+    Builder at;
+    at.setInsertionPoint(use.user);
+    at.setLocation(convert->location());
+    Value *read = at.create(OpCode::LocalLoad, {buffer}, {convert->result()->type()})->result();
+    use.user->setOperand(use.index, read);
+  }
+  convert->erase();
+}
+
+void materializeWgmmaOperands(Module &module) {
+  for (Operation *func : module.functions()) {
+    std::vector<Operation *> converts;
+    func->walk([&](Operation *op) {
+      if (op->code() == OpCode::ConvertLayout &&
+          isWgmmaOperand(op->result()->type().encoding().get()))
+        converts.push_back(op);
+    });
+    for (Operation *convert : converts)
+      materialize(convert);
+  }
+}
+
+} // namespace
+
+TESSERA_REGISTER_PASS(materialize_wgmma_operands, "materialize_wgmma_operands",
+                      "Stage every remaining conversion into a wgmma dot operand in shared "
+                      "memory (local_alloc in wgmma's swizzle, local_load before each dot)",
+                      materializeWgmmaOperands);
+
+} // namespace tessera::transforms
