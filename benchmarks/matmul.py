@@ -1,4 +1,5 @@
-"""Matmul throughput: tutorial 03's autotuned mma.sync + cp.async kernel vs torch.matmul (cuBLAS).
+"""Matmul throughput: tutorial 03's autotuned kernel (wgmma on sm_90a, else mma.sync; cp.async
+rings) vs torch.matmul (cuBLAS).
 
 Method (shared/BENCHMARKS.md): square fp16 and bf16 products at 4096³ and 8192³, fresh random
 inputs, the output poisoned before the checked run; both kernels timed in the same process

@@ -6,7 +6,8 @@
 # Carried: .carry/core.tar.gz holding python/tessera/_lib/libtessera_core.so (scripts/pack_core.sh).
 # Everything at once takes longer than one 10-minute device call (the tests take about 3 minutes,
 # tutorial 06 autotunes and benchmarks 16 cases): split it with TUTORIALS=" " / BENCHMARKS=" "
-# (or lists of files) and PYTEST_ARGS, e.g. BENCHMARKS=" " TUTORIALS=" " for the tests alone.
+# (or lists of files), GPU_TESTS (test paths, default tests/gpu) and PYTEST_ARGS, e.g.
+# BENCHMARKS=" " TUTORIALS=" " for the tests alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-results}
@@ -21,7 +22,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 status=0
 step() { echo; echo "=== $*"; "$@" || status=1; }
-step python3 -m pytest -q -rs tests/gpu ${PYTEST_ARGS:-}
+step python3 -m pytest -q -rs ${GPU_TESTS:-tests/gpu} ${PYTEST_ARGS:-}
 for t in ${TUTORIALS:-tutorials/[0-9]*.py}; do step python3 "$t"; done
 for b in ${BENCHMARKS:-benchmarks/*.py}; do
   extra=()  # attention.py's full sweeps outlast one device call: --quick here (its docstring)

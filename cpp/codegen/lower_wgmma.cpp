@@ -1,5 +1,6 @@
-// Lowering of a dot on wgmma (sm_90a): an #mma version 3 result whose operands sit in shared
-// memory (local_loads into wgmma #dot_op layouts, KernelLowering::SharedOperand).
+// Lowering of a dot on wgmma (sm_90a): an #mma version 3 result whose B operand (and usually
+// A) sits in shared memory (local_loads into wgmma #dot_op layouts, KernelLowering::
+// SharedOperand); a chained dot's A comes from registers (the m16n8k16 A fragment per warp).
 //
 // Each warpgroup (4 warps, 64 rows) issues, per k step of 16 and per accumulator tile of its
 //   wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} {d...}, descA, descB, 1, 1, 1, tA, tB
@@ -93,29 +94,55 @@ llvm::Value *descriptor(KernelLowering &lowering, const OperandTile &operand,
   return b.CreateOr(b.CreateZExt(start, b.getInt64Ty()), b.getInt64(operand.fields));
 }
 
-/// d = a * b + d for one m64nNk16 instruction of the warpgroup.
+/// d = a * b + d for one m64nNk16 instruction of the warpgroup. A is a descriptor (`descA`)
+/// or, when `aWords` is not empty, four 32-bit registers (pairs of 16-bit elements).
 void emitWgmma(KernelLowering &lowering, const std::string &inputType, int n, bool transA,
-               bool transB, llvm::Value *descA, llvm::Value *descB,
-               std::vector<llvm::Value *> &accumulator) {
+               bool transB, llvm::Value *descA, const std::vector<llvm::Value *> &aWords,
+               llvm::Value *descB, std::vector<llvm::Value *> &accumulator) {
   llvm::IRBuilder<> &b = lowering.builder();
   int count = static_cast<int>(accumulator.size());
-  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" + std::to_string(count + 2) +
+  bool registerA = !aWords.empty();
+  int next = count; // operand number of the first input after the outputs
+  std::string aText;
+  std::vector<llvm::Type *> argTypes;
+  std::vector<llvm::Value *> args;
+  std::string constraints;
+  for (int i = 0; i < count; ++i)
+    constraints += "=f,";
+  if (registerA) {
+    aText = "{";
+    for (size_t i = 0; i < aWords.size(); ++i) {
+      aText += (i ? ", $" : "$") + std::to_string(next++);
+      constraints += "r,";
+      argTypes.push_back(b.getInt32Ty());
+      args.push_back(aWords[i]);
+    }
+    aText += "}";
+  } else {
+    aText = "$" + std::to_string(next++);
+    constraints += "l,";
+    argTypes.push_back(b.getInt64Ty());
+    args.push_back(descA);
+  }
+  int bIndex = next++, scaleIndex = next++;
+  std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" + std::to_string(scaleIndex) +
                      ", 0;\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(n) +
                      "k16.f32." + inputType + "." + inputType + " {";
-  std::string constraints;
-  for (int i = 0; i < count; ++i) {
+  for (int i = 0; i < count; ++i)
     text += (i ? ", $" : "$") + std::to_string(i);
-    constraints += "=f,";
-  }
-  text += "}, $" + std::to_string(count) + ", $" + std::to_string(count + 1) + ", p, 1, 1, " +
-          std::to_string(transA ? 1 : 0) + ", " + std::to_string(transB ? 1 : 0) + ";\n}";
-  constraints += "l,l,r";
+  // Register A has no transpose immediate (PTX ISA: imm-trans-a only with a descriptor).
+  text += "}, " + aText + ", $" + std::to_string(bIndex) + ", p, 1, 1, " +
+          (registerA ? std::string() : std::to_string(transA ? 1 : 0) + ", ") +
+          std::to_string(transB ? 1 : 0) + ";\n}";
+  constraints += "l,r";
   for (int i = 0; i < count; ++i)
     constraints += "," + std::to_string(i);
   constraints += ",~{memory}";
   std::vector<llvm::Type *> resultTypes(count, b.getFloatTy());
-  std::vector<llvm::Type *> argTypes{b.getInt64Ty(), b.getInt64Ty(), b.getInt32Ty()};
-  std::vector<llvm::Value *> args{descA, descB, lowering.i32(1)};
+  argTypes.push_back(b.getInt64Ty());
+  argTypes.push_back(b.getInt32Ty());
+  args.push_back(descB);
+  args.push_back(lowering.i32(1));
   for (llvm::Value *value : accumulator) {
     argTypes.push_back(b.getFloatTy());
     args.push_back(value);
@@ -161,7 +188,10 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
       (aType.scalarKind() != ir::ScalarKind::F16 && aType.scalarKind() != ir::ScalarKind::BF16))
     ir::emitError(op, "codegen: wgmma dots take f16/bf16 operands into f32 (accelerate_matmul)");
   std::string inputType = aType.scalarKind() == ir::ScalarKind::F16 ? "f16" : "bf16";
-  OperandTile a = describeOperand(lowering, op, 0), b = describeOperand(lowering, op, 1);
+  // A from shared memory (a descriptor) or, for chained dots, from registers.
+  bool registerA = lowering.sharedOperandOf(op.operand(0)) == nullptr;
+  OperandTile a = registerA ? OperandTile{} : describeOperand(lowering, op, 0);
+  OperandTile b = describeOperand(lowering, op, 1);
 
   const std::vector<int> &warps = mma.getWarpsPerCTA();
   int n = mma.getInstrShape()[1];
@@ -179,7 +209,8 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
                                           lowering.i32(groupsAlongM - 1));
   llvm::Value *groupN =
       builder.CreateLShr(warp, lowering.i32(__builtin_ctz(static_cast<unsigned>(warps[0]))));
-  llvm::Value *offsetA = warpgroupOffset(lowering, a, groupM, groupsAlongM, 0, 64);
+  llvm::Value *offsetA =
+      registerA ? nullptr : warpgroupOffset(lowering, a, groupM, groupsAlongM, 0, 64);
   llvm::Value *offsetB = warpgroupOffset(lowering, b, groupN, warps[1], 1, n);
 
   // Accumulator register of each (row, column) at lane 0, warp 0.
@@ -191,6 +222,37 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
       coords.push_back(entry.second);
     registerAt[coords] = reg;
   }
+  // A's registers: the m16n8k16 A fragment per warp (a0..a3 = rows +0/+8, k +0/+8, pairs of
+  // consecutive k), found by their coordinates at lane 0, warp 0.
+  std::map<Coords, int> aRegisterAt;
+  if (registerA) {
+    const LinearLayout &aLayout = lowering.layoutOf(aType, op);
+    for (int reg = aLayout.getInDimSize(kRegisterDim); reg-- > 0;) {
+      Coords coords;
+      for (const auto &entry : aLayout.apply({{kRegisterDim, reg}}))
+        coords.push_back(entry.second);
+      aRegisterAt[coords] = reg;
+    }
+  }
+  const Registers *aRegisters = registerA ? &lowering.registersOf(op.operand(0)) : nullptr;
+  auto aWordsAt = [&](int64_t row0, int64_t k0) {
+    std::vector<llvm::Value *> words;
+    llvm::Type *half = inputType == "f16" ? builder.getHalfTy() : builder.getBFloatTy();
+    auto *pair = llvm::FixedVectorType::get(half, 2);
+    for (int word = 0; word < 4; ++word) {
+      int64_t row = row0 + 8 * (word & 1), k = k0 + 8 * (word >> 1);
+      llvm::Value *packed = llvm::PoisonValue::get(pair);
+      for (int e = 0; e < 2; ++e) {
+        auto it = aRegisterAt.find({static_cast<int32_t>(row), static_cast<int32_t>(k + e)});
+        if (it == aRegisterAt.end())
+          ir::emitError(op, "codegen: internal error: no A register holds (" +
+                                std::to_string(row) + ", " + std::to_string(k + e) + ")");
+        packed = builder.CreateInsertElement(packed, (*aRegisters)[it->second], uint64_t(e));
+      }
+      words.push_back(builder.CreateBitCast(packed, builder.getInt32Ty()));
+    }
+    return words;
+  };
   Registers result = lowering.registersOf(op.operand(2));
   auto registersOfTile = [&](int64_t row0, int64_t col0) {
     std::vector<int> regs; // PTX ISA wgmma D fragment: d[i] at row 8 * (i / 2 % 2), column
@@ -215,9 +277,12 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
         std::vector<llvm::Value *> accumulator;
         for (int reg : regs)
           accumulator.push_back(result[reg]);
-        llvm::Value *descA = descriptor(lowering, a, {row0, kk}, offsetA);
+        llvm::Value *descA = registerA ? nullptr : descriptor(lowering, a, {row0, kk}, offsetA);
+        std::vector<llvm::Value *> aWords =
+            registerA ? aWordsAt(row0, kk) : std::vector<llvm::Value *>{};
         llvm::Value *descB = descriptor(lowering, b, {kk, col0}, offsetB);
-        emitWgmma(lowering, inputType, n, a.mnMajor, b.mnMajor, descA, descB, accumulator);
+        emitWgmma(lowering, inputType, n, a.mnMajor, b.mnMajor, descA, aWords, descB,
+                  accumulator);
         for (size_t i = 0; i < regs.size(); ++i)
           result[regs[i]] = accumulator[i];
       }

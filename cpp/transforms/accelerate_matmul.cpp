@@ -159,8 +159,8 @@ bool moduleAllowsWgmma(const Module &module) {
 /// wgmma's warps for a dot that can use it, as Triton's warpsPerTileV3: warpgroups of 4 warps
 /// along M, more warps along M while the rows last, then along N; nullopt when the dot does
 /// not fit: f16/bf16 operands with an f32 accumulator, M a multiple of 64, K of 16, N >= 16
-/// (so both operands' shared rows are at least 32 bytes, the narrowest swizzle), and no
-/// operand A in registers from a previous dot (chained dots stay on mma.sync for now).
+/// (so both operands' shared rows are at least 32 bytes, the narrowest swizzle); chained
+/// dots need M a multiple of 16 rows per warp.
 std::optional<MmaEncoding> chooseWgmma(Operation *dot, int numWarps) {
   const Type &aType = dot->operand(0)->type();
   ScalarKind input = aType.scalarKind();
@@ -170,10 +170,16 @@ std::optional<MmaEncoding> chooseWgmma(Operation *dot, int numWarps) {
     return std::nullopt;
   const std::vector<int64_t> &shape = dot->result()->type().shape();
   int64_t m = shape[0], n = shape[1], k = aType.shape()[1];
-  if (m % 64 != 0 || k % 16 != 0 || n < 16 || comesFromDot(dot->operand(0)) ||
-      feedsDotOperandA(dot->result()))
+  if (m % 64 != 0 || k % 16 != 0 || n < 16)
     return std::nullopt;
   std::vector<int> warps{4, 1};
+  if (feedsDotOperandA(dot->result()) || comesFromDot(dot->operand(0))) {
+    // Chained (attention): every warp along M, as for mma.sync, so that a row of the product
+    // stays in one warp and P feeds the next wgmma from registers.
+    if (m % (16 * int64_t(numWarps)) != 0)
+      return std::nullopt;
+    warps = {numWarps, 1};
+  }
   while (warps[0] * warps[1] < numWarps) {
     if (m > 16 * int64_t(warps[0]))
       warps[0] *= 2;

@@ -4,7 +4,9 @@
 // a store of the source into a tile in wgmma's swizzle and a local_load of it before each
 // user. Codegen keeps such a local_load as a descriptor (lower_wgmma.cpp); allocate_shared
 // keeps the tile live until the dots that read it, membar orders its stores before them.
-// Runs after the pipeliner, before allocate_shared.
+// Runs after the pipeliner, before allocate_shared. The exception: an A operand its
+// producer already holds in the operand's registers (P = softmax(Q K^T) cast to 16 bits, in
+// the accumulator's layout of the previous wgmma) stays in registers, where wgmma reads it.
 //
 //   %a = convert_layout %x : (tensor<128x64xf16, #B>) -> tensor<128x64xf16, #dot_op<{opIdx = 0, parent = #mma<{version = 3, ...}>, ...}>>
 //   %d = dot %a, %b, %c ...
@@ -17,6 +19,7 @@
 #include "analysis/shared_scratch.h"
 #include "ir/diagnostics.h"
 #include "ir/pass_manager.h"
+#include "layout/conversion.h"
 #include "layout/dot_operand.h"
 #include "layout/shared_encoding.h"
 #include "transforms/passes.h"
@@ -26,6 +29,22 @@ namespace tessera::transforms {
 using namespace ir;
 
 namespace {
+
+LinearLayout tensorLayoutOf(const Type &type) {
+  return type.encoding()->toLinearLayout(type.shape());
+}
+
+/// An A operand whose conversion moves no data between threads.
+bool staysInRegisters(const Operation &convert) {
+  const auto &operand =
+      static_cast<const DotOperandEncoding &>(*convert.result()->type().encoding());
+  const Type &source = convert.operand(0)->type();
+  if (operand.getOpIdx() != 0 || !source.encoding())
+    return false;
+  ConversionPlan plan = planConversion(source.encoding()->toLinearLayout(source.shape()),
+                                       tensorLayoutOf(convert.result()->type()));
+  return plan.kind <= ConversionKind::RegisterPermutation;
+}
 
 void materialize(Operation *convert) {
   Value *source = convert->operand(0);
@@ -59,7 +78,7 @@ void materializeWgmmaOperands(Module &module) {
     std::vector<Operation *> converts;
     func->walk([&](Operation *op) {
       if (op->code() == OpCode::ConvertLayout &&
-          isWgmmaOperand(op->result()->type().encoding().get()))
+          isWgmmaOperand(op->result()->type().encoding().get()) && !staysInRegisters(*op))
         converts.push_back(op);
     });
     for (Operation *convert : converts)
