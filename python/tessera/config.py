@@ -54,7 +54,8 @@ KNOBS = {
                       "$CUDA_HOME/nvvm/libdevice, then /usr/local/cuda/nvvm/libdevice."),
     "wgmma": Knob("TESSERA_WGMMA", True, _parse_bool,
                   "Compute dots that fit on wgmma when the target is sm_90a (off: mma.sync "
-                  "everywhere, e.g. to compare the two)."),
+                  "everywhere, e.g. to compare the two). Read when a specialization is first "
+                  "compiled; part of the on-disk cache key."),
     "always_compile": Knob("TESSERA_ALWAYS_COMPILE", False, _parse_bool,
                            "Ignore the on-disk cache and compile every kernel again."),
     "autotune": Knob("TESSERA_AUTOTUNE", "", str,

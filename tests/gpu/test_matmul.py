@@ -1,6 +1,7 @@
 """tl.dot on the GPU: matmuls against a float64 reference for square and ragged shapes (M, N, K
 not multiples of the blocks), fp16 / bf16 / tf32 / tf32x3 / fp32 ("ieee"), every pipeline
-depth, transposed operands and chained dots; outputs poisoned first; zero register spills in
+depth, transposed operands and chained dots (on wgmma on Hopper; mma.sync there too when
+turned off); outputs poisoned first; zero register spills in
 what ptxas reported for the pipelined (16-byte-aligned) kernels (CompiledKernel.metadata).
 
 Bounds (BENCHMARKS.md): ‖out − ref‖ / ‖ref‖ < 1e-5 fp32, ~3e-4 tf32, 5e-3 fp16, 1e-2 bf16.
@@ -111,6 +112,37 @@ def test_tile_shapes(blocks, num_warps):
 def test_float32(precision, shape):
     blocks, warps = ((32, 32, 16), 4) if precision == "ieee" else ((64, 64, 32), 4)
     check(*shape, torch.float32, torch.float32, precision, blocks, warps, bound_key=precision)
+
+
+# The same kernel compiled with mma.sync on sm_90a too (knobs.wgmma off while it compiles):
+# both tensor-core paths stay correct on Hopper.
+mma_sync_kernel = tessera.jit(matmul_kernel.fn)
+
+
+@pytest.mark.parametrize("shape", [(512, 512, 512), (1000, 520, 333), (1008, 528, 336)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_mma_sync_on_hopper_too(shape, dtype):
+    from tessera.config import knobs
+    M, N, K = shape
+    gen = torch.Generator(device="cuda").manual_seed(M + N + K)
+    a = torch.randn((M, K), device="cuda", generator=gen).to(dtype)
+    b = torch.randn((K, N), device="cuda", generator=gen).to(dtype)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
+    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+            c.stride(1))
+    meta = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "PRECISION": None}
+    knobs.wgmma = False
+    try:
+        mma_sync_kernel[(tessera.cdiv(M, 128) * tessera.cdiv(N, 128),)](*args, **meta,
+                                                                       num_warps=4, num_stages=3)
+        ptx = mma_sync_kernel.asm(*args, **meta, num_warps=4, num_stages=3)["ptx"]
+    finally:
+        knobs.reset("wgmma")
+    assert "mma.sync" in ptx and "wgmma" not in ptx
+    ref = (a.double() @ b.double()).cpu().numpy()
+    err = relative_error(c.double().cpu().numpy(), ref)
+    assert err < BOUNDS[str(dtype).split(".")[-1]], err
 
 
 def test_column_major_a():

@@ -31,7 +31,7 @@ def load_tutorial_section(filename: str, start: str, end: str,
     line = source.count("\n", 0, begin)  # keep the tutorial's line numbers
     text = _PRELUDE + "\n" * (line - _PRELUDE.count("\n")) + source[begin:stop]
     directory = tempfile.mkdtemp(prefix="tessera-tutorial-")
-    name = "tutorial_" + os.path.splitext(filename)[0].replace("-", "_")
+    name = "tutorial_" + os.path.splitext(os.path.basename(filename))[0].replace("-", "_")
     path = os.path.join(directory, name + ".py")
     with open(path, "w") as f:
         f.write(text)
