@@ -7,8 +7,8 @@
 #   and, cast to the input dtype, feed the second product `P V` directly;
 # - the online softmax: one pass over the keys keeps a running row maximum `m` and a running
 #   row sum `l`, and rescales the accumulator whenever the maximum grows;
-# - `exp2` with the scale folded in (`qk_scale = sm_scale · log2(e)`): one multiply and one
-#   `ex2.approx` per score;
+# - `exp2` with the scale folded in (`qk_scale = sm_scale · log2(e)`): one fused
+#   multiply-add and one `ex2.approx` per score;
 # - causal masking (`tl.where` on the diagonal block, and loops that start or stop at the
 #   diagonal) and sequence lengths that are not multiples of the block (masked loads);
 # - saving the log-sum-exp of every row, so that the backward pass rebuilds `P` with one
@@ -34,22 +34,29 @@ LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x · log2(e))
 
 # %% [markdown]
 # ## The forward kernel
-# One program per (`BLOCK_M` query rows, batch x head). It loads its block of Q once, then walks
-# the keys and values in blocks of `BLOCK_N`. For each key block it computes the scores
-# `qk = Q Kᵀ · qk_scale` (in base 2), then
+# One program per (`BLOCK_M` query rows, batch x head). It walks the keys and values in blocks
+# of `BLOCK_N`; for each block it computes the scores `s = Q Kᵀ` and, in base 2 (`qk_scale`
+# folded into the max and into each exponent's fused multiply-add),
 #
-#     m_new = max(m, rowmax(qk));  alpha = 2^(m - m_new);  p = 2^(qk - m_new)
+#     m_new = max(m, rowmax(s) · qk_scale);  alpha = 2^(m - m_new);  p = 2^(s · qk_scale - m_new)
 #     l = l · alpha + rowsum(p);   acc = acc · alpha + p V;  m = m_new
 #
 # and at the end `O = acc / l`. All of the softmax runs in float32; only `p` is rounded to the
 # input dtype for the tensor cores (float32 inputs run the products in tf32, 10 mantissa bits,
-# on the `m16n8k8` instruction; fp16/bf16 ignore `input_precision`). Out-of-range keys (past
-# S) get a score of `-inf`, so `p = 0` for them; their K and V rows are loaded as zeros
-# (`other=0`) so no NaN or garbage reaches the products. Out-of-range query rows compute
-# harmless values that the masked store drops. With `CAUSAL`, query `i` sees keys `j <= i`: the
-# loop stops after the block holding the diagonal, and the `tl.where` masks the part of the
-# last blocks above it. A row always sees at least key 0 (or, non-causal, every key), so `m`
-# is finite after the first block and `l >= 1`.
+# on the `m16n8k8` instruction; fp16/bf16 ignore `input_precision`). With `CAUSAL`, query `i`
+# sees keys `j <= i`, so the walk stops after the block holding the program's last row.
+#
+# Masks cost at every step they run (a predicate per row for the copies, a compare and a
+# select per score), and few blocks need them. So the walk is two loops over one body
+# (`attention_fwd_steps`, its `MASKED` a constexpr). Masked: the blocks from `split` on, the
+# one crossing S (keys past S load as zeros and score `-inf`: `p = 0`) and, causal, those
+# crossing the diagonal. Unmasked: the blocks before `split` (`min(first row, S)` causal, else
+# `S`, rounded down to a block), inside S and seen whole by every row: plain loads, no
+# `tl.where`. The masked loop runs first and re-reads Q at each of its few steps (as `RELOAD`
+# does): the compiled code keeps some address arithmetic of the second loop alive through the
+# first, so no Q tile may sit beside it (zero spills). Addresses are a head's base pointer plus
+# 32-bit offsets, one register each. Every row sees the first key it meets, so `m` is finite
+# from then on and `l >= 1`; rows past S compute harmless values the masked store drops.
 #
 # The log-sum-exp saved per row is in **base 2** of the scaled scores:
 # `lse2 = m + log2(l) = log2(Σ_j 2^(qk_j))`, with `qk_j = q·k_j · sm_scale · log2(e)`; the
@@ -57,6 +64,59 @@ LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x · log2(e))
 # rebuilds `P = 2^(qk - lse2)` from it with one `exp2`.
 
 # %%
+@tessera.jit
+def offsets_of(offs, stride_s, D: tl.constexpr):
+    """Offsets of rows `offs` (all D columns, stride 1) from the start of their head."""
+    return offs[:, None] * stride_s + tl.arange(0, D)[None, :]
+
+
+@tessera.jit
+def rows_of(base, stride_b, stride_h, stride_s, off_b, off_h, offs, D: tl.constexpr):
+    """Pointers to rows `offs` (all D columns) of head (off_b, off_h) of a (B, H, S, D) tensor."""
+    return base + off_b * stride_b + off_h * stride_h + offsets_of(offs, stride_s, D)
+
+
+@tessera.jit
+def load_rows(ptrs, rows, S, MASKED: tl.constexpr):
+    """The tile at `ptrs` of rows `rows`: MASKED, those past S read as zeros; else all in S."""
+    if MASKED:
+        return tl.load(ptrs, mask=rows[:, None] < S, other=0.0)
+    return tl.load(ptrs)
+
+
+@tessera.jit
+def visible(offs_m, cols, S, CAUSAL: tl.constexpr):
+    """Which (query row, key) pairs count: keys inside S and, causal, not after the row."""
+    keep = cols[None, :] < S
+    if CAUSAL:
+        keep = keep & (cols[None, :] <= offs_m[:, None])
+    return keep
+
+
+@tessera.jit
+def attention_fwd_steps(acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, start, end,
+                        offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N: tl.constexpr,
+                        MASKED: tl.constexpr, CAUSAL: tl.constexpr, RELOAD: tl.constexpr):
+    """The online softmax over the key blocks starting in [start, end) (k_offs, v_offs: rows 0
+    to BLOCK_N). Unless MASKED, each of their keys is in S and visible to every row."""
+    for start_n in range(start, end, BLOCK_N):
+        cols = start_n + tl.arange(0, BLOCK_N)
+        q_step = load_rows(q_ptrs, offs_m, S, True) if RELOAD else q
+        k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, S, MASKED)
+        v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, S, MASKED)
+        qk = tl.dot(q_step, tl.trans(k), input_precision="tf32")
+        if MASKED:
+            qk = tl.where(visible(offs_m, cols, S, CAUSAL), qk, float("-inf"))
+        # The scale rides on the row max and on the exponent's fused multiply-add.
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(qk * qk_scale - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = tl.dot(p.to(k.dtype), v, acc * alpha[:, None], input_precision="tf32")
+        m_i = m_new
+    return acc, l_i, m_i
+
+
 @tessera.jit
 def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
                          stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
@@ -68,48 +128,25 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
     off_b = off_bh // H
     off_h = off_bh % H
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, D)  # the head dim is contiguous (stride 1)
-    q_ptrs = (q_ptr + off_b * stride_qb + off_h * stride_qh
-              + offs_m[:, None] * stride_qs + offs_d[None, :])
-    k_ptrs = (k_ptr + off_b * stride_kb + off_h * stride_kh
-              + offs_n[:, None] * stride_ks + offs_d[None, :])
-    v_ptrs = (v_ptr + off_b * stride_vb + off_h * stride_vh
-              + offs_n[:, None] * stride_vs + offs_d[None, :])
-    if not RELOAD:
-        q = tl.load(q_ptrs, mask=offs_m[:, None] < S, other=0.0)
-
+    q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
+    k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
+    v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
+    k_offs = offsets_of(tl.arange(0, BLOCK_N), stride_ks, D)
+    v_offs = offsets_of(tl.arange(0, BLOCK_N), stride_vs, D)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, D), dtype=tl.float32)
-    if CAUSAL:
-        hi = tl.minimum((start_m + 1) * BLOCK_M, S)  # stop after the diagonal block
-    else:
-        hi = S
-    for start_n in range(0, hi, BLOCK_N):
-        in_range = start_n + offs_n < S
-        if RELOAD:  # see reload_tiles() in the host wrapper
-            q = tl.load(q_ptrs, mask=offs_m[:, None] < S, other=0.0)
-        k = tl.load(k_ptrs, mask=in_range[:, None], other=0.0)
-        v = tl.load(v_ptrs, mask=in_range[:, None], other=0.0)
-        qk = tl.dot(q, tl.trans(k), input_precision="tf32") * qk_scale
-        keep = in_range[None, :]
-        if CAUSAL:
-            keep = keep & (start_n + offs_n[None, :] <= offs_m[:, None])
-        qk = tl.where(keep, qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(qk - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = tl.dot(p.to(q_ptr.dtype.element_ty), v, acc * alpha[:, None],
-                     input_precision="tf32")
-        m_i = m_new
-        k_ptrs += BLOCK_N * stride_ks
-        v_ptrs += BLOCK_N * stride_vs
-
+    split = (tl.minimum(start_m * BLOCK_M, S) if CAUSAL else S) // BLOCK_N * BLOCK_N
+    hi = tl.minimum((start_m + 1) * BLOCK_M, S) if CAUSAL else S
+    acc, l_i, m_i = attention_fwd_steps(  # masked, Q re-read at each step
+        acc, l_i, m_i, None, q_ptrs, k_head, v_head, k_offs, v_offs, split, hi, offs_m, S,
+        qk_scale, stride_ks, stride_vs, BLOCK_N, True, CAUSAL, True)
+    q = None if RELOAD else load_rows(q_ptrs, offs_m, S, True)
+    acc, l_i, m_i = attention_fwd_steps(  # unmasked
+        acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, 0, split, offs_m, S,
+        qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD)
     acc = acc / l_i[:, None]
-    o_ptrs = (o_ptr + off_b * stride_ob + off_h * stride_oh
-              + offs_m[:, None] * stride_os + offs_d[None, :])
+    o_ptrs = rows_of(o_ptr, stride_ob, stride_oh, stride_os, off_b, off_h, offs_m, D)
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < S)
     tl.store(lse_ptr + off_bh * S + offs_m, m_i + tl.log2(l_i), mask=offs_m < S)
 
@@ -153,6 +190,21 @@ CONFIGS = {
     "dq_fp32": {16: [(64, 32, 4, 2)], 32: [(64, 32, 4, 2)], 64: [(64, 32, 8, 2)],
                 128: [(32, 16, 8, 2)], 256: [(16, 16, 8, 2)]},
 }
+# On Hopper (sm_90a) fp16/bf16 products run on wgmma: a warpgroup of 4 warps per 64 rows reads
+# K, V (and Q, dO) straight from the cp.async rings, so larger tiles fit the registers. The
+# best of a sweep on an H200 (fp16, S = 4096, B·S = 16384, against SDPA's flash backend in the
+# same run; non-causal / causal): forward 128x64/8 warps 1.18x / 1.16x flash at D = 64,
+# 0.98x / 0.93x at D = 128; dK/dV 64x64/4 warps and dQ 128x32/8 warps (64x64/4 causal) at
+# D = 64, dK/dV 64x128/8 warps and dQ 128x64/8 warps at D = 128: backward 1.00x / 1.13x and
+# 1.02x / 1.06x of flash's.
+WGMMA_CONFIGS = {
+    "fwd": {64: [(128, 64, 8, 2), (128, 128, 8, 2), (64, 128, 4, 2)],
+            128: [(128, 64, 8, 2), (128, 128, 8, 2), (128, 64, 8, 3)]},
+    "dkdv": {64: [(64, 64, 4, 2), (64, 128, 8, 3), (64, 128, 8, 2)],
+             128: [(32, 64, 4, 2), (64, 128, 8, 2), (32, 128, 8, 2)]},
+    "dq": {64: [(128, 32, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2)],
+           128: [(128, 64, 8, 2), (64, 32, 4, 2), (128, 32, 8, 2)]},
+}
 HEAD_DIMS = (16, 32, 64, 128, 256)
 
 
@@ -165,22 +217,36 @@ def _is_fp32(x) -> bool:
     return str(x.dtype) in ("float32", "torch.float32")
 
 
-def candidates(kernel: str, x) -> list:
+def _arch(x) -> str:
+    """The target the kernels compile for: x's GPU (torch CUDA tensors), else none."""
+    device = getattr(x, "device", None)
+    if getattr(device, "type", None) != "cuda":
+        return ""
+    from tessera.runtime.launcher import arch_of
+    return arch_of(device.index or 0)
+
+
+def candidates(kernel: str, x, arch: str | None = None) -> list:
     """The (BLOCK_M, BLOCK_N, num_warps, num_stages) candidates of `kernel` for inputs like `x`
-    (B, H, S, D)."""
-    return CONFIGS[kernel + ("_fp32" if _is_fp32(x) else "")][x.shape[-1]]
+    (B, H, S, D) on `arch` (default: x's GPU): WGMMA_CONFIGS for fp16/bf16 on sm_90a."""
+    arch = _arch(x) if arch is None else arch
+    D = x.shape[-1]
+    if (arch == "sm_90a" and tessera.config.knobs.wgmma and not _is_fp32(x)
+            and D in WGMMA_CONFIGS[kernel]):
+        return WGMMA_CONFIGS[kernel][D]
+    return CONFIGS[kernel + ("_fp32" if _is_fp32(x) else "")][D]
 
 
-def config(kernel: str, x) -> tuple:
+def config(kernel: str, x, arch: str | None = None) -> tuple:
     """The default (first) candidate of `kernel` for inputs like `x`."""
-    return candidates(kernel, x)[0]
+    return candidates(kernel, x, arch)[0]
 
 
 def autotuned(kernel: str, fn):
     """`fn` autotuned over every candidate of CONFIGS[kernel] (and its _fp32 table), keyed on
     (S, D, CAUSAL) and the dtypes; a launch keeps only its head dim's and dtype's list."""
     tuples = []
-    for table in (CONFIGS[kernel], CONFIGS[kernel + "_fp32"]):
+    for table in (CONFIGS[kernel], CONFIGS[kernel + "_fp32"], WGMMA_CONFIGS[kernel]):
         for listed in table.values():
             tuples += [t for t in listed if t not in tuples]
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
@@ -275,23 +341,22 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
 #    transposed tiles (`Pᵀ = 2^(K Qᵀ · qk_scale − lse2)`, `dPᵀ = V dOᵀ`, `dSᵀ`), so that `Pᵀ`
 #    and `dSᵀ` feed the next products as A operands straight from registers, as `P` does in
 #    the forward. Causal: keys `j` only get gradient from queries `i >= j`, so the walk starts
-#    at the query block holding the program's first key.
+#    at the query block holding the program's first key (`lo`), and every query block from
+#    the first one that starts at or after the program's last key (`mid`) sees all its keys.
 # 3. `attention_bwd_dq_kernel`: one program per `BLOCK_M` queries, walking the keys; causal,
-#    it stops after the diagonal block, as the forward does.
+#    it stops after the block holding the program's last row, as the forward does.
 #
 # Each program writes only its own rows of dK, dV or dQ, so no atomics; the price is computing
 # `P` and `dP` twice, and reading Q, dO once per key block in (2) and K, V once per query
 # block in (3). Masked entries get `P = 0`, hence `dS = 0`: above the diagonal and (in dQ)
-# keys past S by a `tl.where`, queries past S (in dK/dV) by a log-sum-exp of `+inf`.
+# keys past S by a `tl.where`, queries past S (in dK/dV) by a log-sum-exp of `+inf`. As in
+# the forward, masks run only where needed, in a first loop that re-reads the invariant tiles
+# (K and V, or Q and dO) at each step; the unmasked second loop holds them. dQ splits its keys
+# as the forward does; dK/dV's masked loop visits the query blocks in `[lo, mid)` and then
+# the one crossing S (its index jumps there), the unmasked loop those in `[mid, S)` wholly
+# inside S.
 
 # %%
-@tessera.jit
-def rows_of(base, stride_b, stride_h, stride_s, off_b, off_h, offs, D: tl.constexpr):
-    """Pointers to rows `offs` (all D columns) of head (off_b, off_h) of a (B, H, S, D) tensor."""
-    return (base + off_b * stride_b + off_h * stride_h + offs[:, None] * stride_s
-            + tl.arange(0, D)[None, :])
-
-
 @tessera.jit
 def attention_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, H, S, stride_ob, stride_oh,
                                     stride_os, stride_dob, stride_doh, stride_dos,
@@ -308,6 +373,38 @@ def attention_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, H, S, stride_ob, s
 
 
 @tessera.jit
+def attention_bwd_dkdv_steps(dk, dv, k, v, k_head, v_head, k_offs, v_offs, q_head, do_head,
+                             q_offs, do_offs, lse_ptr, delta_ptr, start, end, jump, to, offs_n,
+                             S, qk_scale, stride_qs, stride_dos, BLOCK_M: tl.constexpr,
+                             MASKED: tl.constexpr, CAUSAL: tl.constexpr, RELOAD: tl.constexpr):
+    """dK, dV from the query blocks starting in [start, end), MASKED ones from `jump` on being
+    the block at `to` instead; q_offs, do_offs: rows 0 to BLOCK_M; lse_ptr, delta_ptr: the
+    head's row 0. Unless MASKED, every query of those blocks is in S and sees every key."""
+    for step in range(start, end, BLOCK_M):
+        start_m = tl.where(step < jump, step, to) if MASKED else step
+        rows = start_m + tl.arange(0, BLOCK_M)
+        k_step = load_rows(k_head + k_offs, offs_n, S, True) if RELOAD else k
+        v_step = load_rows(v_head + v_offs, offs_n, S, True) if RELOAD else v
+        q = load_rows(q_head + (q_offs + start_m * stride_qs), rows, S, MASKED)
+        do = load_rows(do_head + (do_offs + start_m * stride_dos), rows, S, MASKED)
+        if MASKED:  # lse = +inf past S gives P = 0 there (keys past S: rows the stores drop)
+            lse = tl.load(lse_ptr + rows, mask=rows < S, other=float("inf"))
+            delta = tl.load(delta_ptr + rows, mask=rows < S, other=0.0)
+        else:
+            lse = tl.load(lse_ptr + rows)
+            delta = tl.load(delta_ptr + rows)
+        p_t = tl.exp2(tl.dot(k_step, tl.trans(q), input_precision="tf32") * qk_scale
+                      - lse[None, :])
+        if MASKED and CAUSAL:
+            p_t = tl.where(rows[None, :] >= offs_n[:, None], p_t, 0.0)
+        dv = tl.dot(p_t.to(q.dtype), do, dv, input_precision="tf32")
+        dp_t = tl.dot(v_step, tl.trans(do), input_precision="tf32")
+        ds_t = p_t * (dp_t - delta[None, :])
+        dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision="tf32")
+    return dk, dv
+
+
+@tessera.jit
 def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, delta_ptr,
                               sm_scale, qk_scale, H, S,
                               stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
@@ -321,48 +418,61 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
     off_b = off_bh // H
     off_h = off_bh % H
     offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_m = tl.arange(0, BLOCK_M)
-    key_in_range = offs_n[:, None] < S
-    k_ptrs = rows_of(k_ptr, stride_kb, stride_kh, stride_ks, off_b, off_h, offs_n, D)
-    v_ptrs = rows_of(v_ptr, stride_vb, stride_vh, stride_vs, off_b, off_h, offs_n, D)
-    if not RELOAD:
-        k = tl.load(k_ptrs, mask=key_in_range, other=0.0)
-        v = tl.load(v_ptrs, mask=key_in_range, other=0.0)
+    k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
+    v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
+    k_offs = offsets_of(offs_n, stride_ks, D)
+    v_offs = offsets_of(offs_n, stride_vs, D)
+    q_head = q_ptr + off_b * stride_qb + off_h * stride_qh
+    do_head = do_ptr + off_b * stride_dob + off_h * stride_doh
+    q_offs = offsets_of(tl.arange(0, BLOCK_M), stride_qs, D)
+    do_offs = offsets_of(tl.arange(0, BLOCK_M), stride_dos, D)
     dk = tl.zeros((BLOCK_N, D), dtype=tl.float32)
     dv = tl.zeros((BLOCK_N, D), dtype=tl.float32)
-    if CAUSAL:
-        lo = (start_n * BLOCK_N) // BLOCK_M * BLOCK_M  # the query block of the first key
-    else:
-        lo = 0
-    q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, lo + offs_m, D)
-    do_ptrs = rows_of(do_ptr, stride_dob, stride_doh, stride_dos, off_b, off_h, lo + offs_m, D)
-    for start_m in range(lo, S, BLOCK_M):
-        rows = start_m + offs_m
-        in_range = rows < S
-        if RELOAD:
-            k = tl.load(k_ptrs, mask=key_in_range, other=0.0)
-            v = tl.load(v_ptrs, mask=key_in_range, other=0.0)
-        q = tl.load(q_ptrs, mask=in_range[:, None], other=0.0)
-        do = tl.load(do_ptrs, mask=in_range[:, None], other=0.0)
-        # lse = +inf past S gives P = 0 there without a mask (keys past S compute rows of dK,
-        # dV that the stores drop).
-        lse = tl.load(lse_ptr + off_bh * S + rows, mask=in_range, other=float("inf"))
-        delta = tl.load(delta_ptr + off_bh * S + rows, mask=in_range, other=0.0)
-        p_t = tl.exp2(tl.dot(k, tl.trans(q), input_precision="tf32") * qk_scale
-                      - lse[None, :])
-        if CAUSAL:
-            p_t = tl.where(rows[None, :] >= offs_n[:, None], p_t, 0.0)
-        dv = tl.dot(p_t.to(q_ptr.dtype.element_ty), do, dv, input_precision="tf32")
-        dp_t = tl.dot(v, tl.trans(do), input_precision="tf32")
-        ds_t = p_t * (dp_t - delta[None, :])
-        dk = tl.dot(ds_t.to(q_ptr.dtype.element_ty), q, dk, input_precision="tf32")
-        q_ptrs += BLOCK_M * stride_qs
-        do_ptrs += BLOCK_M * stride_dos
+    full = S // BLOCK_M * BLOCK_M  # the query blocks wholly inside S end here
+    lo = (start_n * BLOCK_N) // BLOCK_M * BLOCK_M if CAUSAL else 0
+    mid = tl.cdiv(start_n * BLOCK_N + BLOCK_N - 1, BLOCK_M) * BLOCK_M if CAUSAL else 0
+    # Masked, K and V re-read at each step: the blocks from lo that start before mid and S,
+    # then the one crossing S unless it was among them.
+    diagonal = tl.minimum(mid, S) - lo
+    masked = tl.cdiv(diagonal, BLOCK_M) + tl.cdiv(tl.maximum(S - tl.maximum(mid, full), 0),
+                                                  BLOCK_M)
+    dk, dv = attention_bwd_dkdv_steps(
+        dk, dv, None, None, k_head, v_head, k_offs, v_offs, q_head, do_head, q_offs, do_offs,
+        lse_ptr + off_bh * S, delta_ptr + off_bh * S, lo, lo + masked * BLOCK_M, lo + diagonal,
+        full, offs_n, S, qk_scale, stride_qs, stride_dos, BLOCK_M, True, CAUSAL, True)
+    k = None if RELOAD else load_rows(k_head + k_offs, offs_n, S, True)
+    v = None if RELOAD else load_rows(v_head + v_offs, offs_n, S, True)
+    dk, dv = attention_bwd_dkdv_steps(  # unmasked
+        dk, dv, k, v, k_head, v_head, k_offs, v_offs, q_head, do_head, q_offs, do_offs,
+        lse_ptr + off_bh * S, delta_ptr + off_bh * S, mid, full, full, full, offs_n, S,
+        qk_scale, stride_qs, stride_dos, BLOCK_M, False, CAUSAL, RELOAD)
     dk = dk * sm_scale
     tl.store(rows_of(dk_ptr, stride_dkb, stride_dkh, stride_dks, off_b, off_h, offs_n, D),
-             dk.to(dk_ptr.dtype.element_ty), mask=key_in_range)
+             dk.to(dk_ptr.dtype.element_ty), mask=offs_n[:, None] < S)
     tl.store(rows_of(dv_ptr, stride_dvb, stride_dvh, stride_dvs, off_b, off_h, offs_n, D),
-             dv.to(dv_ptr.dtype.element_ty), mask=key_in_range)
+             dv.to(dv_ptr.dtype.element_ty), mask=offs_n[:, None] < S)
+
+
+@tessera.jit
+def attention_bwd_dq_steps(dq, q, do, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, lse,
+                           delta, start, end, offs_m, S, qk_scale, stride_ks, stride_vs,
+                           BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                           RELOAD: tl.constexpr):
+    """dQ from the key blocks starting in [start, end), as attention_fwd_steps walks them."""
+    for start_n in range(start, end, BLOCK_N):
+        cols = start_n + tl.arange(0, BLOCK_N)
+        q_step = load_rows(q_ptrs, offs_m, S, True) if RELOAD else q
+        do_step = load_rows(do_ptrs, offs_m, S, True) if RELOAD else do
+        k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, S, MASKED)
+        v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, S, MASKED)
+        p = tl.exp2(tl.dot(q_step, tl.trans(k), input_precision="tf32") * qk_scale
+                    - lse[:, None])
+        if MASKED:
+            p = tl.where(visible(offs_m, cols, S, CAUSAL), p, 0.0)
+        dp = tl.dot(do_step, tl.trans(v), input_precision="tf32")
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision="tf32")
+    return dq
 
 
 @tessera.jit
@@ -378,39 +488,26 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_
     off_b = off_bh // H
     off_h = off_bh % H
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
     in_range = offs_m < S
     q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
     do_ptrs = rows_of(do_ptr, stride_dob, stride_doh, stride_dos, off_b, off_h, offs_m, D)
-    if not RELOAD:
-        q = tl.load(q_ptrs, mask=in_range[:, None], other=0.0)
-        do = tl.load(do_ptrs, mask=in_range[:, None], other=0.0)
+    k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
+    v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
+    k_offs = offsets_of(tl.arange(0, BLOCK_N), stride_ks, D)
+    v_offs = offsets_of(tl.arange(0, BLOCK_N), stride_vs, D)
     lse = tl.load(lse_ptr + off_bh * S + offs_m, mask=in_range, other=0.0)
     delta = tl.load(delta_ptr + off_bh * S + offs_m, mask=in_range, other=0.0)
     dq = tl.zeros((BLOCK_M, D), dtype=tl.float32)
-    if CAUSAL:
-        hi = tl.minimum((start_m + 1) * BLOCK_M, S)  # stop after the diagonal block
-    else:
-        hi = S
-    k_ptrs = rows_of(k_ptr, stride_kb, stride_kh, stride_ks, off_b, off_h, offs_n, D)
-    v_ptrs = rows_of(v_ptr, stride_vb, stride_vh, stride_vs, off_b, off_h, offs_n, D)
-    for start_n in range(0, hi, BLOCK_N):
-        cols = start_n + offs_n
-        if RELOAD:
-            q = tl.load(q_ptrs, mask=in_range[:, None], other=0.0)
-            do = tl.load(do_ptrs, mask=in_range[:, None], other=0.0)
-        k = tl.load(k_ptrs, mask=cols[:, None] < S, other=0.0)
-        v = tl.load(v_ptrs, mask=cols[:, None] < S, other=0.0)
-        p = tl.exp2(tl.dot(q, tl.trans(k), input_precision="tf32") * qk_scale - lse[:, None])
-        keep = cols[None, :] < S
-        if CAUSAL:
-            keep = keep & (cols[None, :] <= offs_m[:, None])
-        p = tl.where(keep, p, 0.0)
-        dp = tl.dot(do, tl.trans(v), input_precision="tf32")
-        ds = p * (dp - delta[:, None])
-        dq = tl.dot(ds.to(q_ptr.dtype.element_ty), k, dq, input_precision="tf32")
-        k_ptrs += BLOCK_N * stride_ks
-        v_ptrs += BLOCK_N * stride_vs
+    split = (tl.minimum(start_m * BLOCK_M, S) if CAUSAL else S) // BLOCK_N * BLOCK_N
+    hi = tl.minimum((start_m + 1) * BLOCK_M, S) if CAUSAL else S  # as in the forward
+    dq = attention_bwd_dq_steps(  # masked, Q and dO re-read at each step
+        dq, None, None, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, lse, delta, split, hi,
+        offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N, True, CAUSAL, True)
+    q = None if RELOAD else load_rows(q_ptrs, offs_m, S, True)
+    do = None if RELOAD else load_rows(do_ptrs, offs_m, S, True)
+    dq = attention_bwd_dq_steps(  # unmasked
+        dq, q, do, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, lse, delta, 0, split,
+        offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD)
     dq = dq * sm_scale
     tl.store(rows_of(dq_ptr, stride_dqb, stride_dqh, stride_dqs, off_b, off_h, offs_m, D),
              dq.to(dq_ptr.dtype.element_ty), mask=in_range[:, None])

@@ -163,3 +163,52 @@ def test_sequence_65536_forward_backward_memory(tutorial):
     ds = p * (dp - (p * dp).sum(-1, keepdim=True))
     assert rel(o[0, 0, rows], p @ vd) <= 1e-2
     assert rel(dq[0, 0, rows], ds @ kd * D ** -0.5) <= 2e-2
+
+
+# ---- The masked / unmasked split of the kernels' walks, with blocks the defaults do not use ----
+
+def padded(x, pad=40):
+    """x as the first S rows of a (B, H, S + pad, D) tensor whose pad is NaN."""
+    B, H, S, D = x.shape
+    base = torch.full((B, H, S + pad, D), float("nan"), device=x.device, dtype=x.dtype)
+    base[:, :, :S] = x
+    return base[:, :, :S], base
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("blocks", [(128, 32, 8, 2), (64, 16, 4, 2), (16, 64, 4, 2),
+                                    (32, 64, 4, 3)], ids=lambda b: f"{b[0]}x{b[1]}")
+@pytest.mark.parametrize("S", [5, 1000, 1024])
+def test_split_walks_with_other_blocks(tutorial, S, blocks, causal):
+    # S = 5: every unmasked loop empty; 1024: a multiple of every block; 1000: both loops. The
+    # inputs are views of NaN-padded tensors and the outputs' pads must stay NaN: a load past
+    # S in an unmasked loop, a key wrongly visible or a store past S fails.
+    block_m, block_n, num_warps, num_stages = blocks
+    B, H, D = 2, 3, 64
+    gen = torch.Generator(device="cuda").manual_seed(S + block_m + causal)
+    q, k, v, do = (padded(torch.randn((B, H, S, D), device="cuda", dtype=torch.float16,
+                                      generator=gen))[0] for _ in range(4))
+    (o, o_pad), (dq, dq_pad), (dk, dk_pad), (dv, dv_pad) = (
+        padded(torch.full((B, H, S, D), float("nan"), device="cuda", dtype=torch.float16))
+        for _ in range(4))
+    lse = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
+    sm_scale = D ** -0.5
+    st = lambda x: x.stride()[:3]  # noqa: E731
+    meta = dict(D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, num_warps=num_warps,
+                num_stages=num_stages)
+    tutorial.attention_fwd_kernel[(math.ceil(S / block_m), B * H)](
+        q, k, v, o, lse, sm_scale * tutorial.LOG2E, H, S, *st(q), *st(k), *st(v), *st(o), **meta)
+    delta = (o.float() * do.float()).sum(-1).contiguous()
+    common = (lse, delta, sm_scale, sm_scale * tutorial.LOG2E, H, S, *st(q), *st(k), *st(v),
+              *st(do))
+    tutorial.attention_bwd_dkdv_kernel[(math.ceil(S / block_n), B * H)](
+        q, k, v, do, dk, dv, *common, *st(dk), *st(dv), **meta)
+    tutorial.attention_bwd_dq_kernel[(math.ceil(S / block_m), B * H)](
+        q, k, v, do, dq, *common, *st(dq), **meta)
+    torch.cuda.synchronize()
+    ref = reference(q, k, v, do, causal, sm_scale)
+    for name, x, r, pad in zip(("o", "lse", "dq", "dk", "dv"), (o, lse, dq, dk, dv), ref,
+                               (o_pad, None, dq_pad, dk_pad, dv_pad)):
+        assert rel(x, r) <= {"o": 5e-3, "lse": 1e-3}.get(name, 1e-2), (name, rel(x, r))
+        if pad is not None:
+            assert torch.isnan(pad[:, :, S:]).all(), f"{name}: a store past S"
