@@ -4,7 +4,8 @@
 # `O = softmax(Q Kᵀ · sm_scale) V` for (batch, heads, sequence, head dim) tensors, and its
 # gradients, without ever writing the S x S score matrix to memory. You will learn:
 # - chained `tl.dot`s: the scores `Q Kᵀ` stay in registers, are turned into probabilities `P`
-#   and, cast to the input dtype, feed the second product `P V` directly;
+#   and, cast to the input dtype, feed the second product `P V` directly (on Hopper as the
+#   register operand of `wgmma`, whose other operands are read from the cp.async rings);
 # - the online softmax: one pass over the keys keeps a running row maximum `m` and a running
 #   row sum `l`, and rescales the accumulator whenever the maximum grows;
 # - `exp2` with the scale folded in (`qk_scale = sm_scale · log2(e)`): one fused
