@@ -19,10 +19,6 @@
 
 namespace tessera::codegen {
 
-namespace {
-
-using Coords = std::vector<int32_t>;
-
 Coords coordsOf(const LinearLayout &layout, int reg) {
   Coords coords;
   for (const auto &entry : layout.apply({{kRegisterDim, reg}}))
@@ -30,13 +26,14 @@ Coords coordsOf(const LinearLayout &layout, int reg) {
   return coords;
 }
 
-/// Lane-0, warp-0 coordinates -> the first register holding them (the FMA path).
 std::map<Coords, int> registersByCoords(const LinearLayout &layout) {
   std::map<Coords, int> map;
   for (int reg = layout.getInDimSize(kRegisterDim); reg-- > 0;)
     map[coordsOf(layout, reg)] = reg;
   return map;
 }
+
+namespace {
 
 int lookup(const std::map<Coords, int> &map, const Coords &coords, const ir::Operation &op) {
   auto it = map.find(coords);

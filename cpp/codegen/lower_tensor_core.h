@@ -8,6 +8,9 @@
 #include "layout/mma.h"
 #include "layout/shared_memory.h"
 
+#include <map>
+#include <vector>
+
 namespace tessera::codegen {
 
 /// Lowers `op` when it is one of the ops above (or a convert_layout into an #mma dot-operand
@@ -15,6 +18,11 @@ namespace tessera::codegen {
 bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op);
 
 // ---- lower_dot.cpp ----------------------------------------------------------------------------
+using Coords = std::vector<int32_t>;
+/// The tensor coordinates register `reg` of `layout` holds at lane 0, warp 0.
+Coords coordsOf(const LinearLayout &layout, int reg);
+/// Lane-0, warp-0 coordinates -> the first register holding them (the FMA and wgmma paths).
+std::map<Coords, int> registersByCoords(const LinearLayout &layout);
 /// dot: mma.sync (m16n8k16 f16/bf16, m16n8k8 tf32, tf32x3) for an #mma result, FMA for a
 /// Blocked one.
 void lowerDot(KernelLowering &lowering, const ir::Operation &op);

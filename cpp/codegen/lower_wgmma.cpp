@@ -25,8 +25,6 @@ namespace tessera::codegen {
 
 namespace {
 
-using Coords = std::vector<int32_t>;
-
 /// One operand's tile as wgmma's descriptors see it.
 struct OperandTile {
   llvm::Value *address = nullptr; // i32 shared address of the tile
@@ -214,26 +212,11 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
   llvm::Value *offsetB = warpgroupOffset(lowering, b, groupN, warps[1], 1, n);
 
   // Accumulator register of each (row, column) at lane 0, warp 0.
-  const LinearLayout &cLayout = lowering.layoutOf(cType, op);
-  std::map<Coords, int> registerAt;
-  for (int reg = cLayout.getInDimSize(kRegisterDim); reg-- > 0;) {
-    Coords coords;
-    for (const auto &entry : cLayout.apply({{kRegisterDim, reg}}))
-      coords.push_back(entry.second);
-    registerAt[coords] = reg;
-  }
+  std::map<Coords, int> registerAt = registersByCoords(lowering.layoutOf(cType, op));
   // A's registers: the m16n8k16 A fragment per warp (a0..a3 = rows +0/+8, k +0/+8, pairs of
   // consecutive k), found by their coordinates at lane 0, warp 0.
-  std::map<Coords, int> aRegisterAt;
-  if (registerA) {
-    const LinearLayout &aLayout = lowering.layoutOf(aType, op);
-    for (int reg = aLayout.getInDimSize(kRegisterDim); reg-- > 0;) {
-      Coords coords;
-      for (const auto &entry : aLayout.apply({{kRegisterDim, reg}}))
-        coords.push_back(entry.second);
-      aRegisterAt[coords] = reg;
-    }
-  }
+  std::map<Coords, int> aRegisterAt =
+      registerA ? registersByCoords(lowering.layoutOf(aType, op)) : std::map<Coords, int>{};
   const Registers *aRegisters = registerA ? &lowering.registersOf(op.operand(0)) : nullptr;
   auto aWordsAt = [&](int64_t row0, int64_t k0) {
     std::vector<llvm::Value *> words;

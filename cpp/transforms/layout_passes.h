@@ -25,6 +25,11 @@ void coalesce(ir::Module &module);
 /// encoding and carries loop values in the layout they are computed in, so that conversions
 /// disappear (or at least leave loops).
 void removeLayoutConversions(ir::Module &module);
+/// Replaces the conversion `convert` into a dot operand by a local_alloc of its source in
+/// `shared` (before it) and a local_load of that buffer before each user: the operand is
+/// read from shared memory where it is used (stage_invariant_operands.cpp; also
+/// materialize_wgmma_operands.cpp).
+void stageThroughSharedMemory(ir::Operation *convert, const EncodingPtr &shared);
 
 constexpr int kThreadsPerWarp = 32;
 

@@ -58,19 +58,7 @@ void materialize(Operation *convert) {
   if (!shared)
     emitError(*convert, "materialize_wgmma_operands: rows of " + type.str() +
                             " are narrower than wgmma's 32-byte swizzle");
-  Builder builder;
-  builder.setInsertionPoint(convert);
-  builder.setLocation(convert->location());
-  Value *buffer =
-      builder.create(OpCode::LocalAlloc, {source}, {type.withEncoding(shared)})->result();
-  for (const OperandUse &use : usesOf(convert->result())) {
-    Builder at;
-    at.setInsertionPoint(use.user);
-    at.setLocation(convert->location());
-    Value *read = at.create(OpCode::LocalLoad, {buffer}, {convert->result()->type()})->result();
-    use.user->setOperand(use.index, read);
-  }
-  convert->erase();
+  stageThroughSharedMemory(convert, shared);
 }
 
 void materializeWgmmaOperands(Module &module) {

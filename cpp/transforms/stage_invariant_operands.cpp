@@ -74,25 +74,10 @@ std::vector<Candidate> candidatesOf(Operation *loop) {
 
 // Plan step 2, for one operand.
 void stage(Operation *convert) {
-  Value *source = convert->operand(0);
-  const Type &type = source->type();
+  const Type &type = convert->operand(0)->type();
   int fastest = analysis::fastestDim(type.encoding()->toLinearLayout(type.shape()));
-  EncodingPtr shared =
-      dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest}, type.bitWidth() / 8);
-  Builder builder;
-  builder.setInsertionPoint(convert);
-  builder.setLocation(convert->location());
-  Value *buffer =
-      builder.create(OpCode::LocalAlloc, {source}, {type.withEncoding(shared)})->result();
-  for (const OperandUse &use : usesOf(convert->result())) {
-    Builder at;
-    at.setInsertionPoint(use.user);
-    at.setLocation(convert->location());
-    Value *read =
-        at.create(OpCode::LocalLoad, {buffer}, {convert->result()->type()})->result();
-    use.user->setOperand(use.index, read);
-  }
-  convert->erase();
+  stageThroughSharedMemory(
+      convert, dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest}, type.bitWidth() / 8));
 }
 
 void stageInvariantOperands(Module &module) {
@@ -122,6 +107,25 @@ void stageInvariantOperands(Module &module) {
 }
 
 } // namespace
+
+void stageThroughSharedMemory(Operation *convert, const EncodingPtr &shared) {
+  Value *source = convert->operand(0);
+  Builder builder;
+  builder.setInsertionPoint(convert);
+  builder.setLocation(convert->location());
+  Value *buffer =
+      builder.create(OpCode::LocalAlloc, {source}, {source->type().withEncoding(shared)})
+          ->result();
+  for (const OperandUse &use : usesOf(convert->result())) {
+    Builder at;
+    at.setInsertionPoint(use.user);
+    at.setLocation(convert->location());
+    Value *read =
+        at.create(OpCode::LocalLoad, {buffer}, {convert->result()->type()})->result();
+    use.user->setOperand(use.index, read);
+  }
+  convert->erase();
+}
 
 TESSERA_REGISTER_PASS(stage_invariant_operands, "stage_invariant_operands",
                       "Keep loop-invariant dot operands in shared memory (ldmatrix at each step) "
