@@ -2,7 +2,8 @@
 //
 // Last step of codegen: the lowered module is optimized with the default O3 pipeline
 // (PassBuilder) and printed as PTX by the NVPTX backend. Shared and local pointers are 32 bits
-// (nvptx-short-ptr), as in Triton, which saves registers in address arithmetic.
+// (nvptx-short-ptr), as in Triton, which saves registers in address arithmetic. Predicates
+// live across a loop are then recomputed past it (sink_predicates.cpp).
 #include "codegen/nvptx_target.h"
 
 #include "ir/diagnostics.h"
@@ -111,6 +112,9 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optL
                                        ? passBuilder.buildO0DefaultPipeline(level)
                                        : passBuilder.buildPerModuleDefaultPipeline(level);
   passes.run(module, moduleAnalyses);
+  if (optLevel > 0)
+    for (llvm::Function &function : module)
+      sinkPredicatesPastLoops(function);
 }
 
 std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine) {

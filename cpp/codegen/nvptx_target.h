@@ -26,8 +26,13 @@ inline const char *const kPtxFeatures = "+ptx86";
 /// depends on type sizes).
 void configureModule(llvm::Module &module, llvm::TargetMachine &machine);
 
-/// The default LLVM pipeline at optLevel (O0..O3), in place.
+/// The default LLVM pipeline at optLevel (O0..O3), in place; above O0, then
+/// sinkPredicatesPastLoops on each function.
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optLevel);
+
+/// Recomputes each i1 compare (and and/or/xor of them) in the blocks that use it past a loop
+/// it would otherwise stay live across (sink_predicates.cpp says why).
+void sinkPredicatesPastLoops(llvm::Function &function);
 
 /// Runs the NVPTX backend and returns the PTX text.
 std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine);
