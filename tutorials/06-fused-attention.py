@@ -53,11 +53,10 @@ LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x · log2(e))
 # one crossing S (keys past S load as zeros and score `-inf`: `p = 0`) and, causal, those
 # crossing the diagonal. Unmasked: the blocks before `split` (`min(first row, S)` causal, else
 # `S`, rounded down to a block), inside S and seen whole by every row: plain loads, no
-# `tl.where`. The masked loop runs first and re-reads Q at each of its few steps (as `RELOAD`
-# does): the compiled code keeps some address arithmetic of the second loop alive through the
-# first, so no Q tile may sit beside it (zero spills). Addresses are a head's base pointer plus
-# 32-bit offsets, one register each. Every row sees the first key it meets, so `m` is finite
-# from then on and `l >= 1`; rows past S compute harmless values the masked store drops.
+# `tl.where`. The masked loop runs first and re-reads Q at each of its few steps (no Q tile
+# beside the second loop's live addresses: zero spills). Every row sees the first key it
+# meets, so `m` is finite from then on and `l >= 1`; rows past S compute harmless values the
+# masked store drops.
 #
 # The log-sum-exp saved per row is in **base 2** of the scaled scores:
 # `lse2 = m + log2(l) = log2(Σ_j 2^(qk_j))`, with `qk_j = q·k_j · sm_scale · log2(e)`; the
@@ -167,14 +166,8 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
 # %%
 # kernel -> {D -> [(BLOCK_M, BLOCK_N, num_warps, num_stages), ...]}; "_fp32" for float32 (tf32)
 # inputs. dkdv: BLOCK_N keys per program, BLOCK_M queries per step; dq: the other way round.
-# The wrappers autotune over a head dim's candidates once per (S, D, causal, dtype) and keep
-# the fastest on disk; the first candidate is the default (interpreter, TESSERA_AUTOTUNE=off)
-# and compiles with zero register spills for sm_80 and sm_90a, the others spill at most a few
-# bytes (tests/python/compiler/test_attention_ptx.py). At D = 64 and 128 they are the best of
-# a sweep on an H200 (fp16, B·S = 16384, S = 4096, against SDPA's flash backend in the same
-# run; non-causal / causal): forward 128x32/8 warps 78% / 71% of flash at D = 64, 128x32/8
-# warps 57% / 61% and 128x64/8 warps, 3 stages 67% / 63% at D = 128; dK/dV 64x128/8 warps
-# 77% / 81% at D = 64; dQ 64x32/4 warps 70% / 80% at D = 64.
+# The first candidate is the default (interpreter, TESSERA_AUTOTUNE=off) and compiles with zero
+# spills for sm_80 and sm_90a; the others spill a few bytes at most (test_attention_ptx.py).
 CONFIGS = {
     "fwd": {16: [(64, 64, 4, 2)], 32: [(64, 64, 4, 2)],
             64: [(128, 32, 8, 2), (128, 32, 8, 3), (64, 64, 4, 2)],
@@ -184,8 +177,9 @@ CONFIGS = {
     "dkdv": {16: [(32, 64, 4, 2)], 32: [(32, 64, 4, 2)],
              64: [(64, 128, 8, 2), (32, 64, 4, 3), (64, 64, 4, 2)],
              128: [(32, 64, 8, 2), (16, 64, 4, 2), (16, 128, 8, 2)], 256: [(16, 16, 8, 2)]},
-    "dkdv_fp32": {16: [(32, 64, 4, 2)], 32: [(16, 64, 4, 2)], 64: [(16, 32, 4, 2)],
-                  128: [(16, 32, 8, 2)], 256: [(16, 16, 8, 2)]},
+    "dkdv_fp32": {16: [(16, 64, 4, 2)], 32: [(16, 64, 4, 2)],
+                  64: [(16, 32, 8, 2), (16, 32, 4, 2)], 128: [(16, 32, 8, 2)],
+                  256: [(16, 16, 8, 2)]},
     "dq": {16: [(64, 32, 4, 2)], 32: [(64, 32, 4, 2)], 64: [(64, 32, 4, 2), (64, 32, 4, 3)],
            128: [(64, 16, 4, 2), (64, 32, 8, 2), (128, 32, 8, 2)], 256: [(32, 16, 8, 2)]},
     "dq_fp32": {16: [(64, 32, 4, 2)], 32: [(64, 32, 4, 2)], 64: [(64, 32, 8, 2)],
@@ -193,11 +187,7 @@ CONFIGS = {
 }
 # On Hopper (sm_90a) fp16/bf16 products run on wgmma: a warpgroup of 4 warps per 64 rows reads
 # K, V (and Q, dO) straight from the cp.async rings, so larger tiles fit the registers. The
-# best of a sweep on an H200 (fp16, S = 4096, B·S = 16384, against SDPA's flash backend in the
-# same run; non-causal / causal): forward 128x64/8 warps 1.18x / 1.16x flash at D = 64,
-# 0.98x / 0.93x at D = 128; dK/dV 64x64/4 warps and dQ 128x32/8 warps (64x64/4 causal) at
-# D = 64, dK/dV 64x128/8 warps and dQ 128x64/8 warps at D = 128: backward 1.00x / 1.13x and
-# 1.02x / 1.06x of flash's.
+# best of sweeps on an H200 (benchmarks/attention.py --quick has the ratios to SDPA flash).
 WGMMA_CONFIGS = {
     "fwd": {64: [(128, 64, 8, 2), (128, 128, 8, 2), (64, 128, 4, 2)],
             128: [(128, 64, 8, 2), (128, 128, 8, 2), (128, 64, 8, 3)]},
@@ -264,10 +254,8 @@ _tuned_fwd = autotuned("fwd", attention_fwd_kernel)  # the @jit kernel stays pla
 
 
 def reload_tiles(x) -> bool:
-    """Whether the kernels re-read their loop-invariant tiles (Q in the forward, K and V or Q
-    and dO in the backward) at every step instead of holding them in registers: a warp's
-    16 x D rows of one take D · itemsize / 8 registers per lane, 256 for two of them at
-    float32 and D = 256, which leaves no room for the accumulators."""
+    """Whether the kernels re-read their loop-invariant tiles at every step instead of holding
+    them: a warp's 16 x D rows take D · itemsize / 8 registers per lane (too many from 1 KiB)."""
     return x.shape[-1] * (4 if _is_fp32(x) else 2) >= 1024
 
 
@@ -347,15 +335,12 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
 # 3. `attention_bwd_dq_kernel`: one program per `BLOCK_M` queries, walking the keys; causal,
 #    it stops after the block holding the program's last row, as the forward does.
 #
-# Each program writes only its own rows of dK, dV or dQ, so no atomics; the price is computing
-# `P` and `dP` twice, and reading Q, dO once per key block in (2) and K, V once per query
-# block in (3). Masked entries get `P = 0`, hence `dS = 0`: above the diagonal and (in dQ)
-# keys past S by a `tl.where`, queries past S (in dK/dV) by a log-sum-exp of `+inf`. As in
-# the forward, masks run only where needed, in a first loop that re-reads the invariant tiles
-# (K and V, or Q and dO) at each step; the unmasked second loop holds them. dQ splits its keys
-# as the forward does; dK/dV's masked loop visits the query blocks in `[lo, mid)` and then
-# the one crossing S (its index jumps there), the unmasked loop those in `[mid, S)` wholly
-# inside S.
+# Each program writes only its own rows of dK, dV or dQ: no atomics, at the price of `P` and
+# `dP` computed twice. Masked entries get `P = 0`, hence `dS = 0`: above the diagonal and keys
+# past S by a `tl.where`, queries past S (dK/dV) by a log-sum-exp of `+inf`. As in the forward,
+# masks run only in a first loop, which re-reads the invariant tiles at each step: dQ splits its
+# keys as the forward does; dK/dV's masked loop visits the query blocks in `[lo, mid)`, then the
+# one crossing S (its index jumps there), the unmasked loop those in `[mid, S)` inside S.
 
 # %%
 @tessera.jit
@@ -516,9 +501,8 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_
 
 # %% [markdown]
 # `attention_backward(q, k, v, o, lse, do, causal, sm_scale)` returns `(dq, dk, dv)` (input
-# dtype) from the forward's inputs, its `O` and `lse2` and the gradient `dO`; `dO` often
-# arrives with a non-contiguous last dim (the gradient of `o.sum()` is one value broadcast),
-# so it is copied first in that case.
+# dtype) from the forward's inputs, `O`, `lse2` and `dO`; a `dO` whose last dim is not
+# contiguous (the gradient of `o.sum()`: one value broadcast) is copied first.
 
 # %%
 # The autotuned launchers (the @jit kernels themselves stay plain, for .compile()/.asm()).
@@ -567,50 +551,20 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False,
 #
 # and the function to call from a model: `attention(q, k, v, causal=False, sm_scale=None)`,
 # differentiable in q, k and v (lse2 is an auxiliary output, not differentiable). On CPU
-# tensors the ops run the same kernels through the interpreter, on NumPy views of the tensors,
-# so the whole flow can be checked without a GPU. Without torch this cell defines nothing.
+# tensors the ops run the same kernels through the interpreter (it takes CPU tensors as they
+# are), so the whole flow can be checked without a GPU. Without torch this cell defines nothing.
 
 # %%
-import contextlib
-
 try:
     import torch
 except ImportError:
     torch = None
 
 
-@contextlib.contextmanager
-def _interpreted():
-    """Kernels launched in the block run through the interpreter (NumPy arrays)."""
-    knobs = tessera.config.knobs
-    saved = knobs.interpret
-    knobs.interpret = True
-    try:
-        yield
-    finally:
-        knobs.reset("interpret")  # back to the environment, or to the caller's own setting
-        if knobs.interpret != saved:
-            knobs.interpret = saved
-
-
 def _on_cpu(fn, *args):
-    """fn(*args) for CPU torch tensors: NumPy views in, the interpreter, tensors out."""
-    import ml_dtypes
-
-    def to_numpy(x):
-        if not isinstance(x, torch.Tensor):
-            return x
-        if x.dtype == torch.bfloat16:  # NumPy knows bfloat16 only through ml_dtypes
-            return x.detach().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        return x.detach().numpy()
-
-    def to_torch(x):
-        if x.dtype == ml_dtypes.bfloat16:
-            return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16)
-        return torch.from_numpy(x)
-
-    with _interpreted():
-        return tuple(to_torch(x) for x in fn(*map(to_numpy, args)))
+    """fn(*args) for CPU torch tensors, through the interpreter (which takes them as they are)."""
+    with tessera.config.knobs.scope(interpret=True):
+        return fn(*args)
 
 
 def _register_torch_ops() -> None:
@@ -672,13 +626,11 @@ if torch is not None:
 # %% [markdown]
 # ## Correctness
 # Fresh random inputs, poisoned (NaN) outputs, against a float64 NumPy reference computed the
-# textbook way: the full score matrix, a max-subtracted softmax, and the gradients by the
-# formulas of the backward section. Sequence lengths 1, 17 and 1000 are not multiples of any
-# block. Bounds on ‖x − ref‖ / ‖ref‖: O within 5e-3 for fp16 and 1e-2 for bf16
-# (BENCHMARKS.md); float32 inputs compute in tf32, which keeps fp16's 10 mantissa bits, so
-# fp16's bounds. The gradients get twice the output's bound (1e-2 fp16 and tf32, 2e-2 bf16):
-# each is a sum of products of two rounded factors (`P` or `dS` rounded to the input dtype).
-# The log-sum-exp (float32) within 1e-3.
+# textbook way (full score matrix, max-subtracted softmax, the backward section's formulas).
+# S = 1, 17 and 1000 are not multiples of any block. Bounds on ‖x − ref‖ / ‖ref‖: O within
+# 5e-3 for fp16 and 1e-2 for bf16 (BENCHMARKS.md); float32 inputs compute in tf32 (fp16's 10
+# mantissa bits), so fp16's bounds. Gradients get twice the output's bound: each is a sum of
+# products of two rounded factors (`P` or `dS` in the input dtype). lse2 within 1e-3.
 
 # %%
 BOUNDS = {"float16": (5e-3, 1e-2), "bfloat16": (1e-2, 2e-2), "float32": (5e-3, 1e-2)}
@@ -732,8 +684,7 @@ def check(cases, dtypes, make, to_numpy):
 
 # %% [markdown]
 # The PyTorch flow: `torch.compile(fullgraph=True)` of a function calling `attention` (a
-# graph break would raise), forward and backward of `o.sum()`, against the same reference
-# (`dO` = ones). On the CPU it runs through the interpreter, as the ops do.
+# graph break would raise), forward and backward of `o.sum()` against the reference.
 
 # %%
 def check_torch(device: str, B=2, H=3, S=100, D=64, dtype_name="bfloat16"):
@@ -804,79 +755,46 @@ for needle in ("mma.sync.aligned.m16n8k16", "ex2.approx", "ldmatrix.sync.aligned
 # ## Benchmark
 # TFLOP/s (forward 4·B·H·S²·D, halved when causal; backward 2.5 x that) at B·S = 16384 tokens
 # and H = 2048 / D (BENCHMARKS.md), against PyTorch's `scaled_dot_product_attention` with the
-# flash backend (FlashAttention-2) and, where available, the cuDNN backend, in the same run.
-# benchmarks/attention.py runs the full sweeps.
+# flash backend (FlashAttention-2) and the cuDNN backend, in the same run; one table and plot
+# per pass, head dim and mask. benchmarks/attention.py runs the full sweeps (both dtypes,
+# memory, the CS336 cases).
 
 # %%
-def measure(S: int, D: int, causal: bool, dtype_name: str) -> dict:
-    from functools import partial
+PROVIDERS = {"tessera": "Tessera", "FLASH_ATTENTION": "SDPA flash", "CUDNN_ATTENTION": "SDPA cuDNN"}
 
+
+@tessera.testing.perf_report([tessera.testing.Benchmark(
+    x_names=["S"], x_vals=[1024, 2048, 4096, 8192], line_arg="provider",
+    line_vals=list(PROVIDERS), line_names=list(PROVIDERS.values()), ylabel="TFLOP/s",
+    plot_name=f"fused-attention-{mode}-d{D}{'-causal' if causal else ''}",
+    args={"D": D, "causal": causal, "mode": mode})
+    for mode in ("fwd", "bwd") for D in (64, 128) for causal in (False, True)])
+def bench_attention(S, D, causal, mode, provider, dtype=None):
     import torch.nn.functional as F
     from tessera.testing import do_bench
     from torch.nn.attention import SDPBackend, sdpa_kernel
     B, H = 16384 // S, 2048 // D
-    q, k, v, do = (torch.randn((B, H, S, D), device="cuda", dtype=getattr(torch, dtype_name))
+    q, k, v, do = (torch.randn((B, H, S, D), device="cuda", dtype=dtype or torch.float16)
                    for _ in range(4))
-    o, lse = attention_forward(q, k, v, causal)  # compiles, outside the timing
-    dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal)
-    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
-    flops = 4 * B * H * S * S * D / (2 if causal else 1)
-    row = {"S": S, "D": D, "causal": causal, "dtype": dtype_name,
-           "error": tessera.testing.relative_error(o.float().cpu().numpy(), ref.cpu().numpy())}
-    row["tessera"] = flops / do_bench(lambda: attention_forward(q, k, v, causal, out=o,
-                                                                lse=lse)) / 1e9
-    row["tessera bwd"] = 2.5 * flops / do_bench(lambda: attention_backward(
-        q, k, v, o, lse, do, causal, dq=dq, dk=dk, dv=dv)) / 1e9
-    for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
-                          ("cudnn", getattr(SDPBackend, "CUDNN_ATTENTION", None))):
-        row[name] = row[name + " bwd"] = float("nan")
-        if backend is None:  # no cuDNN backend in this torch
-            continue
-        try:
-            with sdpa_kernel(backend):
-                inputs = tuple(x.detach().requires_grad_() for x in (q, k, v))
-                fn = partial(F.scaled_dot_product_attention, *inputs, is_causal=causal)
-                row[name] = flops / do_bench(fn) / 1e9
-                row[name + " bwd"] = 2.5 * flops / do_bench(partial(
-                    torch.autograd.grad, fn(), inputs, do, retain_graph=True)) / 1e9
-        except RuntimeError:  # the backend does not support these inputs
-            pass
-    return row
-
-
-def benchmark(seqs=(1024, 4096), dims=(64, 128), dtype_names=("float16", "bfloat16")):
-    rows = [measure(S, D, causal, dtype_name) for dtype_name in dtype_names
-            for D in dims for S in seqs for causal in (False, True)]
-    names = ("tessera", "flash", "cudnn")
-    print(f"{'dtype':<9} {'S':>5} {'D':>4} {'causal':>6}" + "".join(
-        f" {n + suffix:>12}" for suffix in ("", " bwd") for n in names)
-        + f" {'fwd/flash':>9} {'bwd/flash':>9}   (TFLOP/s)")
-    for r in rows:
-        print(f"{r['dtype']:<9} {r['S']:>5} {r['D']:>4} {r['causal']!s:>6}" + "".join(
-            f" {r[n + suffix]:>12.1f}" for suffix in ("", " bwd") for n in names)
-            + f" {r['tessera'] / r['flash']:>9.1%} {r['tessera bwd'] / r['flash bwd']:>9.1%}")
+    flops = 4 * B * H * S * S * D / (2 if causal else 1) * (2.5 if mode == "bwd" else 1)
+    if provider == "tessera":
+        o, lse = attention_forward(q, k, v, causal)  # compiles, outside the timing
+        if mode == "fwd":
+            return flops / do_bench(lambda: attention_forward(q, k, v, causal, out=o, lse=lse)) / 1e9
+        return flops / do_bench(lambda: attention_backward(q, k, v, o, lse, do, causal)) / 1e9
+    backend = getattr(SDPBackend, provider, None)
+    inputs = [x.requires_grad_() for x in (q, k, v)]
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-        positions = np.arange(len(rows))
-        for ax, suffix in zip(axes, ("", " bwd")):
-            for i, name in enumerate(names):
-                ax.bar(positions + (i - 1) * 0.27, [r[name + suffix] for r in rows], 0.27,
-                       label=name)
-            ax.set_ylabel(f"TFLOP/s ({'backward' if suffix else 'forward'})")
-        axes[0].legend()
-        axes[1].set_xticks(positions, [f"{r['dtype'][:4]}\nS={r['S']}\nD={r['D']}"
-                                       f"{' c' if r['causal'] else ''}" for r in rows],
-                           fontsize=6)
-        path = os.environ.get("TUTORIAL_PLOT", "fused-attention.png")
-        fig.savefig(path, dpi=100, bbox_inches="tight")
-        print(f"plot: {path}")
-    except ImportError:
-        pass
-    return rows
+        with sdpa_kernel(backend):
+            o = F.scaled_dot_product_attention(*inputs, is_causal=causal)
+            if mode == "fwd":
+                ms = do_bench(lambda: F.scaled_dot_product_attention(*inputs, is_causal=causal))
+            else:
+                ms = do_bench(lambda: torch.autograd.grad(o, inputs, do, retain_graph=True))
+    except (RuntimeError, TypeError):  # no such backend, or it does not take these inputs
+        return float("nan")
+    return flops / ms / 1e9
 
 
 if gpu_available() and "--no-bench" not in sys.argv:
-    benchmark()
+    bench_attention.run(print_data=True, save_path=os.environ.get("TUTORIAL_PLOTS", "."))

@@ -22,8 +22,17 @@
 //    Slice along its axis) and through values a `for` carries (its init and yielded value);
 //    anything else (a load, a reshape, a while argument) abandons the slice, leaving the
 //    conversion, unless its value is at least 8 times smaller than the slice's root (a
-//    bias row loaded before its broadcast): the slice then converts that value instead. A closed slice is cloned in the new encoding, a carried value becoming a new
-//    loop-carried value, and the conversion goes.
+//    bias row loaded before its broadcast): the slice then converts that value instead. A
+//    load of fewer elements than the CTA has threads is recomputed too (as Triton's
+//    isExpensiveLoadOrStore): not every thread loads anyway, so loading in the target layout
+//    (replicated where it is) costs no coalescing, and it saves a trip through shared
+//    memory and its barriers: attention's dK/dV kernel reads its 64 lse and delta values per
+//    step straight into the columns of its #mma tiles. Not inside a loop that already carries
+//    96 or more 32-bit registers per thread (dK and dV at D = 128): a global load is issued
+//    early to hide its latency, so its values live longer than the ones a conversion reads
+//    from shared memory just before use, and at the 255-register cap that cost the dK/dV
+//    kernel 13% on an H200. A closed slice is cloned in the new encoding, a carried value
+//    becoming a new loop-carried value, and the conversion goes.
 //    A dot's A operand that cannot be recomputed in its #dot_op layout tries the dot's #mma
 //    layout (chained dots: the conversion out of #mma is then register-only); a truncf of a
 //    conversion out of #mma is done before it (dot_layout_rules.h).
@@ -57,8 +66,29 @@ using Need = std::pair<Value *, std::string>;
 Need needOf(Value *value, const EncodingPtr &encoding) { return {value, encoding->str()}; }
 
 constexpr size_t kMaxSliceSize = 512;
+/// Small loads are recomputed in loops that carry fewer 32-bit registers per thread than this.
+constexpr int64_t kMaxCarriedRegistersForLoads = 96;
 /// A slice may end in a conversion of a value this many times smaller than its root.
 constexpr int64_t kBoundaryRatio = 8;
+
+/// 32-bit registers per thread that the `for` loops around `op` carry (tensors spread over
+/// `numThreads`, scalars one each), the most of any of them.
+int64_t carriedRegistersAround(const Operation *op, int numThreads) {
+  int64_t most = 0;
+  for (Operation *loop = op->parentOp(); loop; loop = loop->parentOp()) {
+    if (loop->code() != OpCode::For)
+      continue;
+    int64_t bits = 0;
+    const Block &body = loop->body();
+    for (unsigned i = 1; i < body.numArguments(); ++i) {
+      const Type &type = body.argument(i)->type();
+      bits += type.isTensor() ? type.numElements() * type.bitWidth() / std::max(numThreads, 1)
+                              : std::max(32, type.bitWidth());
+    }
+    most = std::max(most, bits / 32);
+  }
+  return most;
+}
 
 std::vector<Operation *> opsInOrder(Operation *func) {
   std::vector<Operation *> ops;
@@ -93,7 +123,8 @@ bool foldConversions(Operation *func) {
 /// Plan step 2 for one conversion. `cache` holds values already recomputed in this round.
 class Rematerialization {
 public:
-  explicit Rematerialization(std::map<Need, Value *> &cache) : cache_(cache) {}
+  Rematerialization(std::map<Need, Value *> &cache, int numThreads)
+      : cache_(cache), numThreads_(numThreads) {}
 
   bool collect(Value *root, const EncodingPtr &target) {
     int64_t rootElements = root->type().numElements();
@@ -121,8 +152,11 @@ public:
           worklist.emplace_back(def->operand(0), encoding);
           continue;
         }
-        if (!canProduceLayout(*def, encoding) || def->code() == OpCode::Load ||
-            !def->hasTrait(trait::PURE)) {
+        bool smallLoad = def->code() == OpCode::Load && def->numResults() == 1 &&
+                         value->type().numElements() < numThreads_ &&
+                         carriedRegistersAround(def, numThreads_) < kMaxCarriedRegistersForLoads;
+        if (!canProduceLayout(*def, encoding) ||
+            (!def->hasTrait(trait::PURE) && !smallLoad)) {
           // A much smaller value (a bias row before its broadcast) is converted instead.
           if (value->type().numElements() * kBoundaryRatio > rootElements)
             return false;
@@ -246,6 +280,7 @@ private:
   }
 
   std::map<Need, Value *> &cache_;
+  const int numThreads_;
   std::map<Need, Value *> ready_, made_;
   std::map<Need, Need> alias_;
   std::map<Operation *, std::vector<EncodingPtr>> clones_;
@@ -296,7 +331,7 @@ bool retypeCarriedValue(Operation *func, Operation *loop, unsigned carried,
   EncodingPtr candidate = convertedFrom(yielded, body, current);
   if (!candidate)
     return false;
-  Rematerialization slice(cache);
+  Rematerialization slice(cache, /*numThreads=*/0); // loads stay where they are
   slice.assume(argument, candidate, nullptr); // the new block argument, made below
   if (!slice.collect(yielded, candidate))
     return false;
@@ -400,7 +435,7 @@ bool reduceBeforeConverting(Operation *func) {
 // is recomputed there; #mma -> #dot_op<{opIdx = 0}> is then a register permutation when all
 // warps lie along M (accelerate_matmul puts them there for chained dots).
 bool recomputeInAccumulatorLayout(Operation *func, Operation *convert,
-                                  std::map<Need, Value *> &cache) {
+                                  std::map<Need, Value *> &cache, int numThreads) {
   const auto *operand =
       dynamic_cast<const DotOperandEncoding *>(convert->result()->type().encoding().get());
   if (!operand || operand->getOpIdx() != 0 || !operand->getMmaParent())
@@ -408,14 +443,14 @@ bool recomputeInAccumulatorLayout(Operation *func, Operation *convert,
   const EncodingPtr &parent = operand->getParent();
   if (sameEncoding(convert->operand(0)->type().encoding(), parent))
     return false;
-  Rematerialization slice(cache);
+  Rematerialization slice(cache, numThreads);
   if (!slice.collect(convert->operand(0), parent))
     return false;
   convert->setOperand(0, slice.rewrite(func, convert->operand(0), parent));
   return true;
 }
 
-void removeConversionsInFunction(Operation *func) {
+void removeConversionsInFunction(Operation *func, int numThreads) {
   // Every round removes conversions or moves them out of a loop, so this ends; the bound is
   // insurance.
   propagateAccumulatorLayouts(func); // dot_layout_rules.h
@@ -430,9 +465,9 @@ void removeConversionsInFunction(Operation *func) {
       if (convert->code() != OpCode::ConvertLayout || !convert->result()->hasUses())
         continue;
       EncodingPtr target = convert->result()->type().encoding();
-      Rematerialization slice(cache);
+      Rematerialization slice(cache, numThreads);
       if (!target || !slice.collect(convert->operand(0), target)) {
-        changed = recomputeInAccumulatorLayout(func, convert, cache) || changed;
+        changed = recomputeInAccumulatorLayout(func, convert, cache, numThreads) || changed;
         continue;
       }
       Value *replacement = slice.rewrite(func, convert->operand(0), target);
@@ -454,7 +489,7 @@ void removeConversionsInFunction(Operation *func) {
 
 void removeLayoutConversions(Module &module) {
   for (Operation *func : module.functions())
-    removeConversionsInFunction(func);
+    removeConversionsInFunction(func, moduleNumWarps(module) * kThreadsPerWarp);
 }
 
 TESSERA_REGISTER_PASS(remove_layout_conversions, "remove_layout_conversions",

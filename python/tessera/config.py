@@ -6,6 +6,7 @@ knob with ``os.environ[...] = ...`` (or assign the attribute) and see the effect
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +113,25 @@ class _Knobs:
             self._overrides.clear()
         else:
             self._overrides.pop(key, None)
+
+    @contextlib.contextmanager
+    def scope(self, **values):
+        """Overrides the given knobs inside a ``with`` block, then restores what was there
+        before (an earlier override, or the environment): ``with knobs.scope(interpret=True):``."""
+        for key in values:
+            if key not in KNOBS:
+                raise AttributeError(f"tessera.config has no knob '{key}'")
+        missing = object()
+        saved = {key: self._overrides.get(key, missing) for key in values}
+        self._overrides.update(values)
+        try:
+            yield self
+        finally:
+            for key, value in saved.items():
+                if value is missing:
+                    self._overrides.pop(key, None)
+                else:
+                    self._overrides[key] = value
 
 
 for _key in KNOBS:
