@@ -17,14 +17,17 @@
 // 3. Accesses tied together by def-use chains, of one shape and order, share a width: loads
 //    take the largest of the group (the L1 cache absorbs the gaps), stores at most their own
 //    (a wider store would leave holes in a warp's writes). Capped so every thread has work.
-// 4. Blocked{sizePerThread = width along order[0], lanes then warps along order}; operands
-//    are converted to it and a load's result converted back.
+// 4. Blocked{sizePerThread = width along order[0], lanes then warps along order}, except that
+//    when the access's group is reduced along order[0] only (softmax and norm rows), warps
+//    go to the other dims first, keeping a row within a warp; operands are converted to it
+//    and a load's result converted back.
 #include "transforms/layout_passes.h"
 
 #include "analysis/axis_info.h"
 #include "ir/pass_manager.h"
 
 #include <map>
+#include <set>
 
 namespace tessera::transforms {
 
@@ -111,9 +114,11 @@ Access describeAccess(Operation *op, const analysis::AxisInfoAnalysis &axisInfo)
 }
 
 /// Blocked layout with the given sizePerThread and order: lanes, then warps, go to the dims
-/// in `order` as far as each can use them; the slowest dim takes the rest (as Triton).
+/// in `order` as far as each can use them; the slowest dim takes the rest (as Triton). With
+/// `warpsAcrossRows`, warps go to the other dims first and to order[0] last, so that a row
+/// along order[0] stays within one warp (see rowReductions).
 EncodingPtr blockedLayout(const std::vector<int64_t> &shape, const std::vector<int> &sizePerThread,
-                          const std::vector<int> &order, int numWarps) {
+                          const std::vector<int> &order, int numWarps, bool warpsAcrossRows) {
   int rank = static_cast<int>(shape.size());
   std::vector<int> lanes(rank, 1), warps(rank, 1);
   int64_t remainingThreads = int64_t(numWarps) * kThreadsPerWarp;
@@ -130,7 +135,34 @@ EncodingPtr blockedLayout(const std::vector<int64_t> &shape, const std::vector<i
   }
   lanes[order[rank - 1]] = remainingLanes;
   warps[order[rank - 1]] = remainingWarps;
+  if (warpsAcrossRows && rank > 1) {
+    std::vector<int> warpOrder(order.begin() + 1, order.end());
+    warpOrder.push_back(order[0]);
+    std::fill(warps.begin(), warps.end(), 1);
+    remainingWarps = numWarps;
+    for (int k = 0; k + 1 < rank; ++k) {
+      int dim = warpOrder[k];
+      int64_t useful = std::max<int64_t>(1, shape[dim] / (int64_t(sizePerThread[dim]) * lanes[dim]));
+      warps[dim] = static_cast<int>(std::clamp<int64_t>(useful, 1, remainingWarps));
+      remainingWarps /= warps[dim];
+    }
+    warps[warpOrder.back()] = remainingWarps;
+  }
   return std::make_shared<const BlockedEncoding>(sizePerThread, lanes, warps, order);
+}
+
+/// The groups (by root) whose tensors some `reduce` reduces along an axis, with that axis.
+/// A reduction across warps goes through shared memory with barriers; along a warp it is
+/// shuffles. Softmax and the norms reduce their rows, so their loads keep a row (order[0])
+/// within a warp when the tile has rows enough for every warp (rows of 256 fp32 with 4 warps
+/// were split over two warps: 3 barriers per tile, and softmax lost to torch.softmax there).
+std::map<Value *, std::set<int64_t>> rowReductions(Operation *func, ValueGroups &groups) {
+  std::map<Value *, std::set<int64_t>> axes;
+  func->walk([&](Operation *op) {
+    if (op->code() == OpCode::Reduce && op->numOperands() > 0 && op->operand(0)->type().isTensor())
+      axes[groups.find(op->operand(0))].insert(op->intAttr("axis"));
+  });
+  return axes;
 }
 
 // Plan step 4.
@@ -156,6 +188,7 @@ void rewriteAccess(Operation *op, const EncodingPtr &encoding) {
 void coalesceFunction(Operation *func, int numWarps) {
   analysis::AxisInfoAnalysis axisInfo(func);
   ValueGroups groups = connectedTensors(func);
+  std::map<Value *, std::set<int64_t>> reduced = rowReductions(func, groups);
   std::vector<Access> accesses;
   func->walk([&](Operation *op) {
     if ((op->code() == OpCode::Load || op->code() == OpCode::Store) &&
@@ -179,7 +212,13 @@ void coalesceFunction(Operation *func, int numWarps) {
 
     std::vector<int> sizePerThread(shape.size(), 1);
     sizePerThread[access.order[0]] = static_cast<int>(groupWidth);
-    decisions.emplace_back(access.op, blockedLayout(shape, sizePerThread, access.order, numWarps));
+    // Rows reduced along order[0] stay within a warp, unless the group also reduces along
+    // another axis (then neither choice is free, and Triton's order stays).
+    auto it = reduced.find(groups.find(pointers));
+    bool acrossRows = it != reduced.end() && it->second.size() == 1 &&
+                      *it->second.begin() == access.order[0];
+    decisions.emplace_back(access.op,
+                           blockedLayout(shape, sizePerThread, access.order, numWarps, acrossRows));
   }
   for (auto &[op, encoding] : decisions)
     if (!sameEncoding(op->operand(0)->type().encoding(), encoding))
