@@ -216,3 +216,38 @@ def test_range_num_stages(stages):
     ptx = range_stages_kernel.asm(a, b, c, K, BLOCK=64, STAGES=stages)["ptx"]
     assert "cp.async" in ptx
     assert relative_error(c.double().cpu().numpy(), (a.double() @ b.double()).cpu().numpy()) < 1e-5
+
+
+@tessera.jit
+def accumulate_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """`acc += tl.dot(a, b)`, folded into the dot's accumulator (combine_dot_add)."""
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :],
+                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc,
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("shape", [(512, 512, 512), (1000, 520, 333)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def test_accumulate_with_plus_equals(shape, dtype):
+    M, N, K = shape
+    a = torch.randn((M, K), device="cuda").to(dtype)
+    b = torch.randn((K, N), device="cuda").to(dtype)
+    c = torch.full((M, N), float("nan"), device="cuda")
+    args = (a, b, c, M, N, K)
+    meta = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3}
+    accumulate_kernel[(tessera.cdiv(M, 128), tessera.cdiv(N, 128))](*args, **meta)
+    err = relative_error(c.double().cpu().numpy(), (a.double() @ b.double()).cpu().numpy())
+    assert err < BOUNDS[str(dtype).split(".")[-1]], f"{shape} {dtype}: relative error {err}"
+    if K % 16 == 0:
+        assert accumulate_kernel.compile(*args, **meta).metadata.get("spill_stores", 0) == 0

@@ -25,7 +25,7 @@ from . import ptxas
 
 # The default pipeline, by stage. Pass names are the registered names (one name per pass file).
 PIPELINES: Dict[str, List[str]] = {
-    "tir": ["canonicalize", "cse", "dce", "licm", "canonicalize", "dce"],
+    "tir": ["canonicalize", "cse", "dce", "combine_dot_add", "licm", "canonicalize", "dce"],
     "tgir": ["assign_layouts", "coalesce", "accelerate_matmul", "remove_layout_conversions",
              "canonicalize", "cse", "dce", "licm", "stage_invariant_operands", "pipeline",
              "materialize_wgmma_operands",
