@@ -152,7 +152,7 @@ public:
           worklist.emplace_back(def->operand(0), encoding);
           continue;
         }
-        bool smallLoad = def->code() == OpCode::Load && def->numResults() == 1 &&
+        bool smallLoad = def->code() == OpCode::Load && isSideEffectFree(*def) && // not volatile
                          value->type().numElements() < numThreads_ &&
                          carriedRegistersAround(def, numThreads_) < kMaxCarriedRegistersForLoads;
         if (!canProduceLayout(*def, encoding) ||
