@@ -156,11 +156,14 @@ EncodingPtr blockedLayout(const std::vector<int64_t> &shape, const std::vector<i
 /// shuffles. Softmax and the norms reduce their rows, so their loads keep a row (order[0])
 /// within a warp when the tile has rows enough for every warp (rows of 256 fp32 with 4 warps
 /// were split over two warps: 3 barriers per tile, and softmax lost to torch.softmax there).
-std::map<Value *, std::set<int64_t>> rowReductions(Operation *func, ValueGroups &groups) {
-  std::map<Value *, std::set<int64_t>> axes;
+/// Each axis is recorded with the rank of the tensor reduced (a group spans shapes).
+std::map<Value *, std::set<std::pair<size_t, int64_t>>> rowReductions(Operation *func,
+                                                                      ValueGroups &groups) {
+  std::map<Value *, std::set<std::pair<size_t, int64_t>>> axes;
   func->walk([&](Operation *op) {
     if (op->code() == OpCode::Reduce && op->numOperands() > 0 && op->operand(0)->type().isTensor())
-      axes[groups.find(op->operand(0))].insert(op->intAttr("axis"));
+      axes[groups.find(op->operand(0))].insert(
+          {op->operand(0)->type().shape().size(), op->intAttr("axis")});
   });
   return axes;
 }
@@ -188,7 +191,7 @@ void rewriteAccess(Operation *op, const EncodingPtr &encoding) {
 void coalesceFunction(Operation *func, int numWarps) {
   analysis::AxisInfoAnalysis axisInfo(func);
   ValueGroups groups = connectedTensors(func);
-  std::map<Value *, std::set<int64_t>> reduced = rowReductions(func, groups);
+  std::map<Value *, std::set<std::pair<size_t, int64_t>>> reduced = rowReductions(func, groups);
   std::vector<Access> accesses;
   func->walk([&](Operation *op) {
     if ((op->code() == OpCode::Load || op->code() == OpCode::Store) &&
@@ -215,8 +218,9 @@ void coalesceFunction(Operation *func, int numWarps) {
     // Rows reduced along order[0] stay within a warp, unless the group also reduces along
     // another axis (then neither choice is free, and Triton's order stays).
     auto it = reduced.find(groups.find(pointers));
-    bool acrossRows = it != reduced.end() && it->second.size() == 1 &&
-                      *it->second.begin() == access.order[0];
+    bool acrossRows =
+        it != reduced.end() && it->second.size() == 1 &&
+        *it->second.begin() == std::pair<size_t, int64_t>(shape.size(), access.order[0]);
     decisions.emplace_back(access.op,
                            blockedLayout(shape, sizePerThread, access.order, numWarps, acrossRows));
   }
