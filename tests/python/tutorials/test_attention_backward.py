@@ -11,22 +11,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 from tessera.testing import relative_error
-from tessera.testing.tutorials import load_tutorial_section
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 BOUNDS = {"float16": (5e-3, 1e-2), "bfloat16": (1e-2, 2e-2), "float32": (5e-3, 1e-2)}
-
-
-@pytest.fixture(scope="module")
-def tutorial():
-    # Kernels, wrappers and the PyTorch integration; the tutorial's checks are left out.
-    return load_tutorial_section("06-fused-attention.py", "LOG2E =",
-                                 "# %% [markdown]\n# ## Correctness")
-
-
-@pytest.fixture
-def interpret(monkeypatch):
-    monkeypatch.setenv("TESSERA_INTERPRET", "1")
 
 
 def reference(q, k, v, do, causal, sm_scale):

@@ -11,20 +11,8 @@ key wrongly visible turns results into NaN or wrong values, a store past S shows
 import ml_dtypes
 import numpy as np
 import pytest
-from tessera.testing.tutorials import load_tutorial_section
 
 PAD = 40  # NaN rows past S in every input and output
-
-
-@pytest.fixture(scope="module")
-def tutorial():
-    return load_tutorial_section("06-fused-attention.py", "LOG2E =",
-                                 "# %% [markdown]\n# ## Correctness")
-
-
-@pytest.fixture
-def interpret(monkeypatch):
-    monkeypatch.setenv("TESSERA_INTERPRET", "1")
 
 
 def padded(x: np.ndarray) -> tuple:
