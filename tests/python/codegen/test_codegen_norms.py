@@ -56,11 +56,12 @@ def test_layer_norm_backward_matches_float64():
     partials_warps = partials_config.pop("num_warps")
     block_cols = partials_config["BLOCK_COLS"]
     summed = generate(norms.sum_partials.fn, partial_signature, partials_config, partials_warps)
-    dw, db = np.zeros(n_cols, np.float32), np.zeros(n_cols, np.float32)
-    for partials, out in ((dw_partials, dw), (db_partials, db)):
-        run_kernel(summed["unoptimized_llvm_ir"], (n_cols // block_cols,),
-                   [partials.reshape(-1), out, programs, n_cols], partials_warps,
-                   summed["shared_bytes"])
+    # Both partial matrices stacked, summed by one launch as layer_norm_backward does.
+    stacked, sums = np.stack([dw_partials, db_partials]), np.zeros((2, n_cols), np.float32)
+    run_kernel(summed["unoptimized_llvm_ir"], (n_cols // block_cols, 2),
+               [stacked.reshape(-1), sums.reshape(-1), programs, n_cols], partials_warps,
+               summed["shared_bytes"])
+    dw, db = sums
 
     x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
     centered = x64 - x64.mean(axis=1, keepdims=True)
