@@ -379,12 +379,13 @@ def attention_bwd_dkdv_steps(dk, dv, k, v, k_head, v_head, k_offs, v_offs, q_hea
         else:
             lse = tl.load(lse_ptr + rows)
             delta = tl.load(delta_ptr + rows)
-        p_t = tl.exp2(tl.dot(k_step, tl.trans(q), input_precision="tf32") * qk_scale
-                      - lse[None, :])
+        qk_t = tl.dot(k_step, tl.trans(q), input_precision="tf32")
+        # dP^T before the exponentials: on Hopper it runs on the tensor cores while they do.
+        dp_t = tl.dot(v_step, tl.trans(do), input_precision="tf32")
+        p_t = tl.exp2(qk_t * qk_scale - lse[None, :])
         if MASKED and CAUSAL:
             p_t = tl.where(rows[None, :] >= offs_n[:, None], p_t, 0.0)
         dv = tl.dot(p_t.to(q.dtype), do, dv, input_precision="tf32")
-        dp_t = tl.dot(v_step, tl.trans(do), input_precision="tf32")
         ds_t = p_t * (dp_t - delta[None, :])
         dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision="tf32")
     return dk, dv
@@ -451,11 +452,11 @@ def attention_bwd_dq_steps(dq, q, do, q_ptrs, do_ptrs, k_head, v_head, k_offs, v
         do_step = load_rows(do_ptrs, offs_m, S, True) if RELOAD else do
         k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, S, MASKED)
         v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, S, MASKED)
-        p = tl.exp2(tl.dot(q_step, tl.trans(k), input_precision="tf32") * qk_scale
-                    - lse[:, None])
+        qk = tl.dot(q_step, tl.trans(k), input_precision="tf32")
+        dp = tl.dot(do_step, tl.trans(v), input_precision="tf32")  # overlaps the exp2 (Hopper)
+        p = tl.exp2(qk * qk_scale - lse[:, None])
         if MASKED:
             p = tl.where(visible(offs_m, cols, S, CAUSAL), p, 0.0)
-        dp = tl.dot(do_step, tl.trans(v), input_precision="tf32")
         ds = p * (dp - delta[:, None])
         dq = tl.dot(ds.to(k.dtype), k, dq, input_precision="tf32")
     return dq

@@ -6,12 +6,15 @@
 // L(register, lane = tid % 32, warp = tid / 32) (thread_indices.cpp).
 #include "codegen/lower_to_llvm.h"
 
+
 #include "codegen/lower_tensor_core.h"
 #include "codegen/lower_debug.h"
 #include "codegen/lower_reduce.h"
 
 #include "ir/diagnostics.h"
 #include "layout/mma.h"
+
+#include <algorithm>
 
 
 namespace tessera::codegen {
@@ -150,6 +153,7 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
     ir::emitError(func, "codegen: the func has no shared_size (run allocate_shared and membar)");
   sharedBytes_ = func.intAttr("shared_size");
   usesWgmma_ = false;
+  pendingWgmma_.clear();
   const_cast<ir::Operation &>(func).walk([&](ir::Operation *op) {
     const auto *mma = op->code() == ir::OpCode::Dot
                           ? dynamic_cast<const MmaEncoding *>(op->result()->type().encoding().get())
@@ -173,6 +177,7 @@ std::vector<const Registers *> KernelLowering::lowerRegionBody(const ir::Block &
   std::vector<const Registers *> yielded;
   for (const auto &op : block.operations()) {
     if (op->code() == ir::OpCode::Yield || op->code() == ir::OpCode::Condition) {
+      waitForWgmma(pendingWgmma_.size()); // control flow merges here: nothing stays in flight
       for (const ir::Value *value : op->operands())
         yielded.push_back(&registersOf(value));
       return yielded;
@@ -182,8 +187,70 @@ std::vector<const Registers *> KernelLowering::lowerRegionBody(const ir::Block &
   return yielded;
 }
 
+namespace {
+
+/// Whether `op` may be lowered while wgmma groups are in flight (once it has waited for the
+/// ones whose results it reads). Shared memory needs no case here: a write that could hit
+/// bytes an in-flight wgmma reads comes after a barrier (membar orders every such pair, with
+/// its own `barrier` or one inside an op's lowering), and every barrier waits for all groups
+/// first (emitBarrier). Control flow does: a region's ops and the code after it would need the
+/// pending state of every path, so ops with regions and terminators wait for everything, as
+/// do calls (printf: ptxas serializes wgmma around calls anyway).
+bool canRunBesideWgmma(const ir::Operation &op) {
+  if (ir::hasTrait(op.code(), ir::trait::REGIONS) || ir::hasTrait(op.code(), ir::trait::TERM))
+    return false;
+  return op.code() != ir::OpCode::Print && op.code() != ir::OpCode::Assert;
+}
+
+bool isWgmmaDot(const ir::Operation &op) {
+  if (op.code() != ir::OpCode::Dot)
+    return false;
+  const auto *mma = dynamic_cast<const MmaEncoding *>(op.result()->type().encoding().get());
+  return mma && mma->isWgmma();
+}
+
+} // namespace
+
+void KernelLowering::settleWgmma(const ir::Operation &op) {
+  if (pendingWgmma_.empty())
+    return;
+  if (!canRunBesideWgmma(op))
+    return waitForWgmma(pendingWgmma_.size());
+  size_t needed = 0;
+  for (unsigned i = 0; i < op.numOperands(); ++i) {
+    // A wgmma accumulating into an in-flight wgmma's result of the same layout runs after it
+    // on the tensor cores (PTX ISA: wgmma.mma_async, accumulator chaining): no wait.
+    if (i == 2 && isWgmmaDot(op))
+      continue;
+    auto it = std::find(pendingWgmma_.begin(), pendingWgmma_.end(), op.operand(i));
+    if (it != pendingWgmma_.end())
+      needed = std::max(needed, static_cast<size_t>(it - pendingWgmma_.begin()) + 1);
+  }
+  if (needed > 0)
+    waitForWgmma(needed);
+}
+
+void KernelLowering::waitForWgmma(size_t groups) {
+  if (groups == 0)
+    return;
+  Registers tied;
+  for (size_t g = 0; g < groups; ++g) {
+    const Registers &registers = registersOf(pendingWgmma_[g]);
+    tied.insert(tied.end(), registers.begin(), registers.end());
+  }
+  emitWgmmaWait(*this, tied, static_cast<int>(pendingWgmma_.size() - groups));
+  size_t next = 0;
+  for (size_t g = 0; g < groups; ++g) {
+    size_t count = registersOf(pendingWgmma_[g]).size();
+    setRegisters(pendingWgmma_[g], Registers(tied.begin() + next, tied.begin() + next + count));
+    next += count;
+  }
+  pendingWgmma_.erase(pendingWgmma_.begin(), pendingWgmma_.begin() + groups);
+}
+
 void KernelLowering::lowerOp(const ir::Operation &op) {
   try {
+    settleWgmma(op);
     dispatchOp(op);
   } catch (const ir::CompileError &) {
     throw;

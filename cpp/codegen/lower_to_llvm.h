@@ -75,6 +75,15 @@ public:
   /// (cp.async, st.shared) filled needs fence.proxy.async after those writes.
   bool usesWgmma() const { return usesWgmma_; }
 
+  /// Asynchronous wgmma: a dot's committed group is waited for just before the first op that
+  /// needs it (its result, or shared memory / control flow it cannot run beside), so the ops
+  /// in between overlap it on the tensor cores. Off (the module's `wgmma_overlap` = 0): each
+  /// dot waits right after its commit.
+  bool overlapWgmma() const { return overlapWgmma_; }
+  void setOverlapWgmma(bool overlap) { overlapWgmma_ = overlap; }
+  /// `result`'s registers are the untied outputs of a committed, unwaited wgmma group.
+  void deferWgmmaWait(const ir::Value *result) { pendingWgmma_.push_back(result); }
+
   /// LLVM type of a scalar or pointer (of a tensor's element) as held in registers.
   llvm::Type *registerType(const ir::Type &type, const ir::Operation &op);
   /// The type an element has in memory: i1 -> i8 (bytes), pointers -> i64.
@@ -123,6 +132,12 @@ public:
   }
 
 private:
+  /// Before `op`: waits for the pending wgmma groups it reads (all of them before control
+  /// flow, terminators and calls; emitBarrier waits for all too).
+  void settleWgmma(const ir::Operation &op);
+  /// Waits until the oldest `groups` pending wgmma groups are complete and ties their results'
+  /// registers to the wait, so no use moves above it.
+  void waitForWgmma(size_t groups);
   void lowerBlock(const ir::Block &block);
   /// Lowers a region's ops up to its terminator and returns the terminator's operands.
   std::vector<const Registers *> lowerRegionBody(const ir::Block &block);
@@ -146,6 +161,8 @@ private:
   std::map<const ir::Value *, RegisterMaker> lazyValues_;
   std::map<const ir::Value *, SharedOperand> sharedOperands_;
   bool usesWgmma_ = false;
+  bool overlapWgmma_ = true;
+  std::vector<const ir::Value *> pendingWgmma_; // in commit order
   std::map<std::string, LinearLayout> layouts_;
   llvm::Value *threadId_ = nullptr, *laneId_ = nullptr, *warpId_ = nullptr;
   llvm::GlobalVariable *sharedMemory_ = nullptr;

@@ -153,10 +153,17 @@ void emitWgmma(KernelLowering &lowering, const std::string &inputType, int n, bo
     accumulator[i] = b.CreateExtractValue(result, {static_cast<unsigned>(i)});
 }
 
-/// wgmma.wait_group 0, tying `registers` (at most 64 per statement): their uses stay below it.
-void emitWaitTying(KernelLowering &lowering, Registers &registers) {
+} // namespace
+
+void emitWgmmaWait(KernelLowering &lowering, Registers &registers, int pending) {
   llvm::IRBuilder<> &b = lowering.builder();
-  constexpr size_t kChunk = 64;
+  std::string text = "wgmma.wait_group.sync.aligned " + std::to_string(pending) + ";";
+  constexpr size_t kChunk = 64; // registers per statement
+  if (registers.empty()) {
+    auto *type = llvm::FunctionType::get(b.getVoidTy(), false);
+    b.CreateCall(llvm::InlineAsm::get(type, text, "~{memory}", true));
+    return;
+  }
   for (size_t first = 0; first < registers.size(); first += kChunk) {
     size_t count = std::min(kChunk, registers.size() - first);
     std::string constraints;
@@ -171,14 +178,11 @@ void emitWaitTying(KernelLowering &lowering, Registers &registers) {
     auto *type = llvm::FunctionType::get(llvm::StructType::get(b.getContext(), types), types,
                                          false);
     std::vector<llvm::Value *> args(registers.begin() + first, registers.begin() + first + count);
-    llvm::Value *result = b.CreateCall(
-        llvm::InlineAsm::get(type, "wgmma.wait_group.sync.aligned 0;", constraints, true), args);
+    llvm::Value *result = b.CreateCall(llvm::InlineAsm::get(type, text, constraints, true), args);
     for (size_t i = 0; i < count; ++i)
       registers[first + i] = b.CreateExtractValue(result, {static_cast<unsigned>(i)});
   }
 }
-
-} // namespace
 
 void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaEncoding &mma) {
   const ir::Type &aType = op.operand(0)->type(), &cType = op.result()->type();
@@ -270,7 +274,12 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
           result[regs[i]] = accumulator[i];
       }
   lowering.callIntrinsic(llvm::Intrinsic::nvvm_wgmma_commit_group_sync_aligned, {}, {});
-  emitWaitTying(lowering, result);
+  if (lowering.overlapWgmma()) {
+    lowering.setRegisters(op.result(), std::move(result));
+    lowering.deferWgmmaWait(op.result()); // waited for before its first user
+    return;
+  }
+  emitWgmmaWait(lowering, result, 0);
   lowering.setRegisters(op.result(), std::move(result));
 }
 

@@ -186,6 +186,9 @@ llvm::Value *KernelLowering::sharedBuffer(const ir::Operation &localAlloc, int64
 }
 
 void KernelLowering::emitBarrier() {
+  // Past this barrier other warps may write shared memory our in-flight wgmma still read
+  // (membar placed it for such a pair): wait for them all first.
+  waitForWgmma(pendingWgmma_.size());
   callIntrinsic(llvm::Intrinsic::nvvm_barrier_cta_sync_aligned_all, {}, {i32(0)});
 }
 

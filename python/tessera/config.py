@@ -57,6 +57,10 @@ KNOBS = {
                   "Compute dots that fit on wgmma when the target is sm_90a (off: mma.sync "
                   "everywhere, e.g. to compare the two). Read when a specialization is first "
                   "compiled; part of the on-disk cache key."),
+    "wgmma_overlap": Knob("TESSERA_WGMMA_OVERLAP", True, _parse_bool,
+                          "Let a wgmma dot run on the tensor cores while the ops after it that "
+                          "do not need its result execute, waiting at its first use (off: wait "
+                          "right after each dot, e.g. to compare). Part of the cache key."),
     "always_compile": Knob("TESSERA_ALWAYS_COMPILE", False, _parse_bool,
                            "Ignore the on-disk cache and compile every kernel again."),
     "autotune": Knob("TESSERA_AUTOTUNE", "", str,

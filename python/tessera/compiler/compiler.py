@@ -42,6 +42,8 @@ class CompileOptions:
     opt_level: int = 3
     # wgmma for the dots that fit (sm_90a only); the knob's value when the options are made.
     wgmma: bool = field(default_factory=lambda: bool(knobs.wgmma))
+    # wgmma waits at the first use of a dot's result, not right after it (knobs.wgmma_overlap).
+    wgmma_overlap: bool = field(default_factory=lambda: bool(knobs.wgmma_overlap))
 
     def key(self) -> str:
         return repr(dataclasses.astuple(self))
@@ -101,6 +103,7 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     asm: Dict[str, Any] = {"tir": module.str()}
     module.set_attr("num_stages", options.num_stages)  # the pipeliner's default depth
     module.set_attr("wgmma", int(options.wgmma and options.arch == "sm_90a"))
+    module.set_attr("wgmma_overlap", int(options.wgmma_overlap))
     _run_pipeline(module, "tgir")
     asm["tgir"] = module.str()
     generated = _codegen.generate(module, arch=options.arch, num_warps=options.num_warps,

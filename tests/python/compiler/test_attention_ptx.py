@@ -82,8 +82,8 @@ def test_candidate_configs_on_tensor_cores_without_spills(tutorial, name, D, dty
                                                          arch):
     # Every config autotuning may pick: the default (first) without spills, the others with at
     # most a few bytes (autotuning times them; a small spill may still be the fastest: dK/dV
-    # at D = 128 on wgmma, 64 x 128 on 8 warps, spills 132 bytes causal and still runs 20%
-    # faster than the best config without spills on an H200).
+    # at D = 128 on wgmma, 64 x 128 on 8 warps, spills 104-188 bytes, more since S^T and dP^T
+    # are in flight together, and is still the fastest at S = 4k on an H200).
     x = np.zeros((1, 1, 16, D), DTYPES[dtype])
     for index, config in enumerate(tutorial.candidates(name, x, arch)):
         kernel, _ = compile_attention(tutorial, name, D, dtype, causal, arch, config=config)
@@ -97,7 +97,7 @@ def test_candidate_configs_on_tensor_cores_without_spills(tutorial, name, D, dty
         assert count(ptx, r"ex2\.approx") > 0
         if ptxas.find_ptxas() is None:
             pytest.skip("ptxas not found: PTX not assembled")
-        limit = 0 if index == 0 else 160
+        limit = 0 if index == 0 else 192
         assert kernel.metadata["spill_stores"] <= limit, (
             f"{name} D={D} {dtype} {arch} {config}: {kernel.metadata}")
 

@@ -1,0 +1,95 @@
+"""Asynchronous wgmma (codegen: KernelLowering::settleWgmma): a dot's group is waited for at
+the first op that needs its result, with `wgmma.wait_group N` leaving the N groups committed
+after it in flight, so independent work runs beside it on the tensor cores. Barriers (membar's
+and those inside an op, e.g. a cross-warp reduction's) and control flow wait for every group
+first; a dot accumulating into an in-flight result waits for nothing. With
+knobs.wgmma_overlap off each dot waits (N = 0) right after its commit.
+
+The kernel reads its operands from the pipeliner's rings, as attention does: buffers live
+through the loop, so no barrier comes between the products (a staged operand reusing a dead
+buffer's bytes gets one from membar, and that barrier waits)."""
+import re
+
+import numpy as np
+import tessera
+import tessera.language as tl
+from tessera.config import knobs
+
+
+@tessera.jit
+def two_products(a_ptr, b_ptr, c_ptr, x_ptr, out_ptr, col_sums_ptr, K,
+                 REDUCE: tl.constexpr, CHAIN: tl.constexpr):
+    rows = tl.arange(0, 64)
+    acc = tl.zeros((64, 64), tl.float32)
+    for k in range(0, K, 64):
+        a = tl.load(a_ptr + rows[:, None] * K + (k + rows)[None, :])
+        b = tl.load(b_ptr + (k + rows)[:, None] * 64 + rows[None, :])
+        c = tl.load(c_ptr + (k + rows)[:, None] * 64 + rows[None, :])
+        first = tl.dot(a, b)
+        second = tl.dot(a, c)
+        if CHAIN:  # accumulates into the in-flight `second`
+            second = tl.dot(a, b, second)
+        if REDUCE:  # across warps, through shared memory, before any product is used
+            x = tl.load(x_ptr + (k + rows)[:, None] * 64 + rows[None, :])
+            tl.store(col_sums_ptr + k + rows, tl.sum(x, axis=1))
+        acc += tl.exp2(first) * second
+    tl.store(out_ptr + rows[:, None] * 64 + rows[None, :], acc)
+
+
+def loop_events(overlap: bool, reduce: bool = False, chain: bool = False):
+    """The loop body's wgmma commits, waits (with N), ex2 and bar.sync, in order, runs of one
+    wait or ex2 collapsed (a wait ties at most 64 registers per statement; ex2 per element)."""
+    h = np.zeros((64, 128), np.float16)
+    f = np.zeros((128, 64), np.float32)
+    with knobs.scope(wgmma_overlap=overlap):
+        compiled = two_products.compile(h, h, h, f, f, np.zeros(128, np.float32), 128,
+                                        REDUCE=reduce, CHAIN=chain, num_warps=4,
+                                        num_stages=2, arch="sm_90a")
+    ptx = compiled.asm["ptx"]
+    body = ptx[ptx.index("wgmma.fence"):]  # from the first product on
+    body = body[:body.index("bra.uni")] if "bra.uni" in body else body
+    pattern = r"wgmma\.commit_group|wgmma\.wait_group\.sync\.aligned (\d+)|ex2\.approx|bar\.sync"
+    events = []
+    for match in re.finditer(pattern, body):
+        text = match.group(0)
+        event = (f"wait {match.group(1)}" if match.group(1) is not None
+                 else "commit" if text.startswith("wgmma") else text.split(".")[0])
+        if not events or events[-1] != event or event == "commit":
+            events.append(event)
+    return events
+
+
+def test_each_product_is_waited_for_at_its_first_use():
+    # exp2(first) needs only the older group: wait 1 keeps `second` in flight beside the
+    # ex2s; the product needs `second`: wait 0.
+    assert loop_events(True)[:5] == ["commit", "commit", "wait 1", "ex2", "wait 0"]
+
+
+def test_without_overlap_every_dot_waits_at_once():
+    assert loop_events(False)[:5] == ["commit", "wait 0", "commit", "wait 0", "ex2"]
+
+
+def test_barriers_wait_for_every_group():
+    events = loop_events(True, reduce=True)
+    assert events[:4] == ["commit", "commit", "wait 0", "bar"], events  # the reduction's
+
+
+def test_a_chained_accumulator_needs_no_wait():
+    events = loop_events(True, chain=True)
+    assert events[:5] == ["commit", "commit", "commit", "wait 2", "ex2"], events
+
+
+def test_interpreter_matches_float64(monkeypatch):
+    # The kernel's meaning (the GPU test in tests/gpu/test_matmul.py runs the waits).
+    monkeypatch.setenv("TESSERA_INTERPRET", "1")
+    rng = np.random.default_rng()
+    a = (rng.standard_normal((64, 128)) * 0.1).astype(np.float16)
+    b, c = ((rng.standard_normal((128, 64)) * 0.1).astype(np.float16) for _ in range(2))
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    out, sums = np.full((64, 64), np.nan, np.float32), np.full(128, np.nan, np.float32)
+    two_products[(1,)](a, b, c, x, out, sums, 128, REDUCE=True, CHAIN=True)
+    a64, b64, c64 = (t.astype(np.float64) for t in (a, b, c))
+    ref = sum(np.exp2(a64[:, k:k + 64] @ b64[k:k + 64])
+              * (a64[:, k:k + 64] @ (c64[k:k + 64] + b64[k:k + 64])) for k in (0, 64))
+    np.testing.assert_allclose(out, ref, rtol=2e-3, atol=1e-3)
+    np.testing.assert_allclose(sums, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
