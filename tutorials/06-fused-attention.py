@@ -179,7 +179,7 @@ CONFIGS = {
              128: [(32, 64, 8, 2), (16, 64, 4, 2), (16, 128, 8, 2)], 256: [(16, 16, 8, 2)]},
     "dkdv_fp32": {16: [(16, 64, 4, 2)], 32: [(16, 64, 4, 2)],
                   64: [(16, 32, 8, 2), (16, 32, 4, 2)], 128: [(16, 32, 8, 2)],
-                  256: [(16, 16, 8, 2)]},
+                  256: [(16, 16, 8, 3), (16, 16, 8, 2)]},
     "dq": {16: [(64, 32, 4, 2)], 32: [(64, 32, 4, 2)], 64: [(64, 32, 4, 2), (64, 32, 4, 3)],
            128: [(64, 16, 4, 2), (64, 32, 8, 2), (128, 32, 8, 2)], 256: [(32, 16, 8, 2)]},
     "dq_fp32": {16: [(64, 32, 4, 2)], 32: [(64, 32, 4, 2)], 64: [(64, 32, 8, 2)],
@@ -362,10 +362,12 @@ def attention_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, H, S, stride_ob, s
 def attention_bwd_dkdv_steps(dk, dv, k, v, k_head, v_head, k_offs, v_offs, q_head, do_head,
                              q_offs, do_offs, lse_ptr, delta_ptr, start, end, jump, to, offs_n,
                              S, qk_scale, stride_qs, stride_dos, BLOCK_M: tl.constexpr,
-                             MASKED: tl.constexpr, CAUSAL: tl.constexpr, RELOAD: tl.constexpr):
+                             BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                             RELOAD: tl.constexpr):
     """dK, dV from the query blocks starting in [start, end), MASKED ones from `jump` on being
     the block at `to` instead; q_offs, do_offs: rows 0 to BLOCK_M; lse_ptr, delta_ptr: the
     head's row 0. Unless MASKED, every query of those blocks is in S and sees every key."""
+    inv_scale = 1.0 / qk_scale
     for step in range(start, end, BLOCK_M):
         start_m = tl.where(step < jump, step, to) if MASKED else step
         rows = start_m + tl.arange(0, BLOCK_M)
@@ -379,14 +381,17 @@ def attention_bwd_dkdv_steps(dk, dv, k, v, k_head, v_head, k_offs, v_offs, q_hea
         else:
             lse = tl.load(lse_ptr + rows)
             delta = tl.load(delta_ptr + rows)
-        qk_t = tl.dot(k_step, tl.trans(q), input_precision="tf32")
+        # -lse and -delta start the accumulators: no registers hold them beside the products.
+        shifted_qk_t = tl.dot(k_step, tl.trans(q), tl.broadcast_to(
+            (lse * -inv_scale)[None, :], (BLOCK_N, BLOCK_M)), input_precision="tf32")
         # dP^T before the exponentials: on Hopper it runs on the tensor cores while they do.
-        dp_t = tl.dot(v_step, tl.trans(do), input_precision="tf32")
-        p_t = tl.exp2(qk_t * qk_scale - lse[None, :])
+        dp_t = tl.dot(v_step, tl.trans(do), tl.broadcast_to(
+            -delta[None, :], (BLOCK_N, BLOCK_M)), input_precision="tf32")
+        p_t = tl.exp2(shifted_qk_t * qk_scale)
         if MASKED and CAUSAL:
             p_t = tl.where(rows[None, :] >= offs_n[:, None], p_t, 0.0)
         dv = tl.dot(p_t.to(q.dtype), do, dv, input_precision="tf32")
-        ds_t = p_t * (dp_t - delta[None, :])
+        ds_t = p_t * dp_t
         dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision="tf32")
     return dk, dv
 
@@ -426,13 +431,13 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
     dk, dv = attention_bwd_dkdv_steps(
         dk, dv, None, None, k_head, v_head, k_offs, v_offs, q_head, do_head, q_offs, do_offs,
         lse_ptr + off_bh * S, delta_ptr + off_bh * S, lo, lo + masked * BLOCK_M, lo + diagonal,
-        full, offs_n, S, qk_scale, stride_qs, stride_dos, BLOCK_M, True, CAUSAL, True)
+        full, offs_n, S, qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, True, CAUSAL, True)
     k = None if RELOAD else load_rows(k_head + k_offs, offs_n, S, True)
     v = None if RELOAD else load_rows(v_head + v_offs, offs_n, S, True)
     dk, dv = attention_bwd_dkdv_steps(  # unmasked
         dk, dv, k, v, k_head, v_head, k_offs, v_offs, q_head, do_head, q_offs, do_offs,
         lse_ptr + off_bh * S, delta_ptr + off_bh * S, mid, full, full, full, offs_n, S,
-        qk_scale, stride_qs, stride_dos, BLOCK_M, False, CAUSAL, RELOAD)
+        qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, False, CAUSAL, RELOAD)
     dk = dk * sm_scale
     tl.store(rows_of(dk_ptr, stride_dkb, stride_dkh, stride_dks, off_b, off_h, offs_n, D),
              dk.to(dk_ptr.dtype.element_ty), mask=offs_n[:, None] < S)

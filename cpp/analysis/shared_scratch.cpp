@@ -247,7 +247,7 @@ SharedTileLayout sharedSlotTile(const ir::Type &bufferType, bool hasRingDim) {
 }
 
 bool isRingAlloc(const ir::Operation &localAlloc) {
-  return localAlloc.numOperands() == 0 && localAlloc.result()->type().rank() == 3;
+  return localAlloc.numOperands() == 0 && localAlloc.result()->type().rank() >= 2;
 }
 
 int64_t localAllocBytes(const ir::Operation &localAlloc) {

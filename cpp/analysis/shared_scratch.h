@@ -45,9 +45,11 @@ bool convertsThroughOperandTile(const ir::Operation &op);
 /// The tile of such a conversion.
 SharedTileLayout operandConversionTile(const ir::Operation &op);
 
-/// The 2-D tile of one slot of a #shared buffer (the buffer itself when it has no ring dim).
+/// The 1-D or 2-D tile of one slot of a #shared buffer (the buffer itself when it has no ring
+/// dim).
 SharedTileLayout sharedSlotTile(const ir::Type &bufferType, bool hasRingDim);
-/// Whether a local_alloc makes a ring (no source, rank 3: slots need not be a power of two).
+/// Whether a local_alloc makes a ring (no source; a slot dim before the 1-D or 2-D tile; slots
+/// need not be a power of two).
 bool isRingAlloc(const ir::Operation &localAlloc);
 /// Bytes of the buffer a local_alloc makes (all slots of a ring).
 int64_t localAllocBytes(const ir::Operation &localAlloc);

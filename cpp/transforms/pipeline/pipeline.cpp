@@ -113,7 +113,8 @@ std::vector<Value *> allocateRings(Builder &builder, const LoopSchedule &schedul
   for (const PipelinedLoad &load : schedule.loads) {
     const Type &tile = load.load->result()->type();
     const auto &slotEncoding = static_cast<const SharedEncoding &>(*load.slotEncoding);
-    std::vector<int64_t> shape{schedule.numStages, tile.shape()[0], tile.shape()[1]};
+    std::vector<int64_t> shape{schedule.numStages};
+    shape.insert(shape.end(), tile.shape().begin(), tile.shape().end());
     Type type = Type::tensor(shape, tile.elementType(), withRingDim(slotEncoding));
     rings.push_back(builder.create(OpCode::LocalAlloc, {}, {type})->result());
   }
@@ -182,7 +183,16 @@ void pipelineLoop(const LoopSchedule &schedule) {
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
     const PipelinedLoad &pipelined = schedule.loads[i];
     Operation *load = pipelined.load;
-    if (pipelined.reads.empty()) { // read back in the load's layout
+    for (Operation *convert : pipelined.conversions) { // read back in each user's layout
+      Builder at;
+      at.setInsertionPoint(convert);
+      Operation *read = at.create(OpCode::LocalLoad, {rings[i], readSlot},
+                                  {convert->result()->type()});
+      read->setLocation(load->location());
+      convert->result()->replaceAllUsesWith(read->result());
+      convert->erase();
+    }
+    if (pipelined.reads.empty() && pipelined.conversions.empty()) { // in the load's layout
       Builder at;
       at.setInsertionPoint(load);
       Operation *read = at.create(OpCode::LocalLoad, {rings[i], readSlot},
