@@ -12,15 +12,13 @@
 #   multiply-add and one `ex2.approx` per score;
 # - causal masking (`tl.where` on the diagonal block, and loops that start or stop at the
 #   diagonal) and sequence lengths that are not multiples of the block (masked loads);
-# - saving the log-sum-exp of every row, so that the backward pass rebuilds `P` with one
-#   `exp2` per score, and the backward as three kernels without atomics;
-# - float32 inputs on the tensor cores through tf32 (`input_precision="tf32"`);
-# - autotuning the tiles per (sequence length, head dim, causal, dtype);
+# - saving each row's log-sum-exp, so that the backward (three kernels, no atomics) rebuilds
+#   `P` with one `exp2` per score;
+# - float32 inputs on tf32 tensor cores; tiles autotuned per (S, D, causal, dtype);
 # - wrapping kernels as a `torch.library` custom op with a fake implementation and autograd,
 #   so that `torch.compile(fullgraph=True)` of a model calling them has no graph breaks.
 #
-# With a GPU the tutorial runs on it; without one it runs through the interpreter (exact, on
-# the CPU) at small sizes.
+# With a GPU the tutorial runs on it; else through the interpreter (CPU) at small sizes.
 
 # %%
 import os
@@ -53,10 +51,9 @@ LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x · log2(e))
 # one crossing S (keys past S load as zeros and score `-inf`: `p = 0`) and, causal, those
 # crossing the diagonal. Unmasked: the blocks before `split` (`min(first row, S)` causal, else
 # `S`, rounded down to a block), inside S and seen whole by every row: plain loads, no
-# `tl.where`. The masked loop runs first and re-reads Q at each of its few steps (no Q tile
-# beside the second loop's live addresses: zero spills). Every row sees the first key it
-# meets, so `m` is finite from then on and `l >= 1`; rows past S compute harmless values the
-# masked store drops.
+# `tl.where`. The masked loop runs first and re-reads Q at each of its few steps. Every row
+# sees the first key it meets, so `m` is finite from then on and `l >= 1`; rows past S compute
+# harmless values the masked store drops.
 #
 # The log-sum-exp saved per row is in **base 2** of the scaled scores:
 # `lse2 = m + log2(l) = log2(Σ_j 2^(qk_j))`, with `qk_j = q·k_j · sm_scale · log2(e)`; the
@@ -158,9 +155,9 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
 # (input dtype) and the base-2 log-sum-exp `lse2` as float32 (B, H, S). Tiles per head dim and
 # input width: the register file holds Q (BLOCK_M x D), the accumulator (BLOCK_M x D, fp32)
 # and the scores (BLOCK_M x BLOCK_N, fp32), so the larger D (or the wider the inputs), the
-# smaller the blocks (the backward kernels' configs are here too). Each head dim lists a few
-# candidates; `@tessera.autotune` times them once per (S, D, causal, dtype) and keeps the
-# fastest on disk, so a training run tunes once. At float32 and D = 256 not even a warp's 16 rows of Q fit beside the accumulators: there
+# smaller the blocks (the backward kernels' configs are here too). `@tessera.autotune` times
+# each head dim's candidates once per (S, D, causal, dtype) and keeps the fastest on disk. At
+# float32 and D = 256 not even a warp's 16 rows of Q fit beside the accumulators: there
 # `RELOAD` makes the kernels read their loop-invariant tiles again at every step (from L2).
 
 # %%
@@ -236,10 +233,8 @@ def config(kernel: str, x, arch: str | None = None) -> tuple:
 def autotuned(kernel: str, fn):
     """`fn` autotuned over every candidate of CONFIGS[kernel] (and its _fp32 table), keyed on
     (S, D, CAUSAL) and the dtypes; a launch keeps only its head dim's and dtype's list."""
-    tuples = []
-    for table in (CONFIGS[kernel], CONFIGS[kernel + "_fp32"], WGMMA_CONFIGS[kernel]):
-        for listed in table.values():
-            tuples += [t for t in listed if t not in tuples]
+    tables = (CONFIGS[kernel], CONFIGS[kernel + "_fp32"], WGMMA_CONFIGS[kernel])
+    tuples = list(dict.fromkeys(t for table in tables for lst in table.values() for t in lst))
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
                                  num_stages=t[3]) for t in tuples}
 
@@ -381,10 +376,9 @@ def attention_bwd_dkdv_steps(dk, dv, k, v, k_head, v_head, k_offs, v_offs, q_hea
         else:
             lse = tl.load(lse_ptr + rows)
             delta = tl.load(delta_ptr + rows)
-        # -lse and -delta start the accumulators: no registers hold them beside the products.
+        # -lse, -delta start the accumulators; dP^T runs beside the exp2 (Hopper: async wgmma)
         shifted_qk_t = tl.dot(k_step, tl.trans(q), tl.broadcast_to(
             (lse * -inv_scale)[None, :], (BLOCK_N, BLOCK_M)), input_precision="tf32")
-        # dP^T before the exponentials: on Hopper it runs on the tensor cores while they do.
         dp_t = tl.dot(v_step, tl.trans(do), tl.broadcast_to(
             -delta[None, :], (BLOCK_N, BLOCK_M)), input_precision="tf32")
         p_t = tl.exp2(shifted_qk_t * qk_scale)
