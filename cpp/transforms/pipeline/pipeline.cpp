@@ -121,6 +121,18 @@ std::vector<Value *> allocateRings(Builder &builder, const LoopSchedule &schedul
   return rings;
 }
 
+/// A local_load of `ring`'s `slot`, placed before `before`, in `replaced`'s type: it takes
+/// `replaced`'s uses.
+void readSlotInstead(Operation *before, Value *replaced, Value *ring, Value *slot,
+                     const std::string &location, std::map<std::string, Attribute> attrs = {}) {
+  Builder at;
+  at.setInsertionPoint(before);
+  Operation *read = at.create(OpCode::LocalLoad, {ring, slot}, {replaced->type()},
+                              std::move(attrs));
+  read->setLocation(location);
+  replaced->replaceAllUsesWith(read->result());
+}
+
 void pipelineLoop(const LoopSchedule &schedule) {
   Operation *loop = schedule.loop;
   Block &body = loop->body();
@@ -184,32 +196,17 @@ void pipelineLoop(const LoopSchedule &schedule) {
     const PipelinedLoad &pipelined = schedule.loads[i];
     Operation *load = pipelined.load;
     for (Operation *convert : pipelined.conversions) { // read back in each user's layout
-      Builder at;
-      at.setInsertionPoint(convert);
-      Operation *read = at.create(OpCode::LocalLoad, {rings[i], readSlot},
-                                  {convert->result()->type()});
-      read->setLocation(load->location());
-      convert->result()->replaceAllUsesWith(read->result());
+      readSlotInstead(convert, convert->result(), rings[i], readSlot, load->location());
       convert->erase();
     }
-    if (pipelined.reads.empty() && pipelined.conversions.empty()) { // in the load's layout
-      Builder at;
-      at.setInsertionPoint(load);
-      Operation *read = at.create(OpCode::LocalLoad, {rings[i], readSlot},
-                                  {load->result()->type()});
-      read->setLocation(load->location());
-      load->result()->replaceAllUsesWith(read->result());
-    }
+    if (pipelined.reads.empty() && pipelined.conversions.empty()) // in the load's layout
+      readSlotInstead(load, load->result(), rings[i], readSlot, load->location());
     for (const OperandRead &operand : pipelined.reads) {
-      Builder at;
-      at.setInsertionPoint(operand.convert);
       std::map<std::string, Attribute> attrs;
       if (operand.transposed)
         attrs["order"] = std::vector<int64_t>{1, 0};
-      Operation *read = at.create(OpCode::LocalLoad, {rings[i], readSlot},
-                                  {operand.convert->result()->type()}, attrs);
-      read->setLocation(load->location());
-      operand.convert->result()->replaceAllUsesWith(read->result());
+      readSlotInstead(operand.convert, operand.convert->result(), rings[i], readSlot,
+                      load->location(), std::move(attrs));
       operand.convert->erase();
     }
     for (Operation *trans : pipelined.transposes)
