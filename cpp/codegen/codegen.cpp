@@ -46,16 +46,6 @@ int numWarpsOf(const ir::Module &module, const CodegenOptions &options) {
   return static_cast<int>(*value);
 }
 
-/// The module's `wgmma_overlap` attribute (the compiler sets it from knobs.wgmma_overlap);
-/// on when absent.
-bool overlapsWgmma(const ir::Module &module) {
-  auto it = module.attributes().find("wgmma_overlap");
-  if (it == module.attributes().end())
-    return true;
-  const int64_t *value = std::get_if<int64_t>(&it->second);
-  return !value || *value != 0;
-}
-
 } // namespace
 
 CodegenResult generate(const ir::Module &module, const CodegenOptions &options) {
@@ -81,7 +71,8 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   configureModule(llvmModule, *machine);
 
   KernelLowering lowering(llvmModule, result.numWarps);
-  lowering.setOverlapWgmma(overlapsWgmma(allocated ? *allocated : module));
+  // The module's `wgmma_overlap` (the compiler sets it from knobs.wgmma_overlap); on if absent.
+  lowering.setOverlapWgmma((allocated ? *allocated : module).intAttrOr("wgmma_overlap", 1) != 0);
   lowering.lowerFunction(func);
   result.sharedBytes = lowering.sharedBytes();
   result.unoptimizedLLVMIR = printModule(llvmModule);

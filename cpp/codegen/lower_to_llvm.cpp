@@ -6,7 +6,6 @@
 // L(register, lane = tid % 32, warp = tid / 32) (thread_indices.cpp).
 #include "codegen/lower_to_llvm.h"
 
-
 #include "codegen/lower_tensor_core.h"
 #include "codegen/lower_debug.h"
 #include "codegen/lower_reduce.h"
@@ -28,6 +27,17 @@ int64_t largestPowerOfTwoDivisor(int64_t value) {
 
 KernelLowering::KernelLowering(llvm::Module &module, int numWarps)
     : module_(module), builder_(module.getContext()), numWarps_(numWarps) {}
+
+namespace {
+
+bool isWgmmaDot(const ir::Operation &op) {
+  if (op.code() != ir::OpCode::Dot)
+    return false;
+  const auto *mma = dynamic_cast<const MmaEncoding *>(op.result()->type().encoding().get());
+  return mma && mma->isWgmma();
+}
+
+} // namespace
 
 // ---- Values and types ---------------------------------------------------------------------
 
@@ -154,12 +164,8 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
   sharedBytes_ = func.intAttr("shared_size");
   usesWgmma_ = false;
   pendingWgmma_.clear();
-  const_cast<ir::Operation &>(func).walk([&](ir::Operation *op) {
-    const auto *mma = op->code() == ir::OpCode::Dot
-                          ? dynamic_cast<const MmaEncoding *>(op->result()->type().encoding().get())
-                          : nullptr;
-    usesWgmma_ |= mma && mma->isWgmma();
-  });
+  const_cast<ir::Operation &>(func).walk(
+      [&](ir::Operation *op) { usesWgmma_ |= isWgmmaDot(*op); });
   builder_.SetInsertPoint(llvm::BasicBlock::Create(context(), "entry", function));
   emitThreadIds();
   for (unsigned i = 0; i < body.numArguments(); ++i)
@@ -200,13 +206,6 @@ bool canRunBesideWgmma(const ir::Operation &op) {
   if (ir::hasTrait(op.code(), ir::trait::REGIONS) || ir::hasTrait(op.code(), ir::trait::TERM))
     return false;
   return op.code() != ir::OpCode::Print && op.code() != ir::OpCode::Assert;
-}
-
-bool isWgmmaDot(const ir::Operation &op) {
-  if (op.code() != ir::OpCode::Dot)
-    return false;
-  const auto *mma = dynamic_cast<const MmaEncoding *>(op.result()->type().encoding().get());
-  return mma && mma->isWgmma();
 }
 
 } // namespace

@@ -76,8 +76,8 @@ public:
   bool usesWgmma() const { return usesWgmma_; }
 
   /// Asynchronous wgmma: a dot's committed group is waited for just before the first op that
-  /// needs it (its result, or shared memory / control flow it cannot run beside), so the ops
-  /// in between overlap it on the tensor cores. Off (the module's `wgmma_overlap` = 0): each
+  /// reads its result, or a barrier, control flow or a call (settleWgmma), so the ops in
+  /// between overlap it on the tensor cores. Off (the module's `wgmma_overlap` = 0): each
   /// dot waits right after its commit.
   bool overlapWgmma() const { return overlapWgmma_; }
   void setOverlapWgmma(bool overlap) { overlapWgmma_ = overlap; }

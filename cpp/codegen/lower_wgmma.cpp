@@ -6,10 +6,11 @@
 //   wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} {d...}, descA, descB, 1, 1, 1, tA, tB
 // with 64-bit matrix descriptors (PTX ISA "Matrix Descriptor Format": start address >> 4,
 // leading and stride byte offsets >> 4, swizzle mode) built from the operands' tiles; then
-// commits the group and waits for it. wgmma.mma_async has no LLVM intrinsic, so it is inline
-// PTX; the wait is inline PTX too and ties every accumulator register, so that LLVM cannot
-// move a use of the results above it (DESIGN.md §5). The dot is synchronous: it returns
-// with its results and its shared-memory reads done, which is what membar assumes.
+// commits the group. wgmma.mma_async has no LLVM intrinsic, so it is inline PTX. The wait
+// (emitWgmmaWait, inline PTX too) ties the accumulator registers, so that LLVM cannot move a
+// use of the results above it (DESIGN.md §5); it comes right after the commit, or, with
+// overlap on, before the first op that reads the result or any barrier (KernelLowering::
+// settleWgmma): membar's barrier before a write to bytes the dot reads then waits for it.
 #include "codegen/lower_tensor_core.h"
 
 #include "ir/diagnostics.h"

@@ -296,6 +296,14 @@ std::unique_ptr<Operation> Operation::clone(std::map<Value *, Value *> &mapping)
 
 Module::Module() : body_(std::make_unique<Block>()) {}
 
+int64_t Module::intAttrOr(const std::string &name, int64_t fallback) const {
+  auto it = attrs_.find(name);
+  if (it == attrs_.end())
+    return fallback;
+  const int64_t *value = std::get_if<int64_t>(&it->second);
+  return value ? *value : fallback;
+}
+
 std::vector<Operation *> Module::functions() const {
   std::vector<Operation *> fs;
   for (auto &op : body_->operations())

@@ -210,6 +210,8 @@ public:
   const Block &body() const { return *body_; }
   std::map<std::string, Attribute> &attributes() { return attrs_; }
   const std::map<std::string, Attribute> &attributes() const { return attrs_; }
+  /// The integer attribute `name`, or `fallback` when the module has none (or not an integer).
+  int64_t intAttrOr(const std::string &name, int64_t fallback) const;
   std::vector<Operation *> functions() const;
   Operation *lookupFunction(const std::string &name) const;
   template <typename Fn> void walk(Fn &&fn) {

@@ -151,10 +151,7 @@ std::vector<int> chooseWarps(Operation *dot, int numWarps) {
 }
 
 /// The module's `wgmma` attribute: 1 when the target is sm_90a (and wgmma is not turned off).
-bool moduleAllowsWgmma(const Module &module) {
-  auto it = module.attributes().find("wgmma");
-  return it != module.attributes().end() && std::get<int64_t>(it->second) != 0;
-}
+bool moduleAllowsWgmma(const Module &module) { return module.intAttrOr("wgmma", 0) != 0; }
 
 /// wgmma's warps for a dot that can use it, as Triton's warpsPerTileV3: warpgroups of 4 warps
 /// along M, more warps along M while the rows last, then along N; nullopt when the dot does

@@ -35,10 +35,7 @@ constexpr int kThreadsPerWarp = 32;
 
 /// The module's `num_warps` attribute (default 4).
 inline int moduleNumWarps(const ir::Module &module) {
-  auto it = module.attributes().find("num_warps");
-  if (it == module.attributes().end())
-    return 4;
-  return static_cast<int>(std::get<int64_t>(it->second));
+  return static_cast<int>(module.intAttrOr("num_warps", 4));
 }
 
 /// The encoding assign_layouts gives a tensor of this shape: one per shape, whatever the

@@ -108,14 +108,14 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
   int elementBytes = type.bitWidth() / 8;
   if (analysis::accessVectorWidth(axisInfo, *load) * elementBytes < 4)
     return "runs of less than 4 bytes per thread (cp.async copies 4, 8 or 16)";
-  int fastest = analysis::fastestDim(type.encoding()->toLinearLayout(type.shape()));
+  LinearLayout layout = type.encoding()->toLinearLayout(type.shape());
+  int fastest = analysis::fastestDim(layout);
   out.load = load;
   if (type.rank() == 1) { // a row of scalars (attention's lse): read back where it is converted
     // Every thread copies the elements its layout gives it, duplicates too: a layout of many
     // registers per thread (a load already rematerialized in a slice of #mma: 16 per thread
     // at BLOCK_M = 64) would copy the row dozens of times per step. Measured on an H200 at
     // D = 64, that made attention's dK/dV 10% slower than loading in the loop.
-    LinearLayout layout = type.encoding()->toLinearLayout(type.shape());
     if ((layout.hasInDim(kRegisterDim) ? layout.getInDimSize(kRegisterDim) : 1) * elementBytes >
         16)
       return "a 1-D tile of more than 16 bytes per thread (each thread would copy them all)";
@@ -181,11 +181,7 @@ std::string collectAheadSlice(LoopSchedule &schedule) {
 int requestedStages(const Operation &loop, const Module &module) {
   if (loop.hasAttr("num_stages"))
     return static_cast<int>(loop.intAttr("num_stages"));
-  auto it = module.attributes().find("num_stages");
-  if (it != module.attributes().end())
-    if (const int64_t *stages = std::get_if<int64_t>(&it->second))
-      return static_cast<int>(*stages);
-  return 1;
+  return static_cast<int>(module.intAttrOr("num_stages", 1));
 }
 
 LoopSchedule scheduleLoop(Operation *loop, int numStages) {
