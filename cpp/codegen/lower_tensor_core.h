@@ -28,9 +28,11 @@ std::map<Coords, int> registersByCoords(const LinearLayout &layout);
 void lowerDot(KernelLowering &lowering, const ir::Operation &op);
 /// dot on wgmma (an #mma version 3 result; operands in shared memory): lower_wgmma.cpp.
 void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaEncoding &mma);
-/// wgmma.wait_group `pending` (at most that many groups still in flight), with `registers`
-/// tied to it: their uses stay below the wait.
-void emitWgmmaWait(KernelLowering &lowering, Registers &registers, int pending);
+/// wgmma.wait_group `pending` (at most that many groups still in flight), tying `registers`
+/// (accumulators, rewritten in place: their uses stay below the wait) and using `inputs`
+/// (register A words: they stay live, unrewritten, until it).
+void emitWgmmaWait(KernelLowering &lowering, Registers &registers, int pending,
+                   const std::vector<llvm::Value *> &inputs = {});
 /// trans: a relabeling of the operand's registers (accelerate_matmul makes it one).
 void lowerTrans(KernelLowering &lowering, const ir::Operation &op);
 

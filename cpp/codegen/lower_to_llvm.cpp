@@ -179,11 +179,13 @@ void KernelLowering::lowerBlock(const ir::Block &block) {
     lowerOp(*op);
 }
 
-std::vector<const Registers *> KernelLowering::lowerRegionBody(const ir::Block &block) {
+std::vector<const Registers *> KernelLowering::lowerRegionBody(const ir::Block &block,
+                                                               bool controlFlow) {
   std::vector<const Registers *> yielded;
   for (const auto &op : block.operations()) {
     if (op->code() == ir::OpCode::Yield || op->code() == ir::OpCode::Condition) {
-      waitForWgmma(pendingWgmma_.size()); // control flow merges here: nothing stays in flight
+      if (controlFlow) // control flow merges here: nothing stays in flight
+        waitForWgmma(pendingWgmma_.size());
       for (const ir::Value *value : op->operands())
         yielded.push_back(&registersOf(value));
       return yielded;
@@ -201,8 +203,12 @@ namespace {
 /// its own `barrier` or one inside an op's lowering), and every barrier waits for all groups
 /// first (emitBarrier). Control flow does: a region's ops and the code after it would need the
 /// pending state of every path, so ops with regions and terminators wait for everything, as
-/// do calls (printf: ptxas serializes wgmma around calls anyway).
+/// do calls (printf: ptxas serializes wgmma around calls anyway). The regions of reduce and
+/// scan are combiners inlined as straight-line code (lowerInlineRegion), not control flow: a
+/// softmax's row max runs while the next product is still on the tensor cores.
 bool canRunBesideWgmma(const ir::Operation &op) {
+  if (op.code() == ir::OpCode::Reduce || op.code() == ir::OpCode::Scan)
+    return true;
   if (ir::hasTrait(op.code(), ir::trait::REGIONS) || ir::hasTrait(op.code(), ir::trait::TERM))
     return false;
   return op.code() != ir::OpCode::Print && op.code() != ir::OpCode::Assert;
@@ -221,7 +227,8 @@ void KernelLowering::settleWgmma(const ir::Operation &op) {
     // on the tensor cores (PTX ISA: wgmma.mma_async, accumulator chaining): no wait.
     if (i == 2 && isWgmmaDot(op))
       continue;
-    auto it = std::find(pendingWgmma_.begin(), pendingWgmma_.end(), op.operand(i));
+    auto it = std::find_if(pendingWgmma_.begin(), pendingWgmma_.end(),
+                           [&](const PendingWgmma &p) { return p.result == op.operand(i); });
     if (it != pendingWgmma_.end())
       needed = std::max(needed, static_cast<size_t>(it - pendingWgmma_.begin()) + 1);
   }
@@ -233,15 +240,18 @@ void KernelLowering::waitForWgmma(size_t groups) {
   if (groups == 0)
     return;
   Registers tied;
+  std::vector<llvm::Value *> inputs;
   for (size_t g = 0; g < groups; ++g) {
-    const Registers &registers = registersOf(pendingWgmma_[g]);
+    const Registers &registers = registersOf(pendingWgmma_[g].result);
     tied.insert(tied.end(), registers.begin(), registers.end());
+    inputs.insert(inputs.end(), pendingWgmma_[g].inputs.begin(), pendingWgmma_[g].inputs.end());
   }
-  emitWgmmaWait(*this, tied, static_cast<int>(pendingWgmma_.size() - groups));
+  emitWgmmaWait(*this, tied, static_cast<int>(pendingWgmma_.size() - groups), inputs);
   size_t next = 0;
   for (size_t g = 0; g < groups; ++g) {
-    size_t count = registersOf(pendingWgmma_[g]).size();
-    setRegisters(pendingWgmma_[g], Registers(tied.begin() + next, tied.begin() + next + count));
+    const ir::Value *result = pendingWgmma_[g].result;
+    size_t count = registersOf(result).size();
+    setRegisters(result, Registers(tied.begin() + next, tied.begin() + next + count));
     next += count;
   }
   pendingWgmma_.erase(pendingWgmma_.begin(), pendingWgmma_.begin() + groups);

@@ -82,7 +82,10 @@ public:
   bool overlapWgmma() const { return overlapWgmma_; }
   void setOverlapWgmma(bool overlap) { overlapWgmma_ = overlap; }
   /// `result`'s registers are the untied outputs of a committed, unwaited wgmma group.
-  void deferWgmmaWait(const ir::Value *result) { pendingWgmma_.push_back(result); }
+  /// `inputs`: its register A words, kept live until the wait.
+  void deferWgmmaWait(const ir::Value *result, std::vector<llvm::Value *> inputs = {}) {
+    pendingWgmma_.push_back({result, std::move(inputs)});
+  }
 
   /// LLVM type of a scalar or pointer (of a tensor's element) as held in registers.
   llvm::Type *registerType(const ir::Type &type, const ir::Operation &op);
@@ -127,8 +130,9 @@ public:
   llvm::Value *i32(int64_t value) { return builder_.getInt32(static_cast<uint32_t>(value)); }
   /// Lowers a region's ops (up to its terminator) at the insertion point and returns the
   /// registers of the terminator's operands: inlines the combiner of reduce and scan.
+  /// Straight-line code on scalars: in-flight wgmma groups stay in flight across it.
   std::vector<const Registers *> lowerInlineRegion(const ir::Block &block) {
-    return lowerRegionBody(block);
+    return lowerRegionBody(block, /*controlFlow=*/false);
   }
 
 private:
@@ -139,8 +143,10 @@ private:
   /// registers to the wait, so no use moves above it.
   void waitForWgmma(size_t groups);
   void lowerBlock(const ir::Block &block);
-  /// Lowers a region's ops up to its terminator and returns the terminator's operands.
-  std::vector<const Registers *> lowerRegionBody(const ir::Block &block);
+  /// Lowers a region's ops up to its terminator and returns the terminator's operands. The
+  /// body of control flow (`controlFlow`) waits for every wgmma group at its terminator.
+  std::vector<const Registers *> lowerRegionBody(const ir::Block &block,
+                                                 bool controlFlow = true);
   /// Lowers one op; errors other than CompileError become one naming the op.
   void lowerOp(const ir::Operation &op);
   void dispatchOp(const ir::Operation &op);
@@ -162,7 +168,11 @@ private:
   std::map<const ir::Value *, SharedOperand> sharedOperands_;
   bool usesWgmma_ = false;
   bool overlapWgmma_ = true;
-  std::vector<const ir::Value *> pendingWgmma_; // in commit order
+  struct PendingWgmma {
+    const ir::Value *result;
+    std::vector<llvm::Value *> inputs; // register A words
+  };
+  std::vector<PendingWgmma> pendingWgmma_; // in commit order
   std::map<std::string, LinearLayout> layouts_;
   llvm::Value *threadId_ = nullptr, *laneId_ = nullptr, *warpId_ = nullptr;
   llvm::GlobalVariable *sharedMemory_ = nullptr;

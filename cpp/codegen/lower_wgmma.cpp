@@ -156,29 +156,38 @@ void emitWgmma(KernelLowering &lowering, const std::string &inputType, int n, bo
 
 } // namespace
 
-void emitWgmmaWait(KernelLowering &lowering, Registers &registers, int pending) {
+void emitWgmmaWait(KernelLowering &lowering, Registers &registers, int pending,
+                   const std::vector<llvm::Value *> &inputs) {
   llvm::IRBuilder<> &b = lowering.builder();
   std::string text = "wgmma.wait_group.sync.aligned " + std::to_string(pending) + ";";
-  constexpr size_t kChunk = 64; // registers per statement
-  if (registers.empty()) {
-    auto *type = llvm::FunctionType::get(b.getVoidTy(), false);
-    b.CreateCall(llvm::InlineAsm::get(type, text, "~{memory}", true));
-    return;
-  }
-  for (size_t first = 0; first < registers.size(); first += kChunk) {
+  constexpr size_t kChunk = 64; // accumulator registers per statement
+  // One statement per chunk (at least one), each the wait: the later ones are already
+  // satisfied. The first also uses the register A words: live until the wait, they cannot be
+  // rewritten (by a loop's phi copy into the same register, say) while the wgmma may still
+  // read them (PTX ISA: wgmma.mma_async).
+  for (size_t first = 0; first == 0 || first < registers.size(); first += kChunk) {
     size_t count = std::min(kChunk, registers.size() - first);
     std::string constraints;
-    std::vector<llvm::Type *> types;
+    std::vector<llvm::Type *> types, argTypes;
+    std::vector<llvm::Value *> args(registers.begin() + first, registers.begin() + first + count);
     for (size_t i = 0; i < count; ++i) {
-      constraints += (i ? ",=f" : "=f");
+      constraints += "=f,";
       types.push_back(b.getFloatTy());
     }
     for (size_t i = 0; i < count; ++i)
-      constraints += "," + std::to_string(i);
-    constraints += ",~{memory}";
-    auto *type = llvm::FunctionType::get(llvm::StructType::get(b.getContext(), types), types,
-                                         false);
-    std::vector<llvm::Value *> args(registers.begin() + first, registers.begin() + first + count);
+      constraints += std::to_string(i) + ",";
+    argTypes = types;
+    if (first == 0)
+      for (llvm::Value *word : inputs) {
+        constraints += "r,";
+        argTypes.push_back(b.getInt32Ty());
+        args.push_back(word);
+      }
+    constraints += "~{memory}";
+    llvm::Type *resultType = count == 0 ? b.getVoidTy()
+                                        : static_cast<llvm::Type *>(
+                                              llvm::StructType::get(b.getContext(), types));
+    auto *type = llvm::FunctionType::get(resultType, argTypes, false);
     llvm::Value *result = b.CreateCall(llvm::InlineAsm::get(type, text, constraints, true), args);
     for (size_t i = 0; i < count; ++i)
       registers[first + i] = b.CreateExtractValue(result, {static_cast<unsigned>(i)});
@@ -242,6 +251,7 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
     return words;
   };
   Registers result = lowering.registersOf(op.operand(2));
+  std::vector<llvm::Value *> aInputs; // every A word, for the wait to keep live
   auto registersOfTile = [&](int64_t row0, int64_t col0) {
     std::vector<int> regs; // PTX ISA wgmma D fragment: d[i] at row 8 * (i / 2 % 2), column
                            // 8 * (i / 4) + i % 2 (lane and warp parts aside)
@@ -269,6 +279,7 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
         std::vector<llvm::Value *> aWords =
             registerA ? aWordsAt(row0, kk) : std::vector<llvm::Value *>{};
         llvm::Value *descB = descriptor(lowering, b, {kk, col0}, offsetB);
+        aInputs.insert(aInputs.end(), aWords.begin(), aWords.end());
         emitWgmma(lowering, inputType, n, a.mnMajor, b.mnMajor, descA, aWords, descB,
                   accumulator);
         for (size_t i = 0; i < regs.size(); ++i)
@@ -277,10 +288,10 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
   lowering.callIntrinsic(llvm::Intrinsic::nvvm_wgmma_commit_group_sync_aligned, {}, {});
   if (lowering.overlapWgmma()) {
     lowering.setRegisters(op.result(), std::move(result));
-    lowering.deferWgmmaWait(op.result()); // waited for before its first user
+    lowering.deferWgmmaWait(op.result(), std::move(aInputs)); // waited for before its first user
     return;
   }
-  emitWgmmaWait(lowering, result, 0);
+  emitWgmmaWait(lowering, result, 0, aInputs);
   lowering.setRegisters(op.result(), std::move(result));
 }
 

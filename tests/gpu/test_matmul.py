@@ -301,3 +301,40 @@ def test_products_in_flight_beside_other_work(overlap):
     # of each program's tile, so the reference is per tile: columns 0..63.
     col_ref = x[:, :64].double().sum(dim=1)
     assert relative_error(sums.double().cpu().numpy(), col_ref.expand(2, K).cpu().numpy()) < 1e-5
+
+
+@tessera.jit
+def delayed_products_kernel(q_ptr, k_ptr, v_ptr, out_ptr, N):
+    """Per program (a head): Σ_j exp2(S_j - rowmax S_j) V_j, S_j = Q K_jᵀ, each P_j V_j issued
+    a step late beside S_(j+1) (FlashAttention-3's order; P is wgmma's register A operand)."""
+    head = tl.program_id(0)
+    rows = tl.arange(0, 64)
+    q = tl.load(q_ptr + head * 64 * 64 + rows[:, None] * 64 + rows[None, :])
+    k_head, v_head = k_ptr + head * N * 64, v_ptr + head * N * 64
+    p = tl.zeros((64, 64), tl.float16)
+    acc = tl.zeros((64, 64), tl.float32)
+    for n in range(0, N, 64):
+        k = tl.load(k_head + (n + rows)[:, None] * 64 + rows[None, :])
+        v = tl.load(v_head + (tl.maximum(n - 64, 0) + rows)[:, None] * 64 + rows[None, :])
+        s = tl.dot(q, tl.trans(k))
+        acc = tl.dot(p, v, acc)  # in flight through the row max and the exp2s
+        p = tl.exp2(s - tl.max(s, axis=1)[:, None]).to(tl.float16)
+    v = tl.load(v_head + (N - 64 + rows)[:, None] * 64 + rows[None, :])
+    tl.store(out_ptr + head * 64 * 64 + rows[:, None] * 64 + rows[None, :], tl.dot(p, v, acc))
+
+
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "waits"])
+def test_scores_beside_the_previous_product(overlap):
+    from tessera.config import knobs
+    heads, N = 3, 320
+    q = (torch.randn((heads, 64, 64), device="cuda") * 0.3).half()
+    k, v = ((torch.randn((heads, N, 64), device="cuda") * 0.3).half() for _ in range(2))
+    out = torch.full((heads, 64, 64), float("nan"), device="cuda")
+    with knobs.scope(wgmma_overlap=overlap):
+        delayed_products_kernel[(heads,)](q, k, v, out, N, num_warps=4, num_stages=2)
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    ref = 0
+    for n in range(0, N, 64):
+        s = q64 @ k64[:, n:n + 64].transpose(1, 2)
+        ref = ref + torch.exp2(s - s.amax(dim=2, keepdim=True)) @ v64[:, n:n + 64]
+    assert relative_error(out.double().cpu().numpy(), ref.cpu().numpy()) < 5e-3

@@ -93,3 +93,73 @@ def test_interpreter_matches_float64(monkeypatch):
               * (a64[:, k:k + 64] @ (c64[k:k + 64] + b64[k:k + 64])) for k in (0, 64))
     np.testing.assert_allclose(out, ref, rtol=2e-3, atol=1e-3)
     np.testing.assert_allclose(sums, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
+
+
+@tessera.jit
+def delayed_products(q_ptr, k_ptr, v_ptr, out_ptr, N):
+    """Σ_j exp2(S_j - rowmax S_j) V_j for S_j = Q K_jᵀ, each P_j V_j issued a step late, beside
+    S_(j+1) (FlashAttention-3's order): P is carried in registers as the register A operand."""
+    rows = tl.arange(0, 64)
+    q = tl.load(q_ptr + rows[:, None] * 64 + rows[None, :])
+    p = tl.zeros((64, 64), tl.float16)  # no block before the first: P V adds nothing
+    acc = tl.zeros((64, 64), tl.float32)
+    for n in range(0, N, 64):
+        k = tl.load(k_ptr + (n + rows)[:, None] * 64 + rows[None, :])
+        v = tl.load(v_ptr + (tl.maximum(n - 64, 0) + rows)[:, None] * 64 + rows[None, :])
+        s = tl.dot(q, tl.trans(k))
+        acc = tl.dot(p, v, acc)
+        p = tl.exp2(s - tl.max(s, axis=1)[:, None]).to(tl.float16)
+    v = tl.load(v_ptr + (N - 64 + rows)[:, None] * 64 + rows[None, :])
+    tl.store(out_ptr + rows[:, None] * 64 + rows[None, :], tl.dot(p, v, acc))
+
+
+def delayed_products_ptx() -> str:
+    h = np.zeros((256, 64), np.float16)
+    return delayed_products.compile(h, h, h, np.zeros((64, 64), np.float32), 256, num_warps=4,
+                                    num_stages=2, arch="sm_90a").asm["ptx"]
+
+
+def test_a_row_reduction_runs_beside_the_previous_product():
+    # The row max (shuffles, a reduce op: its combiner region is straight-line code) needs
+    # only the scores: P V stays in flight through the max and the exp2s.
+    ptx = delayed_products_ptx()
+    loop = ptx[ptx.index("wgmma.fence"):]
+    loop = loop[:loop.index("bra.uni")] if "bra.uni" in loop else loop
+    pattern = r"wgmma\.commit_group|wgmma\.wait_group\.sync\.aligned (\d+)|shfl|ex2\.approx"
+    events = []
+    for match in re.finditer(pattern, loop):
+        event = (f"wait {match.group(1)}" if match.group(1) is not None
+                 else "commit" if match.group(0).startswith("wgmma") else match.group(0)[:4])
+        if not events or events[-1] != event or event == "commit":
+            events.append(event)
+    assert events[:6] == ["commit", "commit", "wait 1", "shfl", "ex2.", "wait 0"], events
+
+
+def test_register_operands_stay_unwritten_until_their_wait():
+    # PTX ISA (wgmma.mma_async): A's registers must not change before the wait for the group.
+    # The loop's next P (a phi copy into the same register, once LLVM coalesces them) would,
+    # unless the wait uses them.
+    ptx = delayed_products_ptx()
+    for wgmma in re.finditer(r"wgmma\.mma_async[^{]*\{[^}]*\},\s*\{([^}]*)\}", ptx):
+        a_registers = {r.strip() for r in wgmma.group(1).split(",")}
+        rest = ptx[wgmma.end():]
+        until_wait = rest[:rest.index("wgmma.wait_group")]
+        for line in until_wait.splitlines():
+            fields = line.strip().split(None, 1)
+            if len(fields) == 2 and not fields[0].startswith(("//", "wgmma", "{", "}")):
+                destination = fields[1].split(",")[0].strip()
+                assert destination not in a_registers, line
+
+
+def test_delayed_products_match_float64(monkeypatch):
+    monkeypatch.setenv("TESSERA_INTERPRET", "1")
+    rng = np.random.default_rng()
+    q, k, v = ((rng.standard_normal((n, 64)) * 0.3).astype(np.float16) for n in (64, 256, 256))
+    out = np.full((64, 64), np.nan, np.float32)
+    delayed_products[(1,)](q, k, v, out, 256)
+    q64, k64, v64 = (t.astype(np.float64) for t in (q, k, v))
+    ref = 0
+    for n in range(0, 256, 64):
+        s = q64 @ k64[n:n + 64].T
+        ref = ref + np.exp2(s - s.max(axis=1, keepdims=True)) @ v64[n:n + 64]
+    np.testing.assert_allclose(out, ref, rtol=5e-3, atol=5e-3)
