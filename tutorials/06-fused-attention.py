@@ -120,10 +120,10 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
                          stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
                          D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          CAUSAL: tl.constexpr, RELOAD: tl.constexpr = False):
-    start_m = tl.program_id(axis=0)
+    # Causal: the longest rows first (the last wave is of short ones; the dQ kernel too).
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
     off_bh = tl.program_id(axis=1)
-    off_b = off_bh // H
-    off_h = off_bh % H
+    off_b, off_h = off_bh // H, off_bh % H
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
     k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
@@ -469,10 +469,9 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_
                             stride_dqb, stride_dqh, stride_dqs, D: tl.constexpr,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
                             RELOAD: tl.constexpr = False):
-    start_m = tl.program_id(axis=0)
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
     off_bh = tl.program_id(axis=1)
-    off_b = off_bh // H
-    off_h = off_bh % H
+    off_b, off_h = off_bh // H, off_bh % H
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     in_range = offs_m < S
     q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
