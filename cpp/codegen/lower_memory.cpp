@@ -19,17 +19,6 @@ namespace tessera::codegen {
 
 namespace {
 
-bool isTrue(const ir::Operation &op, const std::string &name) {
-  if (!op.hasAttr(name))
-    return false;
-  const ir::Attribute &value = op.attr(name);
-  if (const bool *flag = std::get_if<bool>(&value))
-    return *flag;
-  if (const int64_t *integer = std::get_if<int64_t>(&value))
-    return *integer != 0;
-  return false;
-}
-
 /// Runs `body` under `predicate` (directly when null). Returns the block that `body` ended in,
 /// and the block the caller continues in (the same block when unpredicated).
 template <typename Fn>
@@ -86,7 +75,7 @@ void lowerLoad(KernelLowering &lowering, const ir::Operation &op) {
   const Registers &pointers = lowering.registersOf(op.operand(0));
   const Registers *masks = mask ? &lowering.registersOf(mask) : nullptr;
   const Registers *others = op.numOperands() >= 3 ? &lowering.registersOf(op.operand(2)) : nullptr;
-  bool isVolatile = isTrue(op, "volatile");
+  bool isVolatile = op.flagAttr("volatile");
 
   Registers result(numRegs);
   for (int first = 0; first < numRegs; first += width) {
@@ -133,7 +122,7 @@ void lowerStore(KernelLowering &lowering, const ir::Operation &op) {
   const Registers &pointers = lowering.registersOf(op.operand(0));
   const Registers &values = lowering.registersOf(op.operand(1));
   const Registers *masks = mask ? &lowering.registersOf(mask) : nullptr;
-  bool isVolatile = isTrue(op, "volatile");
+  bool isVolatile = op.flagAttr("volatile");
 
   for (int first = 0; first < numRegs; first += width) {
     if (first & duplicateRegisters)

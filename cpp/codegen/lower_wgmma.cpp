@@ -169,15 +169,13 @@ void emitWgmmaWait(KernelLowering &lowering, Registers &registers, int pending,
   for (size_t first = 0; first == 0 || first < registers.size(); first += kChunk) {
     size_t count = std::min(kChunk, registers.size() - first);
     std::string constraints;
-    std::vector<llvm::Type *> types, argTypes;
+    std::vector<llvm::Type *> types(count, b.getFloatTy());
+    std::vector<llvm::Type *> argTypes = types;
     std::vector<llvm::Value *> args(registers.begin() + first, registers.begin() + first + count);
-    for (size_t i = 0; i < count; ++i) {
+    for (size_t i = 0; i < count; ++i)
       constraints += "=f,";
-      types.push_back(b.getFloatTy());
-    }
     for (size_t i = 0; i < count; ++i)
       constraints += std::to_string(i) + ",";
-    argTypes = types;
     if (first == 0)
       for (llvm::Value *word : inputs) {
         constraints += "r,";

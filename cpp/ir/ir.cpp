@@ -224,6 +224,15 @@ int64_t Operation::intAttr(const std::string &key) const {
     return *b;
   return std::get<int64_t>(a);
 }
+bool Operation::flagAttr(const std::string &key) const {
+  if (!hasAttr(key))
+    return false;
+  const Attribute &a = attr(key);
+  if (auto *b = std::get_if<bool>(&a))
+    return *b;
+  auto *i = std::get_if<int64_t>(&a);
+  return i && *i != 0;
+}
 double Operation::floatAttr(const std::string &key) const {
   const Attribute &a = attr(key);
   if (auto *i = std::get_if<int64_t>(&a))

@@ -152,6 +152,8 @@ public:
   bool hasAttr(const std::string &key) const { return attrs_.count(key) != 0; }
   const Attribute &attr(const std::string &key) const;
   int64_t intAttr(const std::string &key) const;
+  /// Whether the attribute is set to true (a bool, or a nonzero integer); false when absent.
+  bool flagAttr(const std::string &key) const;
   double floatAttr(const std::string &key) const;
   const std::string &stringAttr(const std::string &key) const;
   const std::vector<int64_t> &arrayAttr(const std::string &key) const;

@@ -1,6 +1,6 @@
 // dce: dead code elimination on the tile IR, run after canonicalize and cse. Removes
-// side-effect-free ops (and non-volatile loads) whose results are unused (to a fixpoint, inside regions too) and the
-// carried values of `for` loops that only feed themselves.
+// side-effect-free ops (and non-volatile loads) whose results are unused (to a fixpoint, inside
+// regions too) and the carried values of `for` loops that only feed themselves.
 //
 //   %3 = muli %1, %1 : (i32, i32) -> i32                      // unused: erased
 //   %4, %5 = for %lb, %ub, %step, %x, %y : (...) -> (f32, f32) {
@@ -23,14 +23,8 @@ namespace tessera::ir {
 bool isSideEffectFree(const Operation &op) {
   if (op.hasTrait(trait::TERM))
     return false;
-  if (op.code() == OpCode::Load) { // it only reads: unused, it goes (unless volatile)
-    if (!op.hasAttr("volatile"))
-      return true;
-    const Attribute &flag = op.attr("volatile");
-    const bool *isBool = std::get_if<bool>(&flag);
-    const int64_t *isInt = std::get_if<int64_t>(&flag);
-    return !(isBool ? *isBool : isInt && *isInt != 0);
-  }
+  if (op.code() == OpCode::Load) // it only reads: unused, it goes (unless volatile)
+    return !op.flagAttr("volatile");
   if (op.numRegions() == 0)
     return op.hasTrait(trait::PURE);
   // A `while` may not terminate, so it stays even when its body is pure. reduce and scan
