@@ -2,7 +2,10 @@
 BUILD_DIR ?= build
 PYTHON ?= python3
 JOBS ?= $(shell nproc)
-CMAKE_ARGS ?=
+# ccache, where installed, makes rebuilds in other checkouts (git worktrees beside this one) cheap.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+CMAKE_ARGS ?= $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+export CCACHE_BASEDIR ?= $(abspath $(CURDIR)/..)
 export PYTHONPATH := $(CURDIR)/python:$(PYTHONPATH)
 
 .PHONY: help setup build test test-cpp test-lit test-python tutorial gpu clean
