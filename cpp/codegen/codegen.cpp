@@ -4,6 +4,7 @@
 // A module that has not been through allocate_shared and membar (no shared_size on its func:
 // IR written by hand, tests) gets them on a copy first: lowering reads their offsets.
 #include "codegen/codegen.h"
+#include "codegen/symbol_names.h"
 
 #include "analysis/allocation.h"
 #include "analysis/membar.h"
@@ -63,7 +64,7 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   const ir::Operation &func = *functions.front();
   CodegenResult result;
   result.numWarps = numWarpsOf(allocated ? *allocated : module, options);
-  result.kernelName = func.stringAttr("sym_name");
+  result.kernelName = ptxSymbolName(func.stringAttr("sym_name"));
 
   std::unique_ptr<llvm::TargetMachine> machine = createTargetMachine(options);
   llvm::LLVMContext context;

@@ -5,6 +5,7 @@
 // lower_layout.cpp. Thread coordinates of a register come from the value's linear layout:
 // L(register, lane = tid % 32, warp = tid / 32) (thread_indices.cpp).
 #include "codegen/lower_to_llvm.h"
+#include "codegen/symbol_names.h"
 
 #include "codegen/lower_tensor_core.h"
 #include "codegen/lower_debug.h"
@@ -145,7 +146,7 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
   }
   auto *type = llvm::FunctionType::get(builder_.getVoidTy(), paramTypes, false);
   auto *function = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage,
-                                          func.stringAttr("sym_name"), module_);
+                                          ptxSymbolName(func.stringAttr("sym_name")), module_);
   function->setCallingConv(llvm::CallingConv::PTX_Kernel);
   function->addFnAttr("nvvm.maxntid", std::to_string(numWarps_ * 32));
   std::vector<int64_t> divisibility;

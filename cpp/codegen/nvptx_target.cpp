@@ -14,6 +14,7 @@
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/CommandLine.h>
+#include <llvm/Support/ErrorHandling.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Triple.h>
 
@@ -30,12 +31,20 @@ namespace {
 
 const char *const kTriple = "nvptx64-nvidia-cuda";
 
+/// LLVM's default reaction to a fatal error is to print it and exit the process, which would
+/// kill a notebook's kernel. Ours throws instead: the compile fails with LLVM's message and
+/// the process lives on (the half-built LLVM module is dropped; its context may leak).
+[[noreturn]] void throwOnFatalError(void *, const char *reason, bool) {
+  throw ir::CompileError(std::string("codegen: LLVM reported a fatal error: ") + reason);
+}
+
 /// Registers the NVPTX target and sets the backend's command-line knobs, once per process.
 /// The knobs are process-global in LLVM; our LLVM is private to libtessera_core (its symbols
 /// are hidden), so this does not affect another LLVM loaded in the same process.
 void initializeNVPTXOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
+    llvm::install_fatal_error_handler(throwOnFatalError);
     LLVMInitializeNVPTXTargetInfo();
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();

@@ -138,12 +138,15 @@ def size(directory: Optional[str], kinds: Sequence[str], out) -> int:
 
 
 def clear(directory: Optional[str], kinds: Sequence[str], out) -> int:
-    removed = 0
+    """Removes every entry; exits 1, saying why, when some could not be removed."""
+    removed, failures = 0, []
     for kind in kinds:
         cache = KernelCache(directory, namespace=kind)
         for entry in list(entries(directory, [kind])):
-            cache.remove(entry.key)
-            removed += 1
+            try:
+                removed += cache.remove(entry.key)
+            except OSError as error:
+                failures.append(f"{entry.path}: {error.strerror or error}")
     stale = 0
     for path in _debris(directory, kinds):
         try:
@@ -151,10 +154,16 @@ def clear(directory: Optional[str], kinds: Sequence[str], out) -> int:
         except OSError:
             continue
         if path.name.startswith(".trash-") or old:
-            shutil.rmtree(path, ignore_errors=True)
-            stale += 1
+            try:
+                shutil.rmtree(path)
+                stale += 1
+            except OSError as error:
+                failures.append(f"{path}: {error.strerror or error}")
     out.write(f"removed {removed} entries" + (f" and {stale} leftover directories" if stale
                                               else "") + "\n")
+    if failures:
+        out.write(f"could not remove {len(failures)}:\n" + "".join(f"  {f}\n" for f in failures))
+        return 1
     return 0
 
 

@@ -389,6 +389,11 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         for value in node.values:
             if isinstance(value, ast.FormattedValue):
                 item = self.visit(value.value)
+                if isinstance(item, tl.tensor):
+                    # The value exists only on the GPU; formatting would print its type.
+                    raise TypeError("an f-string can only format compile-time values, but this "
+                                    f"one formats a tensor ({item}); "
+                                    "print tensors with tl.device_print or tl.static_print")
                 if value.conversion != -1:
                     item = {ord("r"): repr, ord("s"): str, ord("a"): ascii}[value.conversion](item)
                 spec = self.visit(value.format_spec) if value.format_spec else ""

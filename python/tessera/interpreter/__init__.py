@@ -57,11 +57,28 @@ from .memory import AddressSpace
 __all__ = ["run", "KernelRuntimeError", "KernelAssertionError"]
 
 
+# A GPU's grid limits (CUDA's maxGridDimX/Y/Z on every architecture Tessera targets): the
+# interpreter refuses what no GPU would launch, so a kernel never works only on the CPU.
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
 def _normalize_grid(grid: Union[int, Sequence[int]], kernel: str) -> Tuple[int, ...]:
-    dims = (grid,) if isinstance(grid, int) else tuple(grid)
-    if not 1 <= len(dims) <= 3 or any(int(d) != d or d < 0 for d in dims):
+    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
+        dims: Tuple[Any, ...] = (grid,)
+    elif isinstance(grid, (tuple, list)):
+        dims = tuple(grid)
+    else:
+        raise KernelRuntimeError("the grid must be an int or a tuple of 1 to 3 ints (or a "
+                                 "callable returning one), got "
+                                 f"{type(grid).__name__} {grid!r}", kernel)
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, (int, np.integer))
+                                      or d < 0 for d in dims):
         raise KernelRuntimeError(f"grid must be 1 to 3 non-negative integers, got {grid!r}",
                                  kernel)
+    for axis, (size, limit) in enumerate(zip(dims, GRID_LIMITS)):
+        if size > limit:
+            raise KernelRuntimeError(f"grid axis {axis} has {size} programs; a GPU launches at "
+                                     f"most {limit} along it (grid {tuple(dims)!r})", kernel)
     return tuple(int(d) for d in dims)
 
 

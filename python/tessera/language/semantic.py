@@ -23,6 +23,18 @@ ir = _tessera.ir
 MAX_TENSOR_NUMEL = 1 << 20
 
 
+def check_tile_size(op: str, shape: Sequence[int]) -> None:
+    """Every tile an op makes (ranges, splats, broadcasts, loads, ...) holds at most
+    MAX_TENSOR_NUMEL elements, as in Triton: larger tiles would take minutes of code generation
+    and more registers than a program has, so they are refused while tracing, at their line."""
+    numel = 1
+    for size in shape:
+        numel *= size
+    if numel > MAX_TENSOR_NUMEL:
+        raise ValueError(f"{op} would make a tile of {numel} elements (shape {list(shape)}); "
+                         f"a tile holds at most {MAX_TENSOR_NUMEL} (2**20) elements")
+
+
 class IncompatibleTypeError(TypeError):
     def __init__(self, type_a: dtype, type_b: dtype) -> None:
         super().__init__(f"invalid operands of type {type_a} and {type_b}")
@@ -132,6 +144,7 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic):
 
     def create(self, name: str, operands: Sequence[tensor], element: dtype,
                shape: Sequence[int], **attrs: Any) -> tensor:
+        check_tile_size(name, shape)
         op = self.builder.create(name, [o.handle for o in operands],
                                  [self.ir_type(element, shape)], attrs)
         return tensor(op.result(0), element, shape)
@@ -478,8 +491,9 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic):
     def arange(self, start: Any, end: Any) -> tensor:
         if not (isinstance(start, int) and isinstance(end, int)) or isinstance(start, bool):
             raise TypeError("arange's start and end must be constexpr ints, got "
-                            f"{start} and {end} (annotate a local as `n: tl.constexpr = ...` "
-                            "to keep it a compile-time value)")
+                            f"{start} and {end} (annotate the kernel parameter that gives the "
+                            "bound as `BLOCK: tl.constexpr`, or a local as "
+                            "`n: tl.constexpr = ...`)")
         if start >> 31 not in (0, -1) or end >> 31 not in (0, -1):
             raise ValueError("arange's bounds must fit in int32")
         length = end - start
@@ -508,16 +522,12 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic):
         shape = [shape] if isinstance(shape, int) else shape
         if not isinstance(shape, (list, tuple)):
             raise TypeError(f"a shape must be a constexpr list of ints, got {shape!r}")
-        numel = 1
         for index, size in enumerate(shape):
             if not isinstance(size, int) or isinstance(size, bool):
                 raise TypeError(f"shape element {index} must be a constexpr int, got {size}")
             if size <= 0 or size & (size - 1):
                 raise ValueError(f"shape element {index} must be a power of 2, got {size}")
-            numel *= size
-        if numel > MAX_TENSOR_NUMEL:
-            raise ValueError(f"a tile of {numel} elements exceeds the maximum of "
-                             f"{MAX_TENSOR_NUMEL}")
+        check_tile_size("full", shape)
         return list(shape)
 
     # ---- selection and memory ------------------------------------------------------------

@@ -10,6 +10,9 @@ every file. Guarantees:
   last wins, and each candidate is complete.
 * A read verifies every checksum; a missing, truncated or corrupted file is a miss (the caller
   compiles again and writes the entry anew), never bad data.
+* The cache is an optimisation: when it cannot be written (a read-only directory, a cache
+  directory that is a file, no space left), ``put`` warns once per directory and returns None;
+  the caller goes on with what it compiled.
 
 ``knobs.cache_dir`` chooses the directory; ``knobs.always_compile`` turns every read into a miss.
 
@@ -33,6 +36,7 @@ import os
 import re
 import shutil
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
@@ -118,17 +122,22 @@ class KernelCache:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None  # missing or unreadable: a miss, and the caller rewrites the entry
 
-    def put(self, key: str, files: Mapping[str, bytes]) -> Path:
-        """Writes the entry atomically (replacing any existing one) and returns its path."""
+    def put(self, key: str, files: Mapping[str, bytes]) -> Optional[Path]:
+        """Writes the entry atomically (replacing any existing one) and returns its path, or
+        None (with a warning, once per directory) when the cache cannot be written."""
         entry = self.entry_path(key)
         for name, data in files.items():
             if not _FILE_NAME.match(name) or name == _MANIFEST:
                 raise ValueError(f"invalid cache file name {name!r}")
             if not isinstance(data, (bytes, bytearray, memoryview)):
                 raise TypeError(f"cache file {name!r} must be bytes, got {type(data).__name__}")
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        staging = entry.parent / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex}"
-        staging.mkdir()
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            staging = entry.parent / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex}"
+            staging.mkdir()
+        except OSError as error:
+            _warn_unwritable(self.root, error)
+            return None
         try:
             manifest = {"format": _FORMAT, "key": key, "files": {}}
             for name, data in files.items():
@@ -138,19 +147,40 @@ class KernelCache:
             # The manifest goes in last: an entry without it is never read.
             _write_file(staging / _MANIFEST, json.dumps(manifest, indent=1).encode())
             _install(staging, entry)
+        except OSError as error:
+            _warn_unwritable(self.root, error)
+            return None
         finally:
             shutil.rmtree(staging, ignore_errors=True)  # absent when it was installed
         return entry
 
-    def remove(self, key: str) -> None:
-        """Deletes the entry if present (atomically: it is renamed away first)."""
+    def remove(self, key: str) -> bool:
+        """Deletes the entry if present (atomically: it is renamed away first). Returns whether
+        an entry was removed; raises OSError when one is there but cannot be removed."""
         entry = self.entry_path(key)
         trash = entry.parent / f".trash-{key}-{os.getpid()}-{uuid.uuid4().hex}"
         try:
             os.rename(entry, trash)
-        except OSError:
-            return
-        shutil.rmtree(trash, ignore_errors=True)
+        except FileNotFoundError:
+            return False
+        if trash.is_dir():
+            shutil.rmtree(trash)
+        else:
+            trash.unlink()
+        return True
+
+
+_warned_directories: set = set()
+
+
+def _warn_unwritable(root: Path, error: OSError) -> None:
+    if str(root) in _warned_directories:
+        return
+    _warned_directories.add(str(root))
+    warnings.warn(f"Tessera's cache at {root} cannot be written ({error.strerror or error}); "
+                  "kernels are compiled and run without it. Set TESSERA_CACHE_DIR to a "
+                  "writable directory to keep compiled kernels between runs.",
+                  RuntimeWarning, stacklevel=3)
 
 
 def _write_file(path: Path, data: bytes) -> None:
@@ -172,6 +202,9 @@ def _install(staging: Path, entry: Path) -> None:
             os.rename(staging, entry)
             return
         except OSError as error:
+            if error.errno == errno.ENOTDIR and not entry.is_dir():
+                entry.unlink()  # a file where the entry belongs: damage, not an entry
+                continue
             if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
         trash = entry.parent / f".trash-{entry.name}-{os.getpid()}-{uuid.uuid4().hex}"

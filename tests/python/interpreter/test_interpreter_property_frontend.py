@@ -42,17 +42,20 @@ def programs(draw):
     names = list(SHAPES)
     constants = [2, -3, 1] if dtype == "i32" else [2, -3, 0.5]
     exprs = []
+    used_names = []  # the variables the expression being drawn reads
 
     def operand():
         if draw(st.integers(0, 5)) == 0:  # a Python constant: weakly typed, keeps the dtype
             value = draw(st.sampled_from(constants))
             return repr(value), f"DT({value!r})"
         name = draw(st.sampled_from(names))
+        used_names.append(name)
         return name, name
 
     float_max = "np.fmax" if dtype != "i32" else "np.maximum"
     float_min = "np.fmin" if dtype != "i32" else "np.minimum"
     for index in range(draw(st.integers(1, 5))):
+        used_names.clear()
         (x, nx), (y, ny) = operand(), operand()
         kind = draw(st.sampled_from(["+", "-", "*", "max", "min", "where", "neg"]))
         if kind in "+-*":
@@ -66,7 +69,8 @@ def programs(draw):
         else:
             (z, nz), (w, nw) = operand(), operand()
             pair = (f"tl.where({x} < {y}, {z}, {w})", f"np.where({nx} < {ny}, {nz}, {nw})")
-        if all(n not in pair[0] for n in names):  # constants only: keep a runtime value in
+        if not used_names:  # constants only: keep a runtime value in (a substring test would
+            # take the "a" in "maximum" for the variable a)
             pair = (f"({pair[0]}) + a", f"({pair[1]}) + a")
         names.append(f"v{index}")
         exprs.append(pair)
