@@ -26,7 +26,9 @@ using runtime::python::ValueKind;
 
 // ------------------------------------------------------------------------------ small helpers
 
-bool isTrueText(PyObject *bytes) {
+/// False only for the texts the interpret knob reads as off; true for "on" and for text that is
+/// no boolean at all, which the Python path then rejects with a message naming the knob.
+bool notFalseText(PyObject *bytes) {
   if (!PyBytes_Check(bytes))
     return true; // unexpected: let the Python path decide
   std::string text(PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
@@ -35,7 +37,7 @@ bool isTrueText(PyObject *bytes) {
   text = begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
   for (char &c : text)
     c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text == "1" || text == "true" || text == "yes" || text == "on";
+  return !(text.empty() || text == "0" || text == "false" || text == "no" || text == "off");
 }
 
 /// Whether this call must run in the interpreter (or be left to Python to find out).
@@ -57,7 +59,7 @@ bool interpreting(const DispatcherState &state) {
     PyErr_Clear();
     return failed;
   }
-  return isTrueText(raw);
+  return notFalseText(raw);
 }
 
 bool gridDimension(PyObject *value, unsigned &dimension) {

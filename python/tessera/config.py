@@ -15,8 +15,18 @@ from typing import Callable, Generic, Optional, TypeVar
 T = TypeVar("T")
 
 
+_TRUE_TEXTS = ("1", "true", "yes", "on")
+_FALSE_TEXTS = ("", "0", "false", "no", "off")
+
+
 def _parse_bool(text: str) -> bool:
-    return text.strip().lower() in ("1", "true", "yes", "on")
+    """1/true/yes/on or 0/false/no/off (any case); anything else is an error, so that a typo
+    such as TESSERA_INTERPRET=ture never silently reads as off."""
+    value = text.strip().lower()
+    if value in _TRUE_TEXTS or value in _FALSE_TEXTS:
+        return value in _TRUE_TEXTS
+    raise ValueError(f"{text!r} is not a boolean: use one of "
+                     f"{', '.join(_TRUE_TEXTS)} or {', '.join(t for t in _FALSE_TEXTS if t)}")
 
 
 @dataclass(frozen=True)
@@ -28,7 +38,12 @@ class Knob(Generic[T]):
 
     def get(self) -> T:
         text = os.environ.get(self.name)
-        return self.default if text is None or text == "" else self.parse(text)
+        if text is None or text == "":
+            return self.default
+        try:
+            return self.parse(text)
+        except ValueError as error:
+            raise ValueError(f"environment variable {self.name}: {error}") from None
 
 
 # Reading os.environ costs ~0.7 µs (it encodes the key and decodes the value), too much for the
