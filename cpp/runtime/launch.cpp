@@ -170,6 +170,16 @@ KernelLauncher::KernelLauncher(std::vector<ArgKind> signature, std::shared_ptr<F
 void KernelLauncher::launch(const LaunchGrid &grid, CUstream stream, void **params) const {
   if (grid.empty())
     return;
+  // CUDA's grid limits (every architecture we target), checked here so that the error names the
+  // kernel and axis, in the interpreter's words, instead of the driver's bare "invalid argument".
+  const unsigned limits[3] = {0x7fffffffu, 65535u, 65535u};
+  const unsigned sizes[3] = {grid.x, grid.y, grid.z};
+  for (int axis = 0; axis < 3; ++axis)
+    if (sizes[axis] > limits[axis])
+      throw std::invalid_argument(
+          "kernel '" + (function_ ? function_->name() : std::string("?")) + "': grid axis " +
+          std::to_string(axis) + " has " + std::to_string(sizes[axis]) +
+          " programs; a GPU launches at most " + std::to_string(limits[axis]) + " along it");
   if (handle_ == nullptr)
     throw CudaError("cuLaunchKernel", -1,
                     "this KernelLauncher has no loaded kernel (it was built with function=None)");
