@@ -146,8 +146,9 @@ def main() -> int:
             after = new_kernel.asm(*new_args, arch="sm_90a", **meta)["ptx"]
             if before != after:
                 print(f"PTX differs: {label}")
-                sys.stdout.writelines(list(difflib.unified_diff(
-                    before.splitlines(True), after.splitlines(True), "tutorial", "tessera.ops"))[:60])
+                diff = difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                            "tutorial", "tessera.ops")
+                sys.stdout.writelines(list(diff)[:60])
                 return 1
             total += 1
         print(f"{new.__name__}: {len(new_cases)} kernels, PTX identical for sm_90a", flush=True)

@@ -30,6 +30,7 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_col
 
 
 def softmax_config(n_cols: int) -> dict:
+    """The tile and warps for rows of n_cols: 2048 elements at least, 512 per warp."""
     block_cols = 1 << max(0, (n_cols - 1).bit_length())
     block_rows = max(1, 2048 // block_cols)
     return {"BLOCK_ROWS": block_rows, "BLOCK_COLS": block_cols,
@@ -37,7 +38,8 @@ def softmax_config(n_cols: int) -> dict:
 
 
 def softmax(x, out=None):
-    """Row-wise softmax, ``out[i, j] = exp(x[i, j] - max_j x[i]) / Σ_j exp(x[i, j] - max_j x[i])``.
+    """Row-wise softmax: ``out[i, j] = exp(x[i, j] - m_i) / Σ_j exp(x[i, j] - m_i)``, with
+    ``m_i = max_j x[i, j]``.
 
     Args:
         x: (rows, cols) float32, float16 or bfloat16; rows may be strided, columns must be

@@ -112,7 +112,9 @@ def matmul(a, b, bias=None, activation: str = "", out=None):
     """
     M, K = a.shape
     K2, N = b.shape
-    assert K == K2, f"inner dimensions differ: {a.shape} @ {b.shape}"
+    if K != K2:
+        raise ValueError(f"matmul: inner dimensions differ: a {tuple(a.shape)} @ b "
+                         f"{tuple(b.shape)}")
     if out is None:
         out = np.empty((M, N), a.dtype) if isinstance(a, np.ndarray) else a.new_empty((M, N))
     grid = lambda meta: (tessera.cdiv(M, meta["BLOCK_M"]) * tessera.cdiv(N, meta["BLOCK_N"]),)
