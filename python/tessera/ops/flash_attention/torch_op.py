@@ -94,8 +94,9 @@ def attention(q, k, v, causal: bool = False, sm_scale: float | None = None):
         from tessera.ops import attention
         q, k, v = (torch.randn(2, 8, 1024, 64, device="cuda", dtype=torch.bfloat16,
                                requires_grad=True) for _ in range(3))
-        o = torch.compile(attention, fullgraph=True)(q, k, v, causal=True)
-        o.sum().backward()
+        o = attention(q, k, v, causal=True)
+        o.sum().backward()  # q.grad, k.grad, v.grad
+        compiled = torch.compile(attention, fullgraph=True)  # no graph break
     """
     if torch is None:
         raise ImportError("tessera.ops.attention needs PyTorch (pip install torch); "
