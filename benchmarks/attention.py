@@ -1,4 +1,4 @@
-"""Fused attention (tutorials/06-fused-attention.py) against PyTorch SDPA (flash, cuDNN and
+"""Fused attention (tessera.ops.attention) against PyTorch SDPA (flash, cuDNN and
 memory-efficient backends), plain PyTorch attention and, when given, Triton's tutorial kernel:
 the FlashAttention-3-style sweep, the CS336 student sweep and the CS336 leaderboard case of
 shared/BENCHMARKS.md, in one run on one GPU. (Kept as one file over the usual 400 lines: the
@@ -31,16 +31,11 @@ import gc
 import importlib.util
 import json
 import math
-import os
-import re
 import sys
-import types
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TUTORIAL = os.path.join(ROOT, "tutorials", "06-fused-attention.py")
 DEVICE = "cuda"  # where the cases' inputs live (the CPU tests run the interpreter on "cpu")
 COMPILE_BACKEND = "inductor"  # torch.compile's, for the leaderboard case
 
@@ -58,9 +53,6 @@ LEADERBOARD_BEST_MS = 5.364
 PASSES = ("fwd", "bwd", "fwd_bwd")
 PASS_FLOPS = {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}
 PROVIDERS = ("tessera", "flash", "cudnn", "efficient", "triton", "plain")
-# Tutorial sections that run checks or benchmarks instead of defining the kernels and wrappers.
-SKIPPED_SECTIONS = re.compile(r"\b(correctness|check\w*|test\w*|instructions|benchmark\w*|ptx)\b",
-                              re.IGNORECASE)
 
 
 # ---- Cases, FLOPs, results and reports (pure Python: tests/python/benchmarks) ----
@@ -250,62 +242,21 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-# ---- Loading the tutorial's kernels, wrappers and PyTorch integration ----
-
-def tutorial_sections(source: str) -> List[Tuple[str, int, int]]:
-    """(title, start, stop) of the notebook's '## ' sections; the text before the first one
-    (imports, constants) has the title ''."""
-    marker = re.compile(r"^# %% \[markdown\]\n# ## (.*)$", re.MULTILINE)
-    starts = [(m.start(), m.group(1).strip()) for m in marker.finditer(source)]
-    bounds = [(0, "")] + [s for s in starts if s[0] > 0]
-    ends = [start for start, _ in bounds[1:]] + [len(source)]
-    return [(title, start, end) for (start, title), end in zip(bounds, ends, strict=True)]
-
-
-def definition_source(source: str) -> Tuple[str, List[str]]:
-    """The tutorial with its check, instruction and benchmark sections blanked out (line
-    numbers kept, so kernels' source lookups and tracebacks point at the tutorial's lines),
-    and the titles of the sections left out."""
-    parts, skipped = [], []
-    for title, start, end in tutorial_sections(source):
-        text = source[start:end]
-        if SKIPPED_SECTIONS.search(title):
-            skipped.append(title)
-            text = "\n" * text.count("\n")
-        parts.append(text)
-    return "".join(parts), skipped
-
+# ---- Tessera's attention (tessera.ops) and Triton's tutorial ----
 
 @dataclass
-class TutorialAPI:
+class AttentionAPI:
     forward: Callable
     backward: Optional[Callable]
-    attention: Optional[Callable]
+    attention: Optional[Callable]  # the torch.library op, differentiable
     notes: List[str]
 
 
-def load_tutorial(path: str = TUTORIAL) -> TutorialAPI:
-    """attention_forward, attention_backward and attention (None where the tutorial does not
-    define them yet) from the tutorial's definition sections."""
-    with open(path) as f:
-        text, skipped = definition_source(f.read())
-    module = types.ModuleType("tessera_tutorial_fused_attention")
-    module.__file__ = path
-    sys.modules[module.__name__] = module
-    notes = [f"tutorial sections not loaded: {', '.join(skipped)}"]
-    try:
-        exec(compile(text, path, "exec", dont_inherit=True), module.__dict__)
-    except Exception as exc:  # what was defined before the failure is still usable
-        notes.append(f"loading the tutorial stopped: {type(exc).__name__}: {exc}")
-    if not hasattr(module, "attention_forward"):
-        raise RuntimeError(f"{path} defines no attention_forward; notes: {notes}")
-    api = TutorialAPI(module.attention_forward, getattr(module, "attention_backward", None),
-                      getattr(module, "attention", None), notes)
-    if api.backward is None:
-        notes.append("attention_backward not in the tutorial: Tessera backward columns are n/a")
-    if api.attention is None:
-        notes.append("attention (torch integration) not in the tutorial: no leaderboard case")
-    return api
+def load_library() -> AttentionAPI:
+    """attention_forward, attention_backward and attention (the torch.library op, registered
+    on import) of tessera.ops."""
+    from tessera.ops import attention, attention_backward, attention_forward
+    return AttentionAPI(attention_forward, attention_backward, attention, [])
 
 
 def load_triton_tutorial(path: str) -> Callable:
@@ -390,7 +341,7 @@ class Runner:
     memory_forward_backward: Optional[Callable] = None
 
 
-def tessera_runner(api: TutorialAPI, q, k, v, do, causal: bool) -> Runner:
+def tessera_runner(api: AttentionAPI, q, k, v, do, causal: bool) -> Runner:
     """Tessera's wrappers writing into buffers allocated once (poisoned: an unwritten element
     fails the check)."""
     import torch
@@ -447,7 +398,7 @@ def sdpa_backend(backend):
             yield
 
 
-def make_providers(api: TutorialAPI, triton_attention: Optional[Callable]) -> Dict[str, Callable]:
+def make_providers(api: AttentionAPI, triton_attention: Optional[Callable]) -> Dict[str, Callable]:
     """name -> make(q, k, v, do, causal) -> Runner, for the providers available here."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend
@@ -495,7 +446,7 @@ def run_pass(fn: Optional[Callable], expected: Sequence, flops: float, bound: fl
     from tessera.testing import do_bench
 
     if fn is None:
-        return failed("n/a", "not in the tutorial yet")
+        return failed("n/a", "no such pass")
     try:
         got = fn()
         got = got if isinstance(got, (tuple, list)) else (got,)
@@ -513,7 +464,7 @@ def peak_bytes(fn: Optional[Callable]) -> dict:
     import torch
 
     if fn is None:
-        return failed("n/a", "not in the tutorial yet")
+        return failed("n/a", "no such pass")
     try:  # a first call compiles and autotunes: the tuner's timing buffers are not fn's
         fn()
     except Exception as exc:
@@ -584,7 +535,7 @@ def measure_case(case: dict, providers: Dict[str, Callable], timing: Tuple[float
     return row
 
 
-def leaderboard(api: TutorialAPI, quick: bool, shape: Tuple[int, int, int] = LEADERBOARD_SHAPE
+def leaderboard(api: AttentionAPI, quick: bool, shape: Tuple[int, int, int] = LEADERBOARD_SHAPE
                 ) -> dict:
     """The CS336 leaderboard flow: torch.compile of the differentiable function on (N, S, D)
     inputs (heads folded into the batch, as the leaderboard's FlashAttention2.apply takes them),
@@ -593,7 +544,7 @@ def leaderboard(api: TutorialAPI, quick: bool, shape: Tuple[int, int, int] = LEA
     from tessera.testing import do_bench
 
     if api.attention is None:
-        return failed("n/a", "attention (torch integration) not in the tutorial yet")
+        return failed("n/a", "no torch integration (tessera.ops.attention)")
     q, k, v = (torch.randn(shape, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
                for _ in range(3))
 
@@ -642,7 +593,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     if not torch.cuda.is_available():
         sys.exit("benchmarks/attention.py: needs a CUDA GPU")
-    api = load_tutorial()
+    api = load_library()
     triton_attention = None
     if args.triton_tutorial:
         try:

@@ -1,4 +1,4 @@
-"""Matmul throughput: tutorial 03's autotuned kernel (wgmma on sm_90a, else mma.sync; cp.async
+"""Matmul throughput: tessera.ops.matmul, autotuned (wgmma on sm_90a, else mma.sync; cp.async
 rings) vs torch.matmul (cuBLAS).
 
 Method (shared/BENCHMARKS.md): square fp16 and bf16 products at 4096³ and 8192³, fresh random
@@ -15,11 +15,7 @@ import json
 
 import torch
 from tessera.testing import do_bench, relative_error
-from tessera.testing.tutorials import load_tutorial_section
-
-# The tutorial's kernel and autotuned wrapper (its checks do not run): what users call.
-tutorial = load_tutorial_section("03-matrix-multiplication.py", "@tessera.jit",
-                                 "# %% [markdown]\n# ## Correctness")
+from tessera.ops import gemm, matmul
 
 
 def measure(n: int, dtype_name: str) -> dict:
@@ -27,17 +23,17 @@ def measure(n: int, dtype_name: str) -> dict:
     a = torch.randn((n, n), device="cuda", dtype=dtype)
     b = torch.randn((n, n), device="cuda", dtype=dtype)
     out = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
-    tutorial.matmul(a, b, out=out)  # compiles and tunes
+    matmul(a, b, out=out)  # compiles and tunes
     torch.cuda.synchronize()
     ref = (a.double() @ b.double()).cpu().numpy()
     error = relative_error(out.float().cpu().numpy(), ref)
-    t_tessera = do_bench(lambda: tutorial.matmul(a, b, out=out), return_mode="median")
+    t_tessera = do_bench(lambda: matmul(a, b, out=out), return_mode="median")
     t_torch = do_bench(lambda: torch.matmul(a, b, out=out), return_mode="median")
     flops = 2 * n ** 3
     return {"n": n, "dtype": dtype_name, "tessera_ms": t_tessera, "torch_ms": t_torch,
             "tessera_tflops": flops / t_tessera / 1e9, "torch_tflops": flops / t_torch / 1e9,
             "ratio": t_torch / t_tessera, "relative_error": error,
-            "config": str(getattr(tutorial.tuned_matmul_kernel, "best_config", ""))}
+            "config": str(getattr(gemm.tuned_matmul_kernel, "best_config", ""))}
 
 
 def main() -> None:

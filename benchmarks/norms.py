@@ -1,5 +1,5 @@
-"""Memory-bound kernels in GB/s: softmax, RMSNorm and LayerNorm forward and backward (the
-kernels of tutorials 02 and 05) against PyTorch and the copy bandwidth, all in the same run.
+"""Memory-bound kernels in GB/s: softmax, RMSNorm and LayerNorm forward and backward
+(tessera.ops) against PyTorch and the copy bandwidth, all in the same run.
 
 Method (shared/BENCHMARKS.md): CUDA-event timing after warm-up, median of the runs filling
 100 ms, L2 flushed before each; fresh random inputs, checked against float64 on the timed
@@ -13,30 +13,19 @@ ptxas. A short table is printed last; --json OUT keeps every number.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
 from typing import Callable, Dict, List
 
 import torch
 import torch.nn.functional as F
 
+import tessera.ops.fused_softmax as softmax_ops
+import tessera.ops.norms as norms
+from tessera.ops import (layer_norm, layer_norm_backward, rms_norm, rms_norm_backward,
+                         softmax)
 from tessera.testing import do_bench
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BOUNDS = {"float32": 1e-5, "float16": 5e-3, "bfloat16": 1e-2}
-
-
-def load_tutorial(file_name: str):
-    path = os.path.join(ROOT, "tutorials", file_name)
-    spec = importlib.util.spec_from_file_location(file_name[3:-3].replace("-", "_"), path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # defines the kernels; the tutorial's checks do not run
-    return module
-
-
-softmax_tutorial = load_tutorial("02-fused-softmax.py")
-norms = load_tutorial("05-rms-norm.py")
 
 
 def gbps(fn: Callable[[], object], nbytes: int) -> float:
@@ -63,15 +52,15 @@ def softmax_cases(dtype: torch.dtype, quick: bool) -> List[dict]:
         x = torch.randn((4096, n_cols), device="cuda", dtype=dtype) * 4
         out = torch.empty_like(x)
         size = x.numel() * x.element_size()
-        softmax_tutorial.softmax(x, out)
+        softmax(x, out)
         error = relative_error(out, torch.softmax(x.double(), dim=1))
-        config = softmax_tutorial.softmax_config(n_cols)
+        config = softmax_ops.softmax_config(n_cols)
         rows.append({
             "kernel": "softmax", "shape": [4096, n_cols], "error": error,
-            "tessera": gbps(lambda: softmax_tutorial.softmax(x, out), 2 * size),
+            "tessera": gbps(lambda: softmax(x, out), 2 * size),
             "torch": gbps(lambda: torch.softmax(x, dim=1), 2 * size),
             "copy": gbps(lambda: out.copy_(x), 2 * size),
-            **resources(softmax_tutorial.softmax_kernel, out, x, n_cols, n_cols, 4096, n_cols,
+            **resources(softmax_ops.softmax_kernel, out, x, n_cols, n_cols, 4096, n_cols,
                         **config)})
     return rows
 
@@ -101,18 +90,18 @@ def norm_cases(dtype: torch.dtype, quick: bool) -> List[dict]:
         backward_ln = norms.backward_config(H, reductions_per_row=4)
         n = xd.numel() // H  # rows, as the wrappers launch them (it is specialized on)
         cases = {
-            "rms_norm fwd": (lambda: norms.rms_norm(xd, wd, 1e-6),
+            "rms_norm fwd": (lambda: rms_norm(xd, wd, 1e-6),
                              lambda: F.rms_norm(xd, (H,), wd, 1e-6), 2, (y_rms,),
                              (norms.rms_norm_fwd, (xd, wd, xd, n, H, 1e-6), forward)),
-            "rms_norm bwd": (lambda: norms.rms_norm_backward(dy, xd, wd, 1e-6),
+            "rms_norm bwd": (lambda: rms_norm_backward(dy, xd, wd, 1e-6),
                              lambda: torch.autograd.grad(y_rms, (x, w), dy, retain_graph=True),
                              3, grads_rms,
                              (norms.rms_norm_bwd, (dy, xd, wd, xd, partials, n, H, 1e-6),
                               backward_rms)),
-            "layer_norm fwd": (lambda: norms.layer_norm(xd, wd, bd, 1e-5),
+            "layer_norm fwd": (lambda: layer_norm(xd, wd, bd, 1e-5),
                                lambda: F.layer_norm(xd, (H,), wd, bd, 1e-5), 2, (y_ln,),
                                (norms.layer_norm_fwd, (xd, wd, bd, xd, n, H, 1e-5), forward)),
-            "layer_norm bwd": (lambda: norms.layer_norm_backward(dy, xd, wd, 1e-5),
+            "layer_norm bwd": (lambda: layer_norm_backward(dy, xd, wd, 1e-5),
                                lambda: torch.autograd.grad(y_ln, (x, w, b), dy,
                                                            retain_graph=True),
                                3, grads_ln,

@@ -127,8 +127,7 @@ def run_checks():
               lambda x, name: x.astype(numpy_dtypes[name]), lambda x: x.astype(np.float64))
 
 
-if __name__ == "__main__":  # importing this file (tests, benchmarks/norms.py) only defines
-    run_checks()
+run_checks()
 
 # %% [markdown]
 # ## Every stage can be inspected
@@ -136,12 +135,10 @@ if __name__ == "__main__":  # importing this file (tests, benchmarks/norms.py) o
 # the warp shuffles and shared-memory exchange of the two row reductions.
 
 # %%
-if __name__ == "__main__":
-    x = np.zeros((8, 4096), np.float16)
-    ptx = softmax_kernel.asm(x, x, 4096, 4096, 8, 4096, **softmax_config(4096),
-                             arch="sm_90a")["ptx"]
-    for needle in ("ld.global.v4.b32", "ex2.approx.f32", "shfl.sync.bfly", "bar.sync"):
-        print(f"{ptx.count(needle):>4} x {needle}")
+x = np.zeros((8, 4096), np.float16)
+ptx = softmax_kernel.asm(x, x, 4096, 4096, 8, 4096, **softmax_config(4096), arch="sm_90a")["ptx"]
+for needle in ("ld.global.v4.b32", "ex2.approx.f32", "shfl.sync.bfly", "bar.sync"):
+    print(f"{ptx.count(needle):>4} x {needle}")
 
 # %% [markdown]
 # ## Benchmark
@@ -190,5 +187,10 @@ def benchmark(n_rows: int = 4096, col_sizes=(256, 1024, 2048, 4096, 8192, 16384,
     return rows
 
 
-if __name__ == "__main__" and gpu_available() and "--no-bench" not in sys.argv:
+if gpu_available() and "--no-bench" not in sys.argv:
     benchmark()
+
+# %% [markdown]
+# ## In the library
+# The same kernel and wrapper are `tessera.ops.softmax` (`from tessera.ops import softmax`),
+# which the tests and `benchmarks/norms.py` use.

@@ -289,3 +289,8 @@ def benchmark(sizes=(4096, 8192), dtype_names=("float16", "bfloat16")):
 
 if gpu_available() and "--no-bench" not in sys.argv:
     benchmark()
+
+# %% [markdown]
+# ## In the library
+# The same kernel, configs and wrapper are `tessera.ops.matmul` (`from tessera.ops import
+# matmul`), which the tests and `benchmarks/matmul.py` use.

@@ -397,8 +397,7 @@ def run_checks():
               lambda x, name: x.astype(numpy_dtypes[name]), lambda x: x.astype(np.float64))
 
 
-if __name__ == "__main__":  # importing this file (tests, benchmarks/norms.py) only defines
-    run_checks()
+run_checks()
 
 # %% [markdown]
 # ## Benchmark
@@ -469,5 +468,11 @@ def benchmark(shapes=((2048, 77, 128), (2048, 96, 256), (2048, 128, 512), (2048,
     return rows
 
 
-if __name__ == "__main__" and gpu_available() and "--no-bench" not in sys.argv:
+if gpu_available() and "--no-bench" not in sys.argv:
     benchmark()
+
+# %% [markdown]
+# ## In the library
+# The same kernels and wrappers are `tessera.ops.rms_norm`, `rms_norm_backward`, `layer_norm`
+# and `layer_norm_backward` (`from tessera.ops import rms_norm`), which the tests and
+# `benchmarks/norms.py` use.

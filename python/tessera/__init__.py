@@ -13,6 +13,7 @@ The public API, re-exported here; everything else is private implementation::
 from . import config
 from . import language
 from . import testing
+from . import ops
 from .errors import CompilationError
 from .jit import JITFunction, cdiv, jit
 from .autotuner import Autotuner, Config, Heuristics, autotune, heuristics
@@ -20,4 +21,4 @@ from .autotuner import Autotuner, Config, Heuristics, autotune, heuristics
 __version__ = "0.1.0"
 
 __all__ = ["jit", "JITFunction", "cdiv", "language", "config", "testing", "CompilationError",
-           "autotune", "Autotuner", "Config", "heuristics", "Heuristics", "__version__"]
+           "autotune", "Autotuner", "Config", "heuristics", "Heuristics", "ops", "__version__"]

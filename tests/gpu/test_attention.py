@@ -1,4 +1,4 @@
-"""The fused-attention tutorial (tutorials/06-fused-attention.py) on the GPU: forward (O, base-2
+"""tessera.ops' fused attention on the GPU: forward (O, base-2
 log-sum-exp) and backward (dQ, dK, dV) against float64 autograd of the plain formula, for
 S in {1, 17, 128, 1000, 4096}, D in {16, 32, 64, 128, 256}, causal and not, fp16 and bf16
 (float32 inputs, computed in tf32, on a subset), batch and heads > 1; outputs poisoned (NaN)
@@ -11,21 +11,16 @@ twice that (products of two rounded factors); lse (fp32) ≤ 1e-3.
 import math
 
 import pytest
-from tessera.testing.tutorials import load_tutorial_section
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU", allow_module_level=True)
 
+import tessera.ops.flash_attention as fa  # noqa: E402  (after the skips: it registers torch ops)
+from tessera.ops import attention, attention_backward, attention_forward  # noqa: E402
+
 BOUNDS = {"float16": (5e-3, 1e-2), "bfloat16": (1e-2, 2e-2), "float32": (5e-3, 1e-2)}
 HEAD_DIMS = [16, 32, 64, 128, 256]
-
-
-@pytest.fixture(scope="module")
-def tutorial():
-    # Kernels, wrappers and the PyTorch integration; the tutorial's checks are left out.
-    return load_tutorial_section("06-fused-attention.py", "LOG2E =",
-                                 "# %% [markdown]\n# ## Correctness")
 
 
 def reference(q, k, v, do, causal, sm_scale):
@@ -50,7 +45,7 @@ def rel(out, ref):
     return float("inf") if math.isnan(error) else error
 
 
-def check(tutorial, B, H, S, D, causal, dtype_name, seed):
+def check(B, H, S, D, causal, dtype_name, seed):
     dtype = getattr(torch, dtype_name)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     q, k, v, do = (torch.randn((B, H, S, D), device="cuda", dtype=dtype, generator=gen)
@@ -59,9 +54,9 @@ def check(tutorial, B, H, S, D, causal, dtype_name, seed):
     lse = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
     grads = [torch.full_like(q, float("nan")) for _ in range(3)]
     sm_scale = D ** -0.5
-    got_o, got_lse = tutorial.attention_forward(q, k, v, causal, sm_scale, out=o, lse=lse)
-    got = tutorial.attention_backward(q, k, v, o, lse, do, causal, sm_scale, dq=grads[0],
-                                      dk=grads[1], dv=grads[2])
+    got_o, got_lse = attention_forward(q, k, v, causal, sm_scale, out=o, lse=lse)
+    got = attention_backward(q, k, v, o, lse, do, causal, sm_scale, dq=grads[0],
+                             dk=grads[1], dv=grads[2])
     torch.cuda.synchronize()
     assert got_o is o and got_lse is lse and all(g is x for g, x in zip(got, grads))
     ref = reference(q, k, v, do, causal, sm_scale)
@@ -77,39 +72,39 @@ def check(tutorial, B, H, S, D, causal, dtype_name, seed):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("D", HEAD_DIMS)
 @pytest.mark.parametrize("S", [1, 17, 128, 1000, 4096])
-def test_forward_backward_match_float64(tutorial, S, D, causal, dtype_name):
+def test_forward_backward_match_float64(S, D, causal, dtype_name):
     B, H = (2, 3) if S <= 1000 else (1, 2)
-    check(tutorial, B, H, S, D, causal, dtype_name, seed=S * 1000 + D * 2 + causal)
+    check(B, H, S, D, causal, dtype_name, seed=S * 1000 + D * 2 + causal)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("D", HEAD_DIMS)
 @pytest.mark.parametrize("S", [17, 1000])
-def test_float32_inputs_in_tf32(tutorial, S, D, causal):
-    check(tutorial, 2, 3, S, D, causal, "float32", seed=S * 1000 + D * 2 + causal + 7)
+def test_float32_inputs_in_tf32(S, D, causal):
+    check(2, 3, S, D, causal, "float32", seed=S * 1000 + D * 2 + causal + 7)
 
 
-def test_strided_views_and_default_outputs(tutorial):
+def test_strided_views_and_default_outputs():
     # q, k, v (and dO) as views of one (B, S, 3, H, D) projection: non-contiguous strides.
     B, S, H, D = 2, 300, 4, 64
     qkv = torch.randn((B, S, 3, H, D), device="cuda", dtype=torch.float16)
     q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
     do = torch.randn((B, S, H, D), device="cuda", dtype=torch.float16).transpose(1, 2)
-    o, lse = tutorial.attention_forward(q, k, v, causal=True)
-    dq, dk, dv = tutorial.attention_backward(q, k, v, o, lse, do, causal=True)
+    o, lse = attention_forward(q, k, v, causal=True)
+    dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=True)
     ref = reference(q, k, v, do, True, D ** -0.5)
     for name, x, r in zip(("o", "lse", "dq", "dk", "dv"), (o, lse, dq, dk, dv), ref):
         assert rel(x, r) <= {"o": 5e-3, "lse": 1e-3}.get(name, 1e-2), name
 
 
 @pytest.mark.parametrize("dtype_name", ["bfloat16", "float16", "float32"])
-def test_torch_compile_fullgraph_and_autograd(tutorial, dtype_name):
+def test_torch_compile_fullgraph_and_autograd(dtype_name):
     dtype = getattr(torch, dtype_name)
     gen = torch.Generator(device="cuda").manual_seed(3)
     B, H, S, D = 2, 4, 777, 64
     q, k, v = (torch.randn((B, H, S, D), device="cuda", dtype=dtype, generator=gen)
                .requires_grad_() for _ in range(3))
-    compiled = torch.compile(lambda q, k, v: tutorial.attention(q, k, v, causal=True),
+    compiled = torch.compile(lambda q, k, v: attention(q, k, v, causal=True),
                              fullgraph=True)  # a graph break raises
     o = compiled(q, k, v)
     o.sum().backward()
@@ -120,7 +115,7 @@ def test_torch_compile_fullgraph_and_autograd(tutorial, dtype_name):
         assert rel(x.grad, r) <= grad_bound
 
 
-def test_torch_ops_opcheck(tutorial):
+def test_torch_ops_opcheck():
     gen = torch.Generator(device="cuda").manual_seed(4)
     q, k, v, do = (torch.randn((1, 2, 130, 128), device="cuda", dtype=torch.bfloat16,
                                generator=gen) for _ in range(4))
@@ -131,7 +126,7 @@ def test_torch_ops_opcheck(tutorial):
                           (q.detach(), k.detach(), v.detach(), o.detach(), lse, do, False, 0.1))
 
 
-def test_sequence_65536_forward_backward_memory(tutorial):
+def test_sequence_65536_forward_backward_memory():
     # The CS336 long-sequence case: batch 1, one head, causal. Memory stays O(S·D): the score
     # matrix alone would take 65536² · 2 bytes = 8 GiB. O and dQ are checked on a slice of
     # query rows (each row of O and dQ depends only on its own scores).
@@ -141,15 +136,15 @@ def test_sequence_65536_forward_backward_memory(tutorial):
                                generator=gen) for _ in range(4))
     # A first pass autotunes the kernels for this shape (the timing's L2-flush buffer and the
     # candidates' extra outputs are the tuner's, not the attention's): measure the second.
-    o, lse = tutorial.attention_forward(q, k, v, causal=True)
-    tutorial.attention_backward(q, k, v, o, lse, do, causal=True)
+    o, lse = attention_forward(q, k, v, causal=True)
+    attention_backward(q, k, v, o, lse, do, causal=True)
     del o, lse
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
-    o, lse = tutorial.attention_forward(q, k, v, causal=True)
-    dq, dk, dv = tutorial.attention_backward(q, k, v, o, lse, do, causal=True)
+    o, lse = attention_forward(q, k, v, causal=True)
+    dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=True)
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - before
     print(f"S = 65536, D = 64: forward + backward peak {peak / 2 ** 20:.1f} MiB")
@@ -179,7 +174,7 @@ def padded(x, pad=40):
 @pytest.mark.parametrize("blocks", [(128, 32, 8, 2), (64, 16, 4, 2), (16, 64, 4, 2),
                                     (32, 64, 4, 3)], ids=lambda b: f"{b[0]}x{b[1]}")
 @pytest.mark.parametrize("S", [5, 1000, 1024])
-def test_split_walks_with_other_blocks(tutorial, S, blocks, causal):
+def test_split_walks_with_other_blocks(S, blocks, causal):
     # S = 5: every unmasked loop empty; 1024: a multiple of every block; 1000: both loops. The
     # inputs are views of NaN-padded tensors and the outputs' pads must stay NaN: a load past
     # S in an unmasked loop, a key wrongly visible or a store past S fails.
@@ -196,14 +191,14 @@ def test_split_walks_with_other_blocks(tutorial, S, blocks, causal):
     st = lambda x: x.stride()[:3]  # noqa: E731
     meta = dict(D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, num_warps=num_warps,
                 num_stages=num_stages)
-    tutorial.attention_fwd_kernel[(math.ceil(S / block_m), B * H)](
-        q, k, v, o, lse, sm_scale * tutorial.LOG2E, H, S, *st(q), *st(k), *st(v), *st(o), **meta)
+    fa.attention_fwd_kernel[(math.ceil(S / block_m), B * H)](
+        q, k, v, o, lse, sm_scale * fa.LOG2E, H, S, *st(q), *st(k), *st(v), *st(o), **meta)
     delta = (o.float() * do.float()).sum(-1).contiguous()
-    common = (lse, delta, sm_scale, sm_scale * tutorial.LOG2E, H, S, *st(q), *st(k), *st(v),
+    common = (lse, delta, sm_scale, sm_scale * fa.LOG2E, H, S, *st(q), *st(k), *st(v),
               *st(do))
-    tutorial.attention_bwd_dkdv_kernel[(math.ceil(S / block_n), B * H)](
+    fa.attention_bwd_dkdv_kernel[(math.ceil(S / block_n), B * H)](
         q, k, v, do, dk, dv, *common, *st(dk), *st(dv), **meta)
-    tutorial.attention_bwd_dq_kernel[(math.ceil(S / block_m), B * H)](
+    fa.attention_bwd_dq_kernel[(math.ceil(S / block_m), B * H)](
         q, k, v, do, dq, *common, *st(dq), **meta)
     torch.cuda.synchronize()
     ref = reference(q, k, v, do, causal, sm_scale)

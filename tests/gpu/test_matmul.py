@@ -338,3 +338,30 @@ def test_scores_beside_the_previous_product(overlap):
         s = q64 @ k64[:, n:n + 64].transpose(1, 2)
         ref = ref + torch.exp2(s - s.amax(dim=2, keepdim=True)) @ v64[:, n:n + 64]
     assert relative_error(out.double().cpu().numpy(), ref.cpu().numpy()) < 5e-3
+
+
+# ---- tessera.ops.matmul: the library's autotuned kernel with its fused epilogue ----
+
+@pytest.mark.parametrize("shape", [(512, 512, 512), (1000, 520, 333), (129, 65, 17),
+                                   (4096, 4096, 4096)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("epilogue", [("", False), ("leaky_relu", True)],
+                         ids=["plain", "bias-leaky-relu"])
+def test_library_matmul(shape, dtype, epilogue):
+    from tessera.ops import gemm, matmul
+    M, N, K = shape
+    activation, with_bias = epilogue
+    gen = torch.Generator(device="cuda").manual_seed(M + N * 3 + K * 7 + with_bias)
+    a = torch.randn((M, K), device="cuda", generator=gen).to(dtype)
+    b = torch.randn((K, N), device="cuda", generator=gen).to(dtype)
+    bias = torch.randn(N, device="cuda", generator=gen).to(dtype) if with_bias else None
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
+    assert matmul(a, b, bias, activation, out) is out
+    ref = a.double() @ b.double()
+    if with_bias:
+        ref = ref + bias.double()[None, :]
+    if activation == "leaky_relu":
+        ref = torch.where(ref >= 0, ref, 0.01 * ref)
+    err = relative_error(out.double().cpu().numpy(), ref.cpu().numpy())
+    assert err < BOUNDS[str(dtype).split(".")[-1]], f"{shape} {dtype} {activation}: {err}"
+    assert gemm.tuned_matmul_kernel.best_config in gemm.CONFIGS

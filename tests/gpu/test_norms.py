@@ -1,4 +1,4 @@
-"""Softmax, RMSNorm and LayerNorm (the kernels of tutorials 02 and 05) on the GPU, against
+"""tessera.ops' softmax, RMSNorm and LayerNorm on the GPU, against
 float64 references on fresh random inputs, with outputs poisoned (NaN) before each launch.
 
 Softmax: rows of 1 to 32768 columns, mostly not powers of two. RMSNorm / LayerNorm, forward
@@ -7,9 +7,7 @@ T in {64, 77, 91, 96, 128}, H in {128, 256, 512}), a spread of them in fp16 and 
 that is not a power of two. Bounds (BENCHMARKS.md): ||out - ref|| / ||ref|| below 1e-5 in
 fp32, 5e-3 in fp16, 1e-2 in bf16. Every kernel compiles without register spills.
 """
-import importlib.util
 import itertools
-import os
 
 import pytest
 
@@ -17,22 +15,13 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU", allow_module_level=True)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import tessera.ops.fused_softmax as softmax_ops  # noqa: E402  (after the skips)
+import tessera.ops.norms as norm_ops  # noqa: E402
+from tessera.ops import (layer_norm, layer_norm_backward, rms_norm,  # noqa: E402
+                         rms_norm_backward, softmax)
+
 BOUNDS = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 1e-2}
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def load_tutorial(file_name: str):
-    """The tutorial's kernels and wrappers (its checks and benchmark run only as a script)."""
-    path = os.path.join(ROOT, "tutorials", file_name)
-    spec = importlib.util.spec_from_file_location(file_name[3:-3].replace("-", "_"), path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-softmax_tutorial = load_tutorial("02-fused-softmax.py")
-norm_tutorial = load_tutorial("05-rms-norm.py")
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -57,7 +46,7 @@ SOFTMAX_COLUMNS = [1, 2, 3, 17, 100, 127, 128, 129, 781, 1000, 2047, 3000, 4097,
 def test_softmax(n_cols, dtype):
     n_rows = max(3, min(1823, (1 << 22) // n_cols))  # a few million elements, odd row counts
     x = (torch.randn((n_rows, n_cols), device="cuda") * 4).to(DTYPES[dtype])
-    out = softmax_tutorial.softmax(x, out=nans(x.shape, x.dtype))
+    out = softmax(x, out=nans(x.shape, x.dtype))
     ref = torch.softmax(x.double(), dim=1)
     assert relative_error(out, ref) < BOUNDS[x.dtype], (n_rows, n_cols, dtype)
 
@@ -65,7 +54,7 @@ def test_softmax(n_cols, dtype):
 def test_softmax_strided_rows():
     base = torch.randn((300, 1200), device="cuda")
     x = base[:, 100:1100]  # rows 1200 apart, 1000 columns each
-    out = softmax_tutorial.softmax(x, out=nans((300, 1000), torch.float32))
+    out = softmax(x, out=nans((300, 1000), torch.float32))
     assert relative_error(out, torch.softmax(x.double(), dim=1)) < 1e-5
 
 
@@ -105,16 +94,16 @@ def layer_norm_reference(x, w, b, dy, eps):
 
 def check_rms_norm(shape, dtype):
     x, dy, w, _ = inputs(shape, dtype)
-    y = norm_tutorial.rms_norm(x, w, 1e-6, out=nans(shape, dtype))
-    dx, dw = norm_tutorial.rms_norm_backward(dy, x, w, 1e-6, dx=nans(shape, dtype))
+    y = rms_norm(x, w, 1e-6, out=nans(shape, dtype))
+    dx, dw = rms_norm_backward(dy, x, w, 1e-6, dx=nans(shape, dtype))
     for name, out, ref in zip(("y", "dx", "dw"), (y, dx, dw), rms_norm_reference(x, w, dy, 1e-6)):
         assert relative_error(out, ref) < BOUNDS[dtype], (shape, dtype, name)
 
 
 def check_layer_norm(shape, dtype):
     x, dy, w, b = inputs(shape, dtype)
-    y = norm_tutorial.layer_norm(x, w, b, 1e-5, out=nans(shape, dtype))
-    dx, dw, db = norm_tutorial.layer_norm_backward(dy, x, w, 1e-5, dx=nans(shape, dtype))
+    y = layer_norm(x, w, b, 1e-5, out=nans(shape, dtype))
+    dx, dw, db = layer_norm_backward(dy, x, w, 1e-5, dx=nans(shape, dtype))
     references = layer_norm_reference(x, w, b, dy, 1e-5)
     for name, out, ref in zip(("y", "dx", "dw", "db"), (y, dx, dw, db), references):
         assert relative_error(out, ref) < BOUNDS[dtype], (shape, dtype, name)
@@ -142,14 +131,14 @@ def test_norms_match_pytorch():
     xg, wg, bg = (t.clone().requires_grad_() for t in (x, w, b))
     y = torch.nn.functional.rms_norm(xg, (384,), wg, 1e-6)
     y.backward(dy)
-    assert relative_error(norm_tutorial.rms_norm(x, w, 1e-6), y.detach().double()) < 1e-5
-    dx, dw = norm_tutorial.rms_norm_backward(dy, x, w, 1e-6)
+    assert relative_error(rms_norm(x, w, 1e-6), y.detach().double()) < 1e-5
+    dx, dw = rms_norm_backward(dy, x, w, 1e-6)
     assert relative_error(dx, xg.grad.double()) < 1e-5
     assert relative_error(dw, wg.grad.double()) < 1e-5
     xg.grad = wg.grad = None  # else LayerNorm's dw reference would add RMSNorm's onto it
     y = torch.nn.functional.layer_norm(xg, (384,), wg, bg, 1e-5)
     y.backward(dy)
-    dx, dw, db = norm_tutorial.layer_norm_backward(dy, x, w, 1e-5)
+    dx, dw, db = layer_norm_backward(dy, x, w, 1e-5)
     for out, ref in ((dx, xg.grad), (dw, wg.grad), (db, bg.grad)):
         assert relative_error(out, ref.double()) < 1e-5
 
@@ -163,7 +152,7 @@ def test_no_spills(n_cols, dtype):
     x = torch.zeros((64, n_cols), device="cuda", dtype=t)
     w = torch.zeros(n_cols, device="cuda", dtype=t)
     partials = torch.zeros((8, n_cols), device="cuda", dtype=torch.float32)
-    m = norm_tutorial
+    m = norm_ops
     forward = m.tile_config(n_cols)
     rms_backward = m.backward_config(n_cols, reductions_per_row=2)
     ln_backward = m.backward_config(n_cols, reductions_per_row=4)
@@ -172,8 +161,8 @@ def test_no_spills(n_cols, dtype):
         m.rms_norm_bwd.compile(x, x, w, x, partials, 64, n_cols, 1e-6, **rms_backward),
         m.layer_norm_fwd.compile(x, w, w, x, 64, n_cols, 1e-5, **forward),
         m.layer_norm_bwd.compile(x, x, w, x, partials, partials, 64, n_cols, 1e-5, **ln_backward),
-        softmax_tutorial.softmax_kernel.compile(x, x, n_cols, n_cols, 64, n_cols,
-                                                **softmax_tutorial.softmax_config(n_cols)),
+        softmax_ops.softmax_kernel.compile(x, x, n_cols, n_cols, 64, n_cols,
+                                           **softmax_ops.softmax_config(n_cols)),
     ]
     for kernel in compiled:
         if "spill_stores" not in kernel.metadata:
@@ -185,7 +174,7 @@ def test_long_softmax_rows_do_not_spill():
     for n_cols in (8192, 16384, 32768):
         for dtype in (torch.float32, torch.float16):
             x = torch.zeros((4, n_cols), device="cuda", dtype=dtype)
-            kernel = softmax_tutorial.softmax_kernel.compile(
-                x, x, n_cols, n_cols, 4, n_cols, **softmax_tutorial.softmax_config(n_cols))
+            kernel = softmax_ops.softmax_kernel.compile(
+                x, x, n_cols, n_cols, 4, n_cols, **softmax_ops.softmax_config(n_cols))
             assert kernel.metadata.get("spill_stores", 0) == 0, (n_cols, dtype)
 

@@ -1,5 +1,5 @@
 """benchmarks/attention.py without a GPU: FLOP counts, the sweeps' cases, argument parsing, the
-float64 reference (against PyTorch autograd), loading the tutorial's definition sections only,
+float64 reference (against PyTorch autograd), the kernels from tessera.ops,
 the check-then-time path of every provider (Tessera's wrappers through the interpreter, do_bench
 faked), and the tables, JSON and plot made from synthetic results."""
 import importlib.util
@@ -32,11 +32,12 @@ def on_cpu(bench, monkeypatch):
     """The measuring path on the CPU: inputs on "cpu", Tessera through the interpreter,
     do_bench replaced by a fixed 2 ms, no CUDA synchronization."""
     monkeypatch.setattr(bench, "DEVICE", "cpu")
-    monkeypatch.setattr(tessera.config.knobs, "interpret", True)
     monkeypatch.setattr(tessera.testing, "do_bench", lambda fn, return_mode="mean", **kwargs:
                         (fn(), [2.0, 4.0] if return_mode == "all" else 2.0)[1])
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    return bench
+    # A scope: monkeypatching the knob would leave an override of False behind for later tests.
+    with tessera.config.knobs.scope(interpret=True):
+        yield bench
 
 
 def test_flops_count_the_products(bench):
@@ -113,71 +114,15 @@ def test_plain_attention_is_the_reference(bench):
     assert bench.relative_error(torch.full_like(o, math.nan), ref) == math.inf
 
 
-SYNTHETIC_TUTORIAL = """\
-# %% [markdown]
-# # A tutorial
-import math
-
-# %% [markdown]
-# ## The kernel
-
-# %%
-def forward_kernel():
-    return "fwd"
-
-# %% [markdown]
-# ## Correctness
-
-# %%
-raise SystemExit("the correctness section ran")
-
-# %% [markdown]
-# ## The backward pass
-
-# %%
-def backward_kernel():
-    return "bwd"
-
-# %% [markdown]
-# ## Checking the gradients
-# %%
-raise SystemExit("the gradient check ran")
-
-# %% [markdown]
-# ## The fastest configs, from PyTorch
-# %%
-def attention():
-    return math.pi
-
-# %% [markdown]
-# ## Benchmark
-# %%
-raise SystemExit("the benchmark ran")
-"""
-
-
-def test_definition_source_blanks_checks_and_benchmarks(bench):
-    titles = [t for t, _, _ in bench.tutorial_sections(SYNTHETIC_TUTORIAL)]
-    assert titles == ["", "The kernel", "Correctness", "The backward pass",
-                      "Checking the gradients", "The fastest configs, from PyTorch", "Benchmark"]
-    text, skipped = bench.definition_source(SYNTHETIC_TUTORIAL)
-    assert skipped == ["Correctness", "Checking the gradients", "Benchmark"]
-    assert text.count("\n") == SYNTHETIC_TUTORIAL.count("\n")  # line numbers kept
-    namespace = {}
-    exec(compile(text, "synthetic.py", "exec"), namespace)
-    assert namespace["forward_kernel"]() == "fwd" and namespace["backward_kernel"]() == "bwd"
-    assert namespace["attention"]() == math.pi
-    line = SYNTHETIC_TUTORIAL.splitlines().index("def backward_kernel():") + 1
-    assert namespace["backward_kernel"].__code__.co_firstlineno == line
-
-
-def test_load_tutorial_defines_the_wrappers_only(bench):
+def test_load_library_gives_the_ops(bench):
+    import tessera.ops
     interpret = tessera.config.knobs.interpret
-    api = bench.load_tutorial()
-    assert callable(api.forward)
-    assert tessera.config.knobs.interpret == interpret  # its correctness cell did not run
-    assert any("Correctness" in note for note in api.notes)
-    assert (api.backward is None) == any("attention_backward" in n for n in api.notes)
+    api = bench.load_library()
+    assert api.forward is tessera.ops.attention_forward
+    assert api.backward is tessera.ops.attention_backward
+    assert api.attention is tessera.ops.attention
+    assert hasattr(torch.ops.tessera, "attention_forward")  # the custom ops are registered
+    assert tessera.config.knobs.interpret == interpret and api.notes == []
 
 
 def fake_providers(bench, api):
@@ -204,7 +149,7 @@ def fake_providers(bench, api):
 @pytest.mark.parametrize("causal", [False, True])
 def test_measure_case_checks_before_timing(on_cpu, causal):
     bench = on_cpu
-    api = bench.load_tutorial()
+    api = bench.load_library()
     case = {"B": 1, "H": 2, "S": 70, "D": 16, "causal": causal, "dtype": "float16"}
     row = bench.measure_case(case, fake_providers(bench, api), timing=(1, 1))
     assert "reason" not in row, row.get("reason")
@@ -229,12 +174,10 @@ def test_measure_case_checks_before_timing(on_cpu, causal):
 
 
 def test_leaderboard_flow_without_graph_breaks(on_cpu, monkeypatch):
-    """torch.compile(fullgraph=True) of the tutorial's attention on (N, S, D) inputs, o.sum()
+    """torch.compile(fullgraph=True) of tessera.ops.attention on (N, S, D) inputs, o.sum()
     backward, checked against the reference (aot_eager: the graph, without code generation)."""
     bench = on_cpu
-    api = bench.load_tutorial()
-    if api.attention is None:
-        pytest.skip("the tutorial has no torch integration yet")
+    api = bench.load_library()
     monkeypatch.setattr(bench, "COMPILE_BACKEND", "aot_eager")
     result = bench.leaderboard(api, quick=True, shape=(2, 70, 16))
     assert result["status"] == "ok", result

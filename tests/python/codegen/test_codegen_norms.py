@@ -1,4 +1,4 @@
-"""Tutorial 05's LayerNorm backward (row reductions, two loop-carried fp32 accumulators, the
+"""tessera.ops' LayerNorm backward (row reductions, two loop-carried fp32 accumulators, the
 partial rows of dw and db) and its `sum_partials`, compiled as the GPU wrappers launch them and
 run thread by thread on the CPU (simt.py) against float64 NumPy.
 
@@ -6,19 +6,11 @@ Regression: tests/gpu/test_norms.py once saw LayerNorm's dw at half PyTorch's. T
 code was right (as this test shows); the test's reference had accumulated RMSNorm's dw into the
 same `w.grad` first.
 """
-import importlib.util
-import os
-
 import numpy as np
 from simt import run_kernel
 from tessera._tessera import codegen, passes
 from tessera.compiler import compiler
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-spec = importlib.util.spec_from_file_location("rms_norm_tutorial",
-                                              os.path.join(ROOT, "tutorials", "05-rms-norm.py"))
-norms = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(norms)
+from tessera.ops import norms
 
 
 def generate(fn, signature, constexprs, num_warps):

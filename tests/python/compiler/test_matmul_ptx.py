@@ -1,4 +1,4 @@
-"""The matmul tutorial's kernel through every stage for sm_80 and sm_90a: the PTX shows the
+"""tessera.ops' matmul kernel through every stage for sm_80 and sm_90a: the PTX shows the
 mma.sync path (16-byte cp.async into rings, ldmatrix, mma.sync m16n8k16, the wait of an
 S-stage pipeline; on sm_90a with wgmma turned off), ptxas assembles it with zero spills; the pipelined IR (rings, async copies)
 run by the interpreter matches float64; tf32, tf32x3, "ieee" and chained dots compile."""
@@ -12,16 +12,14 @@ from tessera import interpreter
 from tessera._tessera import ir
 from tessera.compiler import compiler, ptxas
 from tessera.config import knobs
-from tessera.testing.tutorials import load_tutorial_section
+from tessera.ops import gemm
 
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
 
 
 @pytest.fixture(scope="module")
 def matmul_kernel():
-    # Only the kernels: the tutorial itself runs its checks when imported.
-    return load_tutorial_section("03-matrix-multiplication.py", "@tessera.jit", "# %%",
-                                 after="def matmul_kernel").matmul_kernel
+    return gemm.matmul_kernel
 
 
 def compile_matmul(kernel, dtype, arch, num_stages, blocks=(128, 128, 32), num_warps=4,
@@ -74,7 +72,7 @@ def test_tensor_core_pipeline_in_ptx(matmul_kernel, arch, dtype, num_stages):
 
 @pytest.mark.parametrize("blocks,num_warps", [((64, 64, 32), 4), ((128, 256, 32), 8),
                                               ((256, 128, 32), 8), ((128, 128, 64), 8)])
-def test_tutorial_configs_do_not_spill(matmul_kernel, blocks, num_warps):
+def test_library_configs_do_not_spill(matmul_kernel, blocks, num_warps):
     if ptxas.find_ptxas() is None:
         pytest.skip("ptxas not found")
     for arch in ("sm_80", "sm_90a"):

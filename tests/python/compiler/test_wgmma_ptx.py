@@ -1,4 +1,4 @@
-"""The wgmma path (sm_90a) without a GPU: every config of tutorial 03 compiles to
+"""The wgmma path (sm_90a) without a GPU: every config of tessera.ops.matmul compiles to
 wgmma.mma_async m64nNk16 with the instruction count and shape that the warp tiling implies
 (warpgroups of 4 warps along M while they keep 16 rows each, then along N), the
 fence/commit/wait sequence, fence.proxy.async after the cp.async waits, rings in wgmma's
@@ -16,17 +16,14 @@ from tessera import interpreter
 from tessera._tessera import ir
 from tessera.compiler import compiler, ptxas
 from tessera.config import knobs
-from tessera.testing.tutorials import load_tutorial_section
+from tessera.ops import gemm
 
-# The kernels and the autotuner's CONFIGS (the tutorial's checks run in later cells).
-TUTORIAL = load_tutorial_section("03-matrix-multiplication.py", "@tessera.jit",
-                                 "\ntuned_matmul_kernel", after="def matmul_kernel")
-CONFIGS = TUTORIAL.CONFIGS
+CONFIGS = gemm.CONFIGS  # the autotuner's candidates
 
 
 @pytest.fixture(scope="module")
 def matmul_kernel():
-    return TUTORIAL.matmul_kernel
+    return gemm.matmul_kernel
 
 
 CONFIG_IDS = ["{BLOCK_M}x{BLOCK_N}x{BLOCK_K}".format(**c.kwargs)
@@ -100,7 +97,7 @@ MODES = {128: 1, 64: 2, 32: 3}  # the descriptor's swizzle-mode encodings
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
-def test_tutorial_configs_compile_to_wgmma(matmul_kernel, config):
+def test_library_configs_compile_to_wgmma(matmul_kernel, config):
     kernel = compile_config(matmul_kernel, config)
     ptx, tgir = kernel.asm["ptx"], kernel.asm["tgir"]
     bm, bn, bk = (config.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K"))

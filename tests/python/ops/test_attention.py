@@ -1,15 +1,16 @@
-"""The fused-attention tutorial (tutorials/06-fused-attention.py) on the CPU: its forward and
+"""tessera.ops' fused attention on the CPU: its forward and
 backward kernels through the interpreter against a float64 NumPy reference (gradients derived
 by hand below), every head dim, causal and not, fp16/bf16/fp32, ragged S; then its PyTorch
 integration on CPU tensors (the custom ops run the kernels through the interpreter):
 torch.compile(fullgraph=True) forward + backward against float64 autograd, and opcheck.
 
-Bounds as the tutorial's: O ≤ 5e-3 (fp16, tf32), 1e-2 (bf16); gradients twice that.
+Bounds as tutorials/06's: O ≤ 5e-3 (fp16, tf32), 1e-2 (bf16); gradients twice that.
 """
 
 import ml_dtypes
 import numpy as np
 import pytest
+from tessera.ops import attention, attention_backward, attention_forward
 from tessera.testing import relative_error
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
@@ -32,7 +33,7 @@ def reference(q, k, v, do, causal, sm_scale):
             np.matmul(np.swapaxes(ds, -1, -2), q) * sm_scale, np.matmul(np.swapaxes(p, -1, -2), do))
 
 
-def run_case(tutorial, B, H, S, D, causal, dtype_name, seed):
+def run_case(B, H, S, D, causal, dtype_name, seed):
     rng = np.random.default_rng(seed)
     q, k, v, do = (rng.standard_normal((B, H, S, D)).astype(DTYPES[dtype_name])
                    for _ in range(4))
@@ -40,9 +41,9 @@ def run_case(tutorial, B, H, S, D, causal, dtype_name, seed):
     lse = np.full((B, H, S), np.nan, np.float32)
     grads = [np.full_like(q, np.nan) for _ in range(3)]
     sm_scale = (0.5 + rng.random()) * D ** -0.5  # not only D ** -0.5 itself
-    tutorial.attention_forward(q, k, v, causal, sm_scale, out=o, lse=lse)
-    dq, dk, dv = tutorial.attention_backward(q, k, v, o, lse, do, causal, sm_scale,
-                                             dq=grads[0], dk=grads[1], dv=grads[2])
+    attention_forward(q, k, v, causal, sm_scale, out=o, lse=lse)
+    dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal, sm_scale,
+                                    dq=grads[0], dk=grads[1], dv=grads[2])
     assert all(g is x for g, x in zip(grads, (dq, dk, dv)))
     ref = reference(*(x.astype(np.float64) for x in (q, k, v, do)), causal, sm_scale)
     return dict(zip(("o", "lse", "dq", "dk", "dv"),
@@ -53,10 +54,10 @@ def run_case(tutorial, B, H, S, D, causal, dtype_name, seed):
 @pytest.mark.parametrize("dtype_name", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("D", [16, 32, 64, 128, 256])
-def test_interpreted_kernels_match_float64(tutorial, interpret, D, causal, dtype_name):
+def test_interpreted_kernels_match_float64(interpret, D, causal, dtype_name):
     # S = 1 and 83 are multiples of no block; 2 x 3 heads with the batch and head strides.
     for S in (1, 83):
-        errors = run_case(tutorial, 2, 3, S, D, causal, dtype_name, seed=S * 7 + D + causal)
+        errors = run_case(2, 3, S, D, causal, dtype_name, seed=S * 7 + D + causal)
         bound, grad_bound = BOUNDS[dtype_name]
         assert errors["o"] <= bound, errors
         assert errors["lse"] <= 1e-3, errors
@@ -68,16 +69,16 @@ def test_interpreted_kernels_match_float64(tutorial, interpret, D, causal, dtype
         assert max(errors["dq"], errors["dk"]) <= grad_bound, errors
 
 
-def test_rejects_bad_arguments(tutorial, interpret):
+def test_rejects_bad_arguments(interpret):
     x = np.zeros((1, 2, 8, 48), np.float16)  # D = 48 is no supported head dim
     with pytest.raises(ValueError, match="attention_forward: q must be .* D in"):
-        tutorial.attention_forward(x, x, x)
+        attention_forward(x, x, x)
     q = np.zeros((1, 2, 8, 64), np.float16)
-    o, lse = tutorial.attention_forward(q, q, q)
+    o, lse = attention_forward(q, q, q)
     with pytest.raises(ValueError, match="attention_backward: do must be"):
-        tutorial.attention_backward(q, q, q, o, lse, q.astype(np.float32))
+        attention_backward(q, q, q, o, lse, q.astype(np.float32))
     with pytest.raises(ValueError, match="attention_backward: lse must be a contiguous float32"):
-        tutorial.attention_backward(q, q, q, o, lse[:, :, :4], q)
+        attention_backward(q, q, q, o, lse[:, :, :4], q)
 
 
 # ---- The PyTorch integration, on CPU tensors ----
@@ -100,7 +101,7 @@ def torch_rel(x, ref):
 
 
 @pytest.mark.parametrize("dtype_name,causal", [("bfloat16", True), ("float32", False)])
-def test_torch_compile_fullgraph_forward_and_backward(tutorial, dtype_name, causal):
+def test_torch_compile_fullgraph_forward_and_backward(dtype_name, causal):
     torch = pytest.importorskip("torch")
     gen = torch.Generator().manual_seed(11)
     dtype = getattr(torch, dtype_name)
@@ -110,7 +111,7 @@ def test_torch_compile_fullgraph_forward_and_backward(tutorial, dtype_name, caus
 
     def model(qkv):
         q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
-        return tutorial.attention(q, k, v, causal=causal)
+        return attention(q, k, v, causal=causal)
 
     compiled = torch.compile(model, fullgraph=True)  # a graph break raises
     o = compiled(qkv)
@@ -125,7 +126,7 @@ def test_torch_compile_fullgraph_forward_and_backward(tutorial, dtype_name, caus
     assert torch_rel(qkv.grad, ref_grad) <= grad_bound
 
 
-def test_torch_ops_eager_autograd_and_opcheck(tutorial):
+def test_torch_ops_eager_autograd_and_opcheck():
     torch = pytest.importorskip("torch")
     gen = torch.Generator().manual_seed(5)
     q, k, v = (torch.randn((1, 2, 20, 16), generator=gen, dtype=torch.float16)

@@ -1,4 +1,4 @@
-"""The fused-attention tutorial's kernels split their walk into a masked loop (the blocks that
+"""tessera.ops' fused-attention kernels split their walk into a masked loop (the blocks that
 cross S or the causal diagonal) and an unmasked one (blocks inside S, seen whole by every row).
 These run the forward, dK/dV and dQ kernels directly through the interpreter with block shapes
 the wrappers' defaults do not cover (BLOCK_M < BLOCK_N, BLOCK_M > BLOCK_N, equal), at S where
@@ -11,6 +11,8 @@ key wrongly visible turns results into NaN or wrong values, a store past S shows
 import ml_dtypes
 import numpy as np
 import pytest
+
+import tessera.ops.flash_attention as fa
 
 PAD = 40  # NaN rows past S in every input and output
 
@@ -43,7 +45,7 @@ def reference(q, k, v, do, causal, scale):
             "dk": ds.swapaxes(-1, -2) @ q * scale, "dv": p.swapaxes(-1, -2) @ do}
 
 
-def run(tutorial, S, D, causal, dtype, block_m, block_n, reload=False, B=1, H=2, seed=0):
+def run(S, D, causal, dtype, block_m, block_n, reload=False, B=1, H=2, seed=0):
     """Runs the three kernels with the given blocks; returns {name: (result, base, ref)}."""
     rng = np.random.default_rng(seed)
     q, k, v, do = (padded(rng.standard_normal((B, H, S, D)).astype(dtype))[0]
@@ -54,15 +56,15 @@ def run(tutorial, S, D, causal, dtype, block_m, block_n, reload=False, B=1, H=2,
     scale = (0.5 + rng.random()) * D ** -0.5
     meta = dict(D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, RELOAD=reload,
                 num_warps=4)
-    tutorial.attention_fwd_kernel[(-(-S // block_m), B * H)](
-        q, k, v, o, lse, scale * tutorial.LOG2E, H, S, *strides(q), *strides(k), *strides(v),
+    fa.attention_fwd_kernel[(-(-S // block_m), B * H)](
+        q, k, v, o, lse, scale * fa.LOG2E, H, S, *strides(q), *strides(k), *strides(v),
         *strides(o), **meta)
     delta = (o.astype(np.float32) * do.astype(np.float32)).sum(-1)
-    common = (lse, delta, scale, scale * tutorial.LOG2E, H, S, *strides(q), *strides(k),
+    common = (lse, delta, scale, scale * fa.LOG2E, H, S, *strides(q), *strides(k),
               *strides(v), *strides(do))
-    tutorial.attention_bwd_dkdv_kernel[(-(-S // block_n), B * H)](
+    fa.attention_bwd_dkdv_kernel[(-(-S // block_n), B * H)](
         q, k, v, do, dk, dv, *common, *strides(dk), *strides(dv), **meta)
-    tutorial.attention_bwd_dq_kernel[(-(-S // block_m), B * H)](
+    fa.attention_bwd_dq_kernel[(-(-S // block_m), B * H)](
         q, k, v, do, dq, *common, *strides(dq), **meta)
     ref = reference(*(x.astype(np.float64) for x in (q, k, v, do)), causal, scale)
     return {"o": (o, o_base, ref["o"]), "lse": (lse, None, ref["lse"]),
@@ -92,22 +94,22 @@ BLOCKS = [(16, 16), (64, 16), (16, 64), (32, 64)]
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("blocks", BLOCKS, ids=lambda b: f"{b[0]}x{b[1]}")
 @pytest.mark.parametrize("S", [5, 83, 128])
-def test_split_walks_match_float64(tutorial, interpret, S, blocks, causal):
+def test_split_walks_match_float64(interpret, S, blocks, causal):
     # S = 5: below every block, every unmasked loop is empty; S = 128: a multiple of every
     # block, no block crosses S; S = 83: both loops run in most programs.
-    results = run(tutorial, S, 32, causal, np.float16, *blocks, seed=S + 7 * causal)
+    results = run(S, 32, causal, np.float16, *blocks, seed=S + 7 * causal)
     check(results, 1e-2)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_split_walks_reload_and_float32(tutorial, interpret, causal):
+def test_split_walks_reload_and_float32(interpret, causal):
     # RELOAD re-reads Q (or K, V / Q, dO) in the unmasked loop too; float32 runs in tf32.
-    check(run(tutorial, 70, 16, causal, np.float32, 32, 16, reload=True, seed=3), 1e-2)
-    check(run(tutorial, 70, 16, causal, ml_dtypes.bfloat16, 16, 32, reload=True, seed=4),
+    check(run(70, 16, causal, np.float32, 32, 16, reload=True, seed=3), 1e-2)
+    check(run(70, 16, causal, ml_dtypes.bfloat16, 16, 32, reload=True, seed=4),
           2e-2)
 
 
-def test_unmasked_loop_is_all_that_runs_when_s_divides(tutorial, interpret):
+def test_unmasked_loop_is_all_that_runs_when_s_divides(interpret):
     # Non-causal with S a multiple of BLOCK_N: split = S, so the masked loop is empty and the
     # unmasked one alone gives the whole result (also with two batches and three heads).
-    check(run(tutorial, 96, 64, False, np.float16, 32, 32, B=2, H=3, seed=5), 1e-2)
+    check(run(96, 64, False, np.float16, 32, 32, B=2, H=3, seed=5), 1e-2)

@@ -1,8 +1,6 @@
-"""The kernels of tutorials 02 (fused softmax) and 05 (RMSNorm / LayerNorm) compile for sm_80
+"""tessera.ops' softmax and RMSNorm / LayerNorm kernels compile for sm_80
 and sm_90a with the configs their wrappers launch, use 16-byte accesses where rows are
 aligned, and ptxas assembles them with zero spills (where ptxas is installed)."""
-import importlib.util
-import os
 import re
 
 import ml_dtypes
@@ -10,21 +8,9 @@ import numpy as np
 import pytest
 
 from tessera.compiler import ptxas
+from tessera.ops import fused_softmax as softmax
+from tessera.ops import norms
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-
-def load_tutorial(file_name: str):
-    """The tutorial's kernels and wrappers; its checks run only when it is the main script."""
-    spec = importlib.util.spec_from_file_location(file_name[3:-3].replace("-", "_"),
-                                                  os.path.join(ROOT, "tutorials", file_name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-softmax = load_tutorial("02-fused-softmax.py")
-norms = load_tutorial("05-rms-norm.py")
 DTYPES = {"fp32": np.float32, "bf16": ml_dtypes.bfloat16}
 
 

@@ -1,0 +1,231 @@
+"""The fused-attention backward: dQ, dK, dV from Q, K, V, O, dO and the forward's base-2
+log-sum-exp, in three kernels, none of which needs the S x S matrices or atomics.
+
+With S = Q Kᵀ · sm_scale, P = softmax(S) and O = P V, for an incoming gradient dO:
+
+    dV = Pᵀ dO      dP = dO Vᵀ      dS = P ⊙ (dP − Δ)      dQ = dS K · sm_scale
+    dK = dSᵀ Q · sm_scale,    where  Δ_i = Σ_j P_ij dP_ij = Σ_d dO_id O_id
+
+1. attention_bwd_preprocess_kernel: Δ = rowsum(dO ⊙ O) in float32.
+2. attention_bwd_dkdv_kernel: one program per BLOCK_N keys keeps K, V and the dK, dV
+   accumulators on chip and walks the queries, rebuilding Pᵀ = 2^(K Qᵀ · qk_scale − lse2) on
+   transposed tiles so that Pᵀ and dSᵀ feed the next products straight from registers.
+3. attention_bwd_dq_kernel: one program per BLOCK_M queries walks the keys, as the forward.
+
+As in the forward, masks run only in a first loop over the blocks that cross S or the causal
+diagonal. tutorials/07-attention-backward.py derives it step by step.
+"""
+import tessera
+import tessera.language as tl
+
+from .configs import (LOG2E, _check, _empty, _last_dim_contiguous, _strides, autotuned,
+                      preprocess_block, reload_tiles)
+from .forward import load_rows, offsets_of, rows_of, visible
+
+
+@tessera.jit
+def attention_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, H, S, stride_ob, stride_oh,
+                                    stride_os, stride_dob, stride_doh, stride_dos,
+                                    D: tl.constexpr, BLOCK_M: tl.constexpr):
+    off_bh = tl.program_id(axis=1)
+    offs_m = tl.program_id(axis=0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    in_range = offs_m < S
+    o = tl.load(rows_of(o_ptr, stride_ob, stride_oh, stride_os, off_bh // H, off_bh % H,
+                        offs_m, D), mask=in_range[:, None], other=0.0)
+    do = tl.load(rows_of(do_ptr, stride_dob, stride_doh, stride_dos, off_bh // H, off_bh % H,
+                         offs_m, D), mask=in_range[:, None], other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
+    tl.store(delta_ptr + off_bh * S + offs_m, delta, mask=in_range)
+
+
+@tessera.jit
+def attention_bwd_dkdv_steps(dk, dv, k, v, k_head, v_head, k_offs, v_offs, q_head, do_head,
+                             q_offs, do_offs, lse_ptr, delta_ptr, start, end, jump, to, offs_n,
+                             S, qk_scale, stride_qs, stride_dos, BLOCK_M: tl.constexpr,
+                             BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                             RELOAD: tl.constexpr):
+    """dK, dV from the query blocks starting in [start, end), MASKED ones from `jump` on being
+    the block at `to` instead; q_offs, do_offs: rows 0 to BLOCK_M; lse_ptr, delta_ptr: the
+    head's row 0. Unless MASKED, every query of those blocks is in S and sees every key."""
+    inv_scale = 1.0 / qk_scale
+    for step in range(start, end, BLOCK_M):
+        start_m = tl.where(step < jump, step, to) if MASKED else step
+        rows = start_m + tl.arange(0, BLOCK_M)
+        k_step = load_rows(k_head + k_offs, offs_n, S, True) if RELOAD else k
+        v_step = load_rows(v_head + v_offs, offs_n, S, True) if RELOAD else v
+        q = load_rows(q_head + (q_offs + start_m * stride_qs), rows, S, MASKED)
+        do = load_rows(do_head + (do_offs + start_m * stride_dos), rows, S, MASKED)
+        if MASKED:  # lse = +inf past S gives P = 0 there (keys past S: rows the stores drop)
+            lse = tl.load(lse_ptr + rows, mask=rows < S, other=float("inf"))
+            delta = tl.load(delta_ptr + rows, mask=rows < S, other=0.0)
+        else:
+            lse = tl.load(lse_ptr + rows)
+            delta = tl.load(delta_ptr + rows)
+        # -lse, -delta start the accumulators; dP^T runs beside the exp2 (Hopper: async wgmma)
+        shifted_qk_t = tl.dot(k_step, tl.trans(q), tl.broadcast_to(
+            (lse * -inv_scale)[None, :], (BLOCK_N, BLOCK_M)), input_precision="tf32")
+        dp_t = tl.dot(v_step, tl.trans(do), tl.broadcast_to(
+            -delta[None, :], (BLOCK_N, BLOCK_M)), input_precision="tf32")
+        p_t = tl.exp2(shifted_qk_t * qk_scale)
+        if MASKED and CAUSAL:
+            p_t = tl.where(rows[None, :] >= offs_n[:, None], p_t, 0.0)
+        dv = tl.dot(p_t.to(q.dtype), do, dv, input_precision="tf32")
+        ds_t = p_t * dp_t
+        dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision="tf32")
+    return dk, dv
+
+
+@tessera.jit
+def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, delta_ptr,
+                              sm_scale, qk_scale, H, S,
+                              stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                              stride_vb, stride_vh, stride_vs, stride_dob, stride_doh,
+                              stride_dos, stride_dkb, stride_dkh, stride_dks, stride_dvb,
+                              stride_dvh, stride_dvs, D: tl.constexpr, BLOCK_M: tl.constexpr,
+                              BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                              RELOAD: tl.constexpr = False):
+    start_n = tl.program_id(axis=0)
+    off_bh = tl.program_id(axis=1)
+    off_b = off_bh // H
+    off_h = off_bh % H
+    offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
+    v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
+    k_offs = offsets_of(offs_n, stride_ks, D)
+    v_offs = offsets_of(offs_n, stride_vs, D)
+    q_head = q_ptr + off_b * stride_qb + off_h * stride_qh
+    do_head = do_ptr + off_b * stride_dob + off_h * stride_doh
+    q_offs = offsets_of(tl.arange(0, BLOCK_M), stride_qs, D)
+    do_offs = offsets_of(tl.arange(0, BLOCK_M), stride_dos, D)
+    dk = tl.zeros((BLOCK_N, D), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_N, D), dtype=tl.float32)
+    full = S // BLOCK_M * BLOCK_M  # the query blocks wholly inside S end here
+    lo = (start_n * BLOCK_N) // BLOCK_M * BLOCK_M if CAUSAL else 0
+    mid = tl.cdiv(start_n * BLOCK_N + BLOCK_N - 1, BLOCK_M) * BLOCK_M if CAUSAL else 0
+    # Masked, K and V re-read at each step: the blocks from lo that start before mid and S,
+    # then the one crossing S unless it was among them.
+    diagonal = tl.minimum(mid, S) - lo
+    masked = tl.cdiv(diagonal, BLOCK_M) + tl.cdiv(tl.maximum(S - tl.maximum(mid, full), 0),
+                                                  BLOCK_M)
+    dk, dv = attention_bwd_dkdv_steps(
+        dk, dv, None, None, k_head, v_head, k_offs, v_offs, q_head, do_head, q_offs, do_offs,
+        lse_ptr + off_bh * S, delta_ptr + off_bh * S, lo, lo + masked * BLOCK_M, lo + diagonal,
+        full, offs_n, S, qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, True, CAUSAL, True)
+    k = None if RELOAD else load_rows(k_head + k_offs, offs_n, S, True)
+    v = None if RELOAD else load_rows(v_head + v_offs, offs_n, S, True)
+    dk, dv = attention_bwd_dkdv_steps(  # unmasked
+        dk, dv, k, v, k_head, v_head, k_offs, v_offs, q_head, do_head, q_offs, do_offs,
+        lse_ptr + off_bh * S, delta_ptr + off_bh * S, mid, full, full, full, offs_n, S,
+        qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, False, CAUSAL, RELOAD)
+    dk = dk * sm_scale
+    tl.store(rows_of(dk_ptr, stride_dkb, stride_dkh, stride_dks, off_b, off_h, offs_n, D),
+             dk.to(dk_ptr.dtype.element_ty), mask=offs_n[:, None] < S)
+    tl.store(rows_of(dv_ptr, stride_dvb, stride_dvh, stride_dvs, off_b, off_h, offs_n, D),
+             dv.to(dv_ptr.dtype.element_ty), mask=offs_n[:, None] < S)
+
+
+@tessera.jit
+def attention_bwd_dq_steps(dq, q, do, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, lse,
+                           delta, start, end, offs_m, S, qk_scale, stride_ks, stride_vs,
+                           BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                           RELOAD: tl.constexpr):
+    """dQ from the key blocks starting in [start, end), as attention_fwd_steps walks them."""
+    for start_n in range(start, end, BLOCK_N):
+        cols = start_n + tl.arange(0, BLOCK_N)
+        q_step = load_rows(q_ptrs, offs_m, S, True) if RELOAD else q
+        do_step = load_rows(do_ptrs, offs_m, S, True) if RELOAD else do
+        k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, S, MASKED)
+        v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, S, MASKED)
+        qk = tl.dot(q_step, tl.trans(k), input_precision="tf32")
+        dp = tl.dot(do_step, tl.trans(v), input_precision="tf32")  # overlaps the exp2 (Hopper)
+        p = tl.exp2(qk * qk_scale - lse[:, None])
+        if MASKED:
+            p = tl.where(visible(offs_m, cols, S, CAUSAL), p, 0.0)
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision="tf32")
+    return dq
+
+
+@tessera.jit
+def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr, sm_scale,
+                            qk_scale, H, S,
+                            stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                            stride_vb, stride_vh, stride_vs, stride_dob, stride_doh, stride_dos,
+                            stride_dqb, stride_dqh, stride_dqs, D: tl.constexpr,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                            RELOAD: tl.constexpr = False):
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    off_bh = tl.program_id(axis=1)
+    off_b, off_h = off_bh // H, off_bh % H
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    in_range = offs_m < S
+    q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
+    do_ptrs = rows_of(do_ptr, stride_dob, stride_doh, stride_dos, off_b, off_h, offs_m, D)
+    k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
+    v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
+    k_offs = offsets_of(tl.arange(0, BLOCK_N), stride_ks, D)
+    v_offs = offsets_of(tl.arange(0, BLOCK_N), stride_vs, D)
+    lse = tl.load(lse_ptr + off_bh * S + offs_m, mask=in_range, other=0.0)
+    delta = tl.load(delta_ptr + off_bh * S + offs_m, mask=in_range, other=0.0)
+    dq = tl.zeros((BLOCK_M, D), dtype=tl.float32)
+    split = (tl.minimum(start_m * BLOCK_M, S) if CAUSAL else S) // BLOCK_N * BLOCK_N
+    hi = tl.minimum((start_m + 1) * BLOCK_M, S) if CAUSAL else S  # as in the forward
+    dq = attention_bwd_dq_steps(  # masked, Q and dO re-read at each step
+        dq, None, None, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, lse, delta, split, hi,
+        offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N, True, CAUSAL, True)
+    q = None if RELOAD else load_rows(q_ptrs, offs_m, S, True)
+    do = None if RELOAD else load_rows(do_ptrs, offs_m, S, True)
+    dq = attention_bwd_dq_steps(  # unmasked
+        dq, q, do, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, lse, delta, 0, split,
+        offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD)
+    dq = dq * sm_scale
+    tl.store(rows_of(dq_ptr, stride_dqb, stride_dqh, stride_dqs, off_b, off_h, offs_m, D),
+             dq.to(dq_ptr.dtype.element_ty), mask=in_range[:, None])
+
+
+
+# The autotuned launchers (the @jit kernels themselves stay plain, for .compile()/.asm()).
+_tuned_dkdv = autotuned("dkdv", attention_bwd_dkdv_kernel)
+_tuned_dq = autotuned("dq", attention_bwd_dq_kernel)
+
+
+def attention_backward(q, k, v, o, lse, do, causal: bool = False,
+                       sm_scale: float | None = None, dq=None, dk=None, dv=None):
+    """Fused attention backward: ``(dq, dk, dv)`` of ``attention_forward(q, k, v, causal,
+    sm_scale)`` for the output gradient ``do``.
+
+    Args:
+        q, k, v: the forward's (B, H, S, D) inputs (float16, bfloat16 or float32, last dim
+            contiguous); o, lse: its outputs (``lse`` the float32 (B, H, S) base-2
+            log-sum-exp); do: (B, H, S, D) like q (a last dim that is not contiguous, as the
+            gradient of ``o.sum()``, is copied first).
+        causal, sm_scale: as given to the forward (sm_scale default ``D ** -0.5``).
+        dq, dk, dv: written when given (like q).
+
+    Returns:
+        ``(dq, dk, dv)``, each (B, H, S, D) in q's dtype.
+
+    Example::
+
+        from tessera.ops import attention_backward, attention_forward
+        o, lse2 = attention_forward(q, k, v, causal=True)
+        dq, dk, dv = attention_backward(q, k, v, o, lse2, torch.ones_like(o), causal=True)
+    """
+    do = _last_dim_contiguous(do)
+    _check("attention_backward", tuple(q.shape), q=q, k=k, v=v, o=o, do=do, dq=dq, dk=dk,
+           dv=dv, lse=lse)
+    B, H, S, D = q.shape
+    dq, dk, dv = (_empty(x) if g is None else g for x, g in ((q, dq), (k, dk), (v, dv)))
+    delta = _empty(q, (B, H, S), fp32=True)
+    sm_scale = D ** -0.5 if sm_scale is None else sm_scale
+    attention_bwd_preprocess_kernel[(tessera.cdiv(S, preprocess_block(D)), B * H)](
+        o, do, delta, H, S, *_strides(o)[:3], *_strides(do)[:3], D=D,
+        BLOCK_M=preprocess_block(D), num_warps=4)
+    strides = (*_strides(q)[:3], *_strides(k)[:3], *_strides(v)[:3], *_strides(do)[:3])
+    _tuned_dkdv[(lambda meta: (tessera.cdiv(S, meta["BLOCK_N"]), B * H))](
+        q, k, v, do, dk, dv, lse, delta, sm_scale, sm_scale * LOG2E, H, S, *strides,
+        *_strides(dk)[:3], *_strides(dv)[:3], D=D, CAUSAL=causal, RELOAD=reload_tiles(q))
+    _tuned_dq[(lambda meta: (tessera.cdiv(S, meta["BLOCK_M"]), B * H))](
+        q, k, v, do, dq, lse, delta, sm_scale, sm_scale * LOG2E, H, S, *strides,
+        *_strides(dq)[:3], D=D, CAUSAL=causal, RELOAD=reload_tiles(q))
+    return dq, dk, dv

@@ -1,0 +1,149 @@
+"""The fused-attention kernels' tile configs, the autotuning over them and the host helpers
+shared by the forward and backward wrappers (strides, outputs, argument checks).
+
+Tiles per head dim and input width: the register file holds Q (BLOCK_M x D), the accumulator
+(BLOCK_M x D, fp32) and the scores (BLOCK_M x BLOCK_N, fp32), so the larger D (or the wider
+the inputs), the smaller the blocks. `@tessera.autotune` times each head dim's candidates once
+per (S, D, causal, dtype) and keeps the fastest on disk. At float32 and D = 256 not even a
+warp's 16 rows of Q fit beside the accumulators: there `RELOAD` makes the kernels read their
+loop-invariant tiles again at every step (from L2).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import tessera
+
+LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x · log2(e))
+
+# kernel -> {D -> [(BLOCK_M, BLOCK_N, num_warps, num_stages), ...]}; "_fp32" for float32 (tf32)
+# inputs. dkdv: BLOCK_N keys per program, BLOCK_M queries per step; dq: the other way round.
+# The first candidate is the default (interpreter, TESSERA_AUTOTUNE=off) and compiles with zero
+# spills for sm_80 and sm_90a; the others spill a few bytes at most (test_attention_ptx.py).
+CONFIGS = {
+    "fwd": {16: [(64, 64, 4, 2)], 32: [(64, 64, 4, 2)],
+            64: [(128, 32, 8, 2), (128, 32, 8, 3), (64, 64, 4, 2)],
+            128: [(64, 32, 8, 2), (128, 32, 8, 2), (128, 64, 8, 3)], 256: [(64, 16, 8, 2)]},
+    "fwd_fp32": {16: [(64, 64, 4, 2)], 32: [(64, 32, 4, 2)], 64: [(64, 32, 8, 2)],
+                 128: [(64, 16, 8, 2)], 256: [(32, 16, 8, 2)]},
+    "dkdv": {16: [(32, 64, 4, 2)], 32: [(32, 64, 4, 2)],
+             64: [(64, 128, 8, 2), (32, 64, 4, 3), (64, 64, 4, 2)],
+             128: [(32, 64, 8, 2), (16, 64, 4, 2), (16, 128, 8, 2)], 256: [(16, 16, 8, 2)]},
+    "dkdv_fp32": {16: [(16, 64, 4, 2)], 32: [(16, 64, 4, 2)],
+                  64: [(16, 32, 8, 2), (16, 32, 4, 2)], 128: [(16, 32, 8, 2)],
+                  256: [(16, 16, 8, 3), (16, 16, 8, 2)]},
+    "dq": {16: [(64, 32, 4, 2)], 32: [(64, 32, 4, 2)], 64: [(64, 32, 4, 2), (64, 32, 4, 3)],
+           128: [(64, 16, 4, 2), (64, 32, 8, 2), (128, 32, 8, 2)], 256: [(32, 16, 8, 2)]},
+    "dq_fp32": {16: [(64, 32, 4, 2)], 32: [(64, 32, 4, 2)], 64: [(64, 32, 8, 2)],
+                128: [(32, 16, 8, 2)], 256: [(16, 16, 8, 2)]},
+}
+# On Hopper (sm_90a) fp16/bf16 products run on wgmma: a warpgroup of 4 warps per 64 rows reads
+# K, V (and Q, dO) straight from the cp.async rings, so larger tiles fit the registers. The
+# best of sweeps on an H200 (benchmarks/attention.py --quick has the ratios to SDPA flash).
+WGMMA_CONFIGS = {
+    "fwd": {64: [(128, 64, 8, 2), (128, 128, 8, 2), (64, 128, 4, 2)],
+            128: [(128, 64, 8, 2), (128, 128, 8, 2), (128, 64, 8, 3)]},
+    "dkdv": {64: [(64, 64, 4, 2), (64, 128, 8, 3), (64, 128, 8, 2), (64, 64, 4, 3)],
+             128: [(32, 64, 4, 2), (64, 128, 8, 2), (32, 128, 8, 2)]},
+    "dq": {64: [(128, 32, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2), (128, 64, 8, 3)],
+           128: [(128, 64, 8, 2), (64, 32, 4, 2), (128, 32, 8, 2)]},
+}
+HEAD_DIMS = (16, 32, 64, 128, 256)
+
+
+def preprocess_block(D: int) -> int:
+    """Rows per program of the delta kernel: 8192 elements at most (few registers, many CTAs)."""
+    return min(64, 8192 // D)
+
+
+def _is_fp32(x) -> bool:
+    return str(x.dtype) in ("float32", "torch.float32")
+
+
+def _arch(x) -> str:
+    """The target the kernels compile for: x's GPU (torch CUDA tensors), else none."""
+    device = getattr(x, "device", None)
+    if getattr(device, "type", None) != "cuda":
+        return ""
+    from tessera.runtime.launcher import arch_of
+    return arch_of(device.index or 0)
+
+
+def candidates(kernel: str, x, arch: str | None = None) -> list:
+    """The (BLOCK_M, BLOCK_N, num_warps, num_stages) candidates of `kernel` for inputs like `x`
+    (B, H, S, D) on `arch` (default: x's GPU): WGMMA_CONFIGS for fp16/bf16 on sm_90a."""
+    arch = _arch(x) if arch is None else arch
+    D = x.shape[-1]
+    if (arch == "sm_90a" and tessera.config.knobs.wgmma and not _is_fp32(x)
+            and D in WGMMA_CONFIGS[kernel]):
+        return WGMMA_CONFIGS[kernel][D]
+    return CONFIGS[kernel + ("_fp32" if _is_fp32(x) else "")][D]
+
+
+def config(kernel: str, x, arch: str | None = None) -> tuple:
+    """The default (first) candidate of `kernel` for inputs like `x`."""
+    return candidates(kernel, x, arch)[0]
+
+
+def autotuned(kernel: str, fn):
+    """`fn` autotuned over every candidate of CONFIGS[kernel] (and its _fp32 table), keyed on
+    (S, D, CAUSAL) and the dtypes; a launch keeps only its head dim's and dtype's list."""
+    tables = (CONFIGS[kernel], CONFIGS[kernel + "_fp32"], WGMMA_CONFIGS[kernel])
+    tuples = list(dict.fromkeys(t for table in tables for lst in table.values() for t in lst))
+    configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
+                                 num_stages=t[3]) for t in tuples}
+
+    def for_this_launch(_configs, nargs, **kwargs):
+        return [configs[t] for t in candidates(kernel, nargs["q_ptr"])]
+
+    return tessera.autotune(configs=list(configs.values()), key=["S", "D", "CAUSAL"],
+                            prune_configs_by={"early_config_prune": for_this_launch})(fn)
+
+
+def reload_tiles(x) -> bool:
+    """Whether the kernels re-read their loop-invariant tiles at every step instead of holding
+    them: a warp's 16 x D rows take D · itemsize / 8 registers per lane (too many from 1 KiB)."""
+    return x.shape[-1] * (4 if _is_fp32(x) else 2) >= 1024
+
+
+def _strides(x) -> tuple:
+    if isinstance(x, np.ndarray):
+        return tuple(s // x.itemsize for s in x.strides)
+    return tuple(x.stride())
+
+
+def _empty(like, shape=None, fp32: bool = False):
+    """An uninitialized array/tensor on like's device, of like's dtype (or float32)."""
+    shape = tuple(like.shape) if shape is None else shape
+    if isinstance(like, np.ndarray):
+        return np.empty(shape, np.float32 if fp32 else like.dtype)
+    import torch
+    return torch.empty(shape, device=like.device, dtype=torch.float32 if fp32 else like.dtype)
+
+
+def _check(fn: str, shape: tuple, **tensors) -> None:
+    """Every tensor given (not None) is (B, H, S, D) like q, or for lse (B, H, S) float32."""
+    dtypes = ("float16", "bfloat16", "float32", "torch.float16", "torch.bfloat16",
+              "torch.float32")
+    if len(shape) != 4 or shape[-1] not in HEAD_DIMS:
+        raise ValueError(f"{fn}: q must be (B, H, S, D) with D in {HEAD_DIMS}, got {shape}")
+    for name, x in tensors.items():
+        if x is None:
+            continue
+        if name == "lse":
+            if tuple(x.shape) != shape[:3] or not _is_fp32(x) or _strides(x) != (
+                    shape[1] * shape[2], shape[2], 1):
+                raise ValueError(f"{fn}: {name} must be a contiguous float32 {shape[:3]} array, "
+                                 f"got {x.dtype} {tuple(x.shape)} strides {_strides(x)}")
+        elif tuple(x.shape) != shape or str(x.dtype) != str(tensors["q"].dtype):
+            raise ValueError(f"{fn}: {name} must be {shape} {tensors['q'].dtype} like q, got "
+                             f"{tuple(x.shape)} {x.dtype}")
+        elif str(x.dtype) not in dtypes or _strides(x)[3] != 1:
+            raise ValueError(f"{fn}: {name} must be float16, bfloat16 or float32 with a "
+                             f"contiguous last dim, got {x.dtype} strides {_strides(x)}")
+
+
+def _last_dim_contiguous(x):
+    if _strides(x)[-1] == 1:
+        return x
+    return np.ascontiguousarray(x) if isinstance(x, np.ndarray) else x.contiguous()

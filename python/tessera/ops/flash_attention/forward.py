@@ -1,0 +1,144 @@
+"""The fused-attention forward (FlashAttention-2): O = softmax(Q Kᵀ · sm_scale) V and each
+row's base-2 log-sum-exp, without writing the S x S scores to memory.
+
+One program per (BLOCK_M query rows, batch x head) walks the keys and values in blocks of
+BLOCK_N with the online softmax (running row max m and sum l, the accumulator rescaled when m
+grows), in base 2 with the scale folded in (qk_scale = sm_scale · log2 e): one fused
+multiply-add and one ex2 per score. The walk is two loops over one body: the few blocks that
+need masks (the one crossing S and, causal, those crossing the diagonal) first, then the
+blocks inside S seen whole by every row, with plain loads and no selects.
+tutorials/06-fused-attention.py derives it step by step.
+"""
+import tessera
+import tessera.language as tl
+
+from .configs import LOG2E, _check, _empty, _strides, autotuned, reload_tiles
+
+
+@tessera.jit
+def offsets_of(offs, stride_s, D: tl.constexpr):
+    """Offsets of rows `offs` (all D columns, stride 1) from the start of their head."""
+    return offs[:, None] * stride_s + tl.arange(0, D)[None, :]
+
+
+@tessera.jit
+def rows_of(base, stride_b, stride_h, stride_s, off_b, off_h, offs, D: tl.constexpr):
+    """Pointers to rows `offs` (all D columns) of head (off_b, off_h) of a (B, H, S, D) tensor."""
+    return base + off_b * stride_b + off_h * stride_h + offsets_of(offs, stride_s, D)
+
+
+@tessera.jit
+def load_rows(ptrs, rows, S, MASKED: tl.constexpr):
+    """The tile at `ptrs` of rows `rows`: MASKED, those past S read as zeros; else all in S."""
+    if MASKED:
+        return tl.load(ptrs, mask=rows[:, None] < S, other=0.0)
+    return tl.load(ptrs)
+
+
+@tessera.jit
+def visible(offs_m, cols, S, CAUSAL: tl.constexpr):
+    """Which (query row, key) pairs count: keys inside S and, causal, not after the row."""
+    keep = cols[None, :] < S
+    if CAUSAL:
+        keep = keep & (cols[None, :] <= offs_m[:, None])
+    return keep
+
+
+@tessera.jit
+def attention_fwd_steps(acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, start, end,
+                        offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N: tl.constexpr,
+                        MASKED: tl.constexpr, CAUSAL: tl.constexpr, RELOAD: tl.constexpr):
+    """The online softmax over the key blocks starting in [start, end) (k_offs, v_offs: rows 0
+    to BLOCK_N). Unless MASKED, each of their keys is in S and visible to every row."""
+    for start_n in range(start, end, BLOCK_N):
+        cols = start_n + tl.arange(0, BLOCK_N)
+        q_step = load_rows(q_ptrs, offs_m, S, True) if RELOAD else q
+        k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, S, MASKED)
+        v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, S, MASKED)
+        qk = tl.dot(q_step, tl.trans(k), input_precision="tf32")
+        if MASKED:
+            qk = tl.where(visible(offs_m, cols, S, CAUSAL), qk, float("-inf"))
+        # The scale rides on the row max and on the exponent's fused multiply-add.
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(qk * qk_scale - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = tl.dot(p.to(k.dtype), v, acc * alpha[:, None], input_precision="tf32")
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@tessera.jit
+def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
+                         stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
+                         stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
+                         D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         CAUSAL: tl.constexpr, RELOAD: tl.constexpr = False):
+    # Causal: the longest rows first (the last wave is of short ones; the dQ kernel too).
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
+    off_bh = tl.program_id(axis=1)
+    off_b, off_h = off_bh // H, off_bh % H
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
+    k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
+    v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
+    k_offs = offsets_of(tl.arange(0, BLOCK_N), stride_ks, D)
+    v_offs = offsets_of(tl.arange(0, BLOCK_N), stride_vs, D)
+    m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, D), dtype=tl.float32)
+    split = (tl.minimum(start_m * BLOCK_M, S) if CAUSAL else S) // BLOCK_N * BLOCK_N
+    hi = tl.minimum((start_m + 1) * BLOCK_M, S) if CAUSAL else S
+    acc, l_i, m_i = attention_fwd_steps(  # masked, Q re-read at each step
+        acc, l_i, m_i, None, q_ptrs, k_head, v_head, k_offs, v_offs, split, hi, offs_m, S,
+        qk_scale, stride_ks, stride_vs, BLOCK_N, True, CAUSAL, True)
+    q = None if RELOAD else load_rows(q_ptrs, offs_m, S, True)
+    acc, l_i, m_i = attention_fwd_steps(  # unmasked
+        acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, 0, split, offs_m, S,
+        qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD)
+    acc = acc / l_i[:, None]
+    o_ptrs = rows_of(o_ptr, stride_ob, stride_oh, stride_os, off_b, off_h, offs_m, D)
+    tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < S)
+    tl.store(lse_ptr + off_bh * S + offs_m, m_i + tl.log2(l_i), mask=offs_m < S)
+
+
+
+_tuned_fwd = autotuned("fwd", attention_fwd_kernel)  # the @jit kernel stays plain (.asm())
+
+
+def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None,
+                      out=None, lse=None):
+    """Fused attention forward: ``(o, lse2)`` of ``softmax(q kᵀ · sm_scale) v``.
+
+    Args:
+        q, k, v: (B, H, S, D) arrays of one dtype, float16, bfloat16 or float32 (float32 runs
+            the products in tf32), D in (16, 32, 64, 128, 256), last dim contiguous (any
+            batch, head and row strides). CUDA torch tensors run on the GPU; NumPy arrays (or
+            CPU tensors with ``TESSERA_INTERPRET=1``) run through the interpreter.
+        causal: query i sees keys j <= i only.
+        sm_scale: the score scale, default ``D ** -0.5``.
+        out, lse: written when given (like q, and contiguous float32 (B, H, S)).
+
+    Returns:
+        ``o``, (B, H, S, D) in q's dtype, and ``lse2``, float32 (B, H, S): each row's
+        log-sum-exp in base 2, ``lse2[b, h, i] = log2 Σ_j 2^(q_i·k_j · sm_scale · log2 e)``
+        (the natural-log value is ``lse2 / log2 e``), which the backward takes.
+
+    Example::
+
+        import torch
+        from tessera.ops import attention_forward
+        q, k, v = (torch.randn(2, 8, 1024, 64, device="cuda", dtype=torch.float16)
+                   for _ in range(3))
+        o, lse2 = attention_forward(q, k, v, causal=True)
+    """
+    _check("attention_forward", tuple(q.shape), q=q, k=k, v=v, out=out, lse=lse)
+    B, H, S, D = q.shape
+    out = _empty(q) if out is None else out
+    lse = _empty(q, (B, H, S), fp32=True) if lse is None else lse
+    sm_scale = D ** -0.5 if sm_scale is None else sm_scale
+    _tuned_fwd[(lambda meta: (tessera.cdiv(S, meta["BLOCK_M"]), B * H))](
+        q, k, v, out, lse, sm_scale * LOG2E, H, S,
+        *_strides(q)[:3], *_strides(k)[:3], *_strides(v)[:3], *_strides(out)[:3],
+        D=D, CAUSAL=causal, RELOAD=reload_tiles(q))
+    return out, lse

@@ -1,0 +1,110 @@
+"""Fused attention as PyTorch custom ops, differentiable and traceable by torch.compile.
+
+`torch.compile` cannot look inside a Tessera launch, so the kernels become `torch.library`
+custom ops: opaque nodes in the traced graph, each with a *fake* implementation (the shapes
+and dtypes of its outputs, all that tracing needs), and an autograd formula that calls the
+backward op. The ops (names stable: benchmarks and tests call them):
+
+- ``tessera::attention_forward(q, k, v, causal, sm_scale) -> (o, lse2)``
+- ``tessera::attention_backward(q, k, v, o, lse2, do, causal, sm_scale) -> (dq, dk, dv)``
+
+On CPU tensors the ops run the same kernels through the interpreter (it takes CPU tensors as
+they are), so the whole flow can be checked without a GPU. Without torch this module defines
+`attention` only, which then raises.
+"""
+import tessera
+
+from .backward import attention_backward
+from .configs import _last_dim_contiguous
+from .forward import attention_forward
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def _on_cpu(fn, *args):
+    """fn(*args) for CPU torch tensors, through the interpreter (which takes them as they are)."""
+    with tessera.config.knobs.scope(interpret=True):
+        return fn(*args)
+
+
+def _register_torch_ops() -> None:
+    if hasattr(torch.ops.tessera, "attention_forward"):  # registered once per process
+        return
+    Tensor = torch.Tensor
+
+    @torch.library.custom_op("tessera::attention_forward", mutates_args=())
+    def forward_op(q: Tensor, k: Tensor, v: Tensor, causal: bool,
+                   sm_scale: float) -> tuple[Tensor, Tensor]:
+        q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
+        if q.is_cuda:
+            return attention_forward(q, k, v, causal, sm_scale)
+        return _on_cpu(attention_forward, q, k, v, causal, sm_scale)
+
+    @forward_op.register_fake
+    def _(q, k, v, causal, sm_scale):
+        return q.new_empty(q.shape), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+    @torch.library.custom_op("tessera::attention_backward", mutates_args=())
+    def backward_op(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, do: Tensor,
+                    causal: bool, sm_scale: float) -> tuple[Tensor, Tensor, Tensor]:
+        q, k, v, o, do = (_last_dim_contiguous(x) for x in (q, k, v, o, do))
+        if q.is_cuda:
+            return attention_backward(q, k, v, o, lse, do, causal, sm_scale)
+        return _on_cpu(attention_backward, q, k, v, o, lse, do, causal, sm_scale)
+
+    @backward_op.register_fake
+    def _(q, k, v, o, lse, do, causal, sm_scale):
+        return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+    def setup_context(ctx, inputs, output):
+        q, k, v, causal, sm_scale = inputs
+        o, lse = output
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.sm_scale = causal, sm_scale
+        ctx.mark_non_differentiable(lse)
+
+    def backward(ctx, do, dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = backward_op(q, k, v, o, lse, do, ctx.causal, ctx.sm_scale)
+        return dq, dk, dv, None, None
+
+    forward_op.register_autograd(backward, setup_context=setup_context)
+
+
+def attention(q, k, v, causal: bool = False, sm_scale: float | None = None):
+    """Fused attention ``softmax(q kᵀ · sm_scale) v`` for PyTorch, differentiable in q, k, v.
+
+    Args:
+        q, k, v: (B, H, S, D) torch tensors of one dtype (float16, bfloat16 or float32 in
+            tf32), D in (16, 32, 64, 128, 256); CUDA tensors run on the GPU, CPU tensors
+            through the interpreter. Any strides (a last dim that is not contiguous is copied).
+        causal: query i sees keys j <= i only.
+        sm_scale: the score scale, default ``D ** -0.5``.
+
+    Returns:
+        ``o``, (B, H, S, D) in q's dtype. Backward runs the fused backward kernels;
+        ``torch.compile(fullgraph=True)`` traces it without a graph break.
+
+    Example::
+
+        import torch
+        from tessera.ops import attention
+        q, k, v = (torch.randn(2, 8, 1024, 64, device="cuda", dtype=torch.bfloat16,
+                               requires_grad=True) for _ in range(3))
+        o = attention(q, k, v, causal=True)
+        o.sum().backward()  # q.grad, k.grad, v.grad
+        compiled = torch.compile(attention, fullgraph=True)  # no graph break
+    """
+    if torch is None:
+        raise ImportError("tessera.ops.attention needs PyTorch (pip install torch); "
+                          "attention_forward and attention_backward also take NumPy arrays")
+    if sm_scale is None:
+        sm_scale = q.shape[-1] ** -0.5
+    return torch.ops.tessera.attention_forward(q, k, v, causal, sm_scale)[0]
+
+
+if torch is not None:
+    _register_torch_ops()

@@ -1,0 +1,130 @@
+"""Matrix multiplication with a fused epilogue (bias + activation), autotuned.
+
+Each program computes a BLOCK_M x BLOCK_N tile of C = act(A @ B + bias), walking K in steps
+of BLOCK_K with a float32 accumulator; loads are software-pipelined (cp.async rings of
+num_stages slots) and the products run on wgmma (sm_90a) or mma.sync. Programs are numbered
+in groups of GROUP_SIZE_M rows of tiles, so that neighbours share columns of B in L2. Rows and
+columns past M and N wrap around (their garbage is never stored); the K tail loads zeros.
+tutorials/03-matrix-multiplication.py derives it step by step.
+"""
+import numpy as np
+
+import tessera
+import tessera.language as tl
+
+
+@tessera.jit
+def leaky_relu(x):
+    return tl.where(x >= 0, x, 0.01 * x)
+
+
+@tessera.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_SIZE_M: tl.constexpr, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+
+    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(tl.cdiv(K, BLOCK_K)):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
+        accumulator = tl.dot(a, b, accumulator)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    # The fused epilogue, in float32 on the accumulator's registers.
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_cn, mask=offs_cn < N, other=0.0)
+        accumulator = accumulator + bias.to(tl.float32)[None, :]
+    if ACTIVATION == "leaky_relu":
+        accumulator = leaky_relu(accumulator)
+    c = accumulator.to(c_ptr.dtype.element_ty)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+
+CONFIGS = [
+    tessera.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_SIZE_M": 8},
+                   num_warps=4, num_stages=3),
+    tessera.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_SIZE_M": 8},
+                   num_warps=4, num_stages=4),
+    tessera.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_SIZE_M": 8},
+                   num_warps=8, num_stages=3),
+    tessera.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_SIZE_M": 8},
+                   num_warps=8, num_stages=3),
+    tessera.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
+                   num_warps=8, num_stages=3),
+    tessera.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_SIZE_M": 8},
+                   num_warps=4, num_stages=4),
+    # wgmma's (sm_90a) best: one warpgroup on 128 x 128 with K steps of 64, 3 stages (96 KiB,
+    # two CTAs per SM), and two warpgroups on 256 x 128.
+    tessera.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
+                   num_warps=4, num_stages=3),
+    tessera.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
+                   num_warps=8, num_stages=3),
+    tessera.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_SIZE_M": 8},
+                   num_warps=4, num_stages=4),
+]
+
+tuned_matmul_kernel = tessera.autotune(configs=CONFIGS, key=["M", "N", "K"])(matmul_kernel)
+
+
+def matmul(a, b, bias=None, activation: str = "", out=None):
+    """``C = activation(a @ b + bias)`` on the tensor cores, autotuned per (M, N, K).
+
+    Args:
+        a: (M, K), b: (K, N), float16 or bfloat16 (one dtype), any strides. CUDA torch tensors
+            run on the GPU (wgmma on sm_90a, mma.sync elsewhere); NumPy arrays (or CPU tensors
+            with ``TESSERA_INTERPRET=1``) through the interpreter. Accumulates in float32.
+        bias: optional (N,) added to every row, in float32, before the activation.
+        activation: "" (none) or "leaky_relu" (slope 0.01).
+        out: written when given: (M, N), any strides.
+
+    Returns:
+        ``out``: (M, N) in a's dtype (or out's).
+
+    Example::
+
+        import torch
+        from tessera.ops import matmul
+        a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+        b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+        bias = torch.randn(4096, device="cuda", dtype=torch.float16)
+        c = matmul(a, b, bias, activation="leaky_relu")
+    """
+    M, K = a.shape
+    K2, N = b.shape
+    if K != K2:
+        raise ValueError(f"matmul: inner dimensions differ: a {tuple(a.shape)} @ b "
+                         f"{tuple(b.shape)}")
+    if out is None:
+        out = np.empty((M, N), a.dtype) if isinstance(a, np.ndarray) else a.new_empty((M, N))
+    grid = lambda meta: (tessera.cdiv(M, meta["BLOCK_M"]) * tessera.cdiv(N, meta["BLOCK_N"]),)
+    tuned_matmul_kernel[grid](
+        a, b, out, out if bias is None else bias, M, N, K,
+        a.strides[0] // a.itemsize if isinstance(a, np.ndarray) else a.stride(0),
+        a.strides[1] // a.itemsize if isinstance(a, np.ndarray) else a.stride(1),
+        b.strides[0] // b.itemsize if isinstance(b, np.ndarray) else b.stride(0),
+        b.strides[1] // b.itemsize if isinstance(b, np.ndarray) else b.stride(1),
+        out.strides[0] // out.itemsize if isinstance(out, np.ndarray) else out.stride(0),
+        out.strides[1] // out.itemsize if isinstance(out, np.ndarray) else out.stride(1),
+        HAS_BIAS=bias is not None, ACTIVATION=activation)
+    return out
