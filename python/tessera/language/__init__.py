@@ -130,3 +130,8 @@ from .random import (
 
 __all__ += ["random", "pair_uniform_to_normal", "philox", "philox_impl", "rand", "rand4x",
             "randint", "randint4x", "randn", "randn4x", "uint_to_uniform_float"]
+
+# Compiler hints and the debug barrier.
+from .hints import assume, debug_barrier, max_constancy, max_contiguous, multiple_of
+
+__all__ += ["assume", "debug_barrier", "max_constancy", "max_contiguous", "multiple_of"]
