@@ -98,6 +98,7 @@ class ControlFlowMixin:
         then_scope = self._run_region(if_op.body(0), node.body, liveins)
         then_state = self.take_return_state()
         else_scope = self._run_region(if_op.body(1), node.orelse, liveins)
+        earlier_else = else_state is not None
         else_state = else_state or self.take_return_state()
         states = (then_state, else_state)
         # A branch that returned on every path never reaches the statements after the if:
@@ -106,7 +107,7 @@ class ControlFlowMixin:
         else_scope = dict(liveins) if else_state.kind == DEFINITE else else_scope
         names, then_values, else_values, scope = self._merge_branches(node, liveins, then_scope,
                                                                       else_scope)
-        returns = self.return_yields(states)
+        returns = self.return_yields(states, earlier_else)
         extra_types = []
         for block, values, state in ((if_op.body(0), then_values, then_state),
                                      (if_op.body(1), else_values, else_state)):

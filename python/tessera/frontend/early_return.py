@@ -25,6 +25,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
+from .. import errors
 from ..language import core as tl
 
 if TYPE_CHECKING:
@@ -93,11 +94,13 @@ class ReturnMixin:
                                          "`for` statements (as in Triton): keep a flag in the "
                                          "loop, or use a while condition")
 
-    def return_yields(self: "CodeGenerator", states: Sequence[ReturnState]
-                      ) -> Optional[Tuple[bool, Any]]:
+    def return_yields(self: "CodeGenerator", states: Sequence[ReturnState],
+                      earlier_else: bool = False) -> Optional[Tuple[bool, Any]]:
         """For the branches of an if: None when no branch returned; else (whether a flag is
-        yielded, the structure of the yielded value). Checks that the values agree."""
-        returning = [s for s in states if s.kind != NONE]
+        yielded, the structure of the yielded value). Checks that the values agree (naming
+        the earlier return first: the else branch's when it returned before the if)."""
+        ordered = list(reversed(states)) if earlier_else else list(states)
+        returning = [s for s in ordered if s.kind != NONE]
         if not returning:
             return None
         first = _signature(returning[0].value)
@@ -155,7 +158,12 @@ class ReturnMixin:
         previous = ReturnState(DEFINITE, None, value)
         node = ast.If(test=ast.Constant(True), body=statements, orelse=[])
         ast.copy_location(node, statements[0])
-        self.runtime_if(node, self.semantic.logical_not(flag), else_state=previous)
+        try:
+            self.runtime_if(node, self.semantic.logical_not(flag), else_state=previous)
+        except errors.CompilationError:
+            raise
+        except (TypeError, ValueError) as error:  # e.g. inconsistent return types
+            raise self.error(statements[0], str(error)) from error
 
     def function_result(self: "CodeGenerator", node: ast.AST) -> Any:
         """The value of the function after its body: a path that falls off the end returns
