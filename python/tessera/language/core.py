@@ -529,12 +529,18 @@ def device_print(prefix: str, *args: Any, hex: bool = False, _semantic=None) -> 
 def device_assert(cond: Any, msg: str = "", mask: Any = None, _semantic=None) -> None:
     """Fails the kernel at run time where ``cond`` (a scalar or a tile; non-boolean values
     test ``!= 0``) is false: in interpret mode a KernelAssertionError names the kernel, the
-    program id, the line, ``msg`` and the first failing index. Python's ``assert cond, msg``
-    in a kernel is the same call. Where ``mask`` is given, only its true lanes are checked.
-    Example: ``tl.device_assert(x >= 0, "negative input", mask=offs < n)``."""
+    program id, the line, ``msg`` and the first failing index; on the GPU the CUDA runtime
+    reports ``file:line: kernel: ... Assertion `msg` failed`` and the launch fails. Python's
+    ``assert cond, msg`` in a kernel is the same call. Where ``mask`` is given, only its true
+    lanes are checked. As in Triton, asserts build code only in debug mode
+    (``@jit(debug=True)`` or ``TESSERA_DEBUG=1``); otherwise they are checked for types and
+    compiled to nothing. Example: ``tl.device_assert(x >= 0, "negative input", mask=offs < n)``."""
     msg, cond, mask = _unwrap(msg), _unwrap(cond), _unwrap(mask)
     if not isinstance(msg, str):
         raise TypeError(f"device_assert's message must be a constexpr string, got {msg!r}")
+    cond = _semantic.to_tensor(cond)
+    if not getattr(_semantic, "debug", False):
+        return
     if mask is not None:  # as Triton: cond | ~mask
         cond = _semantic.logical("ori", cond, _semantic.logical_not(_semantic.to_tensor(mask)))
     _semantic.device_assert(cond, msg)
