@@ -4,7 +4,8 @@ Values in scope are ``tl.tensor`` (runtime values: an ir.Value with a dtype and 
 plain Python objects (compile-time values: constexpr parameters, dtypes, tuples, functions).
 Operators on Python values run in Python (constexpr folding); operators touching a tensor go
 to language/semantic.py. Calls of other @jit functions are inlined by running a nested
-generator over the callee. Structured control flow (if/for/while) is in control_flow.py.
+generator over the callee. Structured control flow (if/for/while) is in control_flow.py,
+early returns (a flag yielded by the if, later statements guarded) in early_return.py.
 Every visit sets the builder's location to the node's file:line:col, and every error is a
 CompilationError naming the kernel and pointing at the node.
 """

@@ -128,7 +128,7 @@ from .random import (
     uint_to_uniform_float,
 )
 
-__all__ += ["random", "pair_uniform_to_normal", "philox", "philox_impl", "rand", "rand4x",
+__all__ += ["pair_uniform_to_normal", "philox", "philox_impl", "rand", "rand4x",
             "randint", "randint4x", "randn", "randn4x", "uint_to_uniform_float"]
 
 # Compiler hints and the debug barrier.
