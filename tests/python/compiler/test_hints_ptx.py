@@ -117,3 +117,26 @@ def test_hint_errors_name_the_kernel_and_line():
     with pytest.raises(tessera.CompilationError, match="max_contiguous: values element 0 must "
                        "be a compile-time"):
         runtime_value[(1,)](np.zeros(64, np.float32), 64, BLOCK=64)
+
+
+@tessera.jit
+def assume_kernel(x_ptr, n, stride, BLOCK: tl.constexpr):
+    tl.assume(n > 0)
+    tl.assume(stride >= 1)
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs * stride, offs.to(tl.float32), mask=offs < n)
+
+
+def test_assume_is_accepted_and_builds_nothing():
+    x = np.zeros(64, np.float32)
+    tir = assume_kernel.asm(x, 10, 2, BLOCK=32, arch="sm_90a")["tir"]
+    assert "cmpi" in tir and tir.count("cmpi") == 1  # only the mask's: assume adds no op
+    tessera.jit(assume_kernel.fn, interpret=True)[(1,)](x, 10, 2, BLOCK=32)
+    np.testing.assert_array_equal(x[:20:2], np.arange(10))
+
+    @tessera.jit(interpret=True)
+    def assume_pointer(x_ptr):
+        tl.assume(x_ptr)
+
+    with pytest.raises(tessera.CompilationError, match="assume needs a boolean condition"):
+        assume_pointer[(1,)](x)

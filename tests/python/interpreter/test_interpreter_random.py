@@ -1,6 +1,8 @@
 """tl.philox / randint / randint4x / rand / rand4x / randn / randn4x / uint_to_uniform_float /
 pair_uniform_to_normal in the interpreter, bit for bit against an independent NumPy Philox
 (philox_reference.py), itself checked against the Random123 known-answer vectors."""
+import inspect
+
 import numpy as np
 import pytest
 
@@ -138,3 +140,28 @@ def test_philox_64bit_counters(rng):
     for word in range(4):
         np.testing.assert_array_equal(out[word * n:(word + 1) * n], expected[word])
     np.testing.assert_array_equal(uniform, ref.uniform64(expected[0]))
+
+
+@tessera.jit(interpret=True)
+def seed_kinds_kernel(out_ptr, seed, SEED: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if SEED is None:
+        tl.store(out_ptr + offs, tl.randint(seed, offs))
+    else:  # a compile-time seed: a Python int
+        tl.store(out_ptr + offs, tl.randint(SEED, offs))
+
+
+def test_constexpr_seed_and_float_seed_error(rng):
+    seed = int(rng.integers(0, 2**31))
+    runtime, constant = np.zeros(32, np.uint32), np.zeros(32, np.uint32)
+    seed_kinds_kernel[(1,)](runtime, seed, SEED=None, BLOCK=32)
+    seed_kinds_kernel[(1,)](constant, 0, SEED=seed, BLOCK=32)
+    np.testing.assert_array_equal(runtime, ref.randint4x(seed, np.arange(32, dtype=np.int32))[0])
+    np.testing.assert_array_equal(constant, runtime)
+    with pytest.raises(tessera.CompilationError) as info:
+        seed_kinds_kernel[(1,)](runtime, 1.5, SEED=None, BLOCK=32)
+    message = str(info.value)
+    assert "philox's seed must be an integer" in message
+    lines, start = inspect.getsourcelines(seed_kinds_kernel.fn)
+    line = start + next(i for i, text in enumerate(lines) if "tl.randint(seed, offs)" in text)
+    assert f"in randint(), inlined at {__file__}:{line}:" in message
