@@ -36,7 +36,8 @@ def randint4x_kernel(out_ptr, seed, base, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + 3 * n + offs, r3, mask=mask)
 
 
-@pytest.mark.parametrize("seed", [0, 12345, -7, 2**31 - 1, 2**40 + 3, -(2**50)])
+@pytest.mark.parametrize("seed", [0, 12345, -7, 2**31 - 1, 0xFFFFFFFF, 2**40 + 3, -(2**50),
+                                  2**64 - 5])
 @pytest.mark.parametrize("base", [0, 1000, 2**33 + 5])
 def test_randint4x_bits(rng, seed, base):
     """Seeds as int32 and int64 values (negative ones sign-extended into the key's high
