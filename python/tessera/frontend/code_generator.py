@@ -231,12 +231,14 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
                                      "the loop body")
 
     def visit_Assert(self, node: ast.Assert) -> None:
-        """As Triton: `assert cond, msg` is tl.device_assert on a runtime condition; on a
-        compile-time one it is checked now and fails the compilation."""
+        """As Triton: `assert cond, msg` is tl.device_assert, active in debug mode only. On a
+        compile-time condition (in debug mode) it is checked now and fails the compilation."""
         test = self.visit(node.test)
         message = "" if node.msg is None else self.visit(node.msg)
         if isinstance(test, tl.tensor):
             tl.device_assert(test, message, _semantic=self.semantic)
+        elif not self.semantic.debug:
+            return
         elif not test:
             raise errors.StaticAssertionError(f"assert failed: {message}" if message
                                               else "assert failed")

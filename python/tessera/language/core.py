@@ -539,7 +539,7 @@ def device_assert(cond: Any, msg: str = "", mask: Any = None, _semantic=None) ->
     if not isinstance(msg, str):
         raise TypeError(f"device_assert's message must be a constexpr string, got {msg!r}")
     cond = _semantic.to_tensor(cond)
-    if not getattr(_semantic, "debug", False):
+    if not _semantic.debug:
         return
     if mask is not None:  # as Triton: cond | ~mask
         cond = _semantic.logical("ori", cond, _semantic.logical_not(_semantic.to_tensor(mask)))

@@ -60,6 +60,18 @@ def test_jit_debug_flag_and_messages():
     assert "x must be non-negative" in texts and "sum too large" in texts
 
 
+def test_compile_time_assert_statements_follow_debug_mode():
+    def limit_check(x_ptr, LIMIT: tl.constexpr):
+        assert LIMIT > 0, "LIMIT must be positive"
+        tl.store(x_ptr, 1.0)
+
+    x = np.zeros(1, np.float32)
+    tessera.jit(limit_check, interpret=True)[(1,)](x, LIMIT=0)  # as Triton: nothing built
+    assert x[0] == 1.0
+    with pytest.raises(CompileTimeAssertionFailure, match="LIMIT must be positive"):
+        tessera.jit(limit_check, interpret=True, debug=True)[(1,)](x, LIMIT=0)
+
+
 def test_assert_arguments_are_checked_without_debug():
     @tessera.jit(interpret=True)
     def bad_message(x_ptr):
