@@ -87,7 +87,7 @@ def test_random_against_numpy(tmp_path, seed, base, n):
     _, n3 = ref.box_muller(uniforms[2], uniforms[3])
     for row, expected in ((6, n0), (8, n0), (9, n1), (10, n3)):
         # sqrt.approx, libdevice logf/cosf/sinf: a few ulp of float32
-        np.testing.assert_allclose(out[row].view(np.float32), expected, rtol=2e-6, atol=2e-6)
+        np.testing.assert_allclose(out[row].view(np.float32), expected, rtol=5e-6, atol=5e-6)
 
 
 @pytest.mark.parametrize("seed, base, n", CASES)
@@ -99,5 +99,5 @@ def test_random_against_triton(tmp_path, seed, base, n):
     np.testing.assert_array_equal(ours[7], theirs[7])
     for row in (6, 8, 9, 10):
         mine, other = ours[row].view(np.float32), theirs[row].view(np.float32)
-        np.testing.assert_allclose(mine, other, rtol=2e-6, atol=2e-6)
+        np.testing.assert_allclose(mine, other, rtol=5e-6, atol=5e-6)
         print(f"randn row {row}: {np.mean(mine == other):.4%} of values bit-identical to Triton")
