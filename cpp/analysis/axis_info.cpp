@@ -136,6 +136,24 @@ void AxisInfoAnalysis::visitBlock(Block &block) {
     visitOp(*op);
 }
 
+// tl.multiple_of / max_contiguous / max_constancy put their values (one per dim) on the op
+// defining the hinted value; as in Triton they replace what the rules derived: the programmer
+// knows facts (e.g. about an argument's runtime values) that no rule can prove.
+static AxisInfo withHints(const Operation &op, AxisInfo info) {
+  static const std::pair<const char *, std::vector<int64_t> AxisInfo::*> hints[] = {
+      {"multiple_of", &AxisInfo::divisibility},
+      {"max_contiguous", &AxisInfo::contiguity},
+      {"max_constancy", &AxisInfo::constancy}};
+  for (const auto &[key, field] : hints) {
+    if (!op.hasAttr(key))
+      continue;
+    const std::vector<int64_t> &values = op.arrayAttr(key);
+    if (values.size() == static_cast<size_t>(info.rank()))
+      info.*field = values;
+  }
+  return info;
+}
+
 void AxisInfoAnalysis::visitOp(Operation &op) {
   switch (op.code()) {
   case OpCode::For:
@@ -154,7 +172,7 @@ void AxisInfoAnalysis::visitOp(Operation &op) {
     std::vector<const AxisInfo *> operands;
     for (Value *operand : op.operands())
       operands.push_back(&get(operand));
-    set(op.result(), detail::transfer(op, operands));
+    set(op.result(), withHints(op, detail::transfer(op, operands)));
   }
   else
     for (auto &result : op.results())

@@ -84,6 +84,10 @@ KNOBS = {
     "autotune_progress": Knob("TESSERA_AUTOTUNE_PROGRESS", None, _parse_bool,
                               "Show the autotuner's progress bar on stderr (unset: only when "
                               "stderr is a terminal)."),
+    "debug": Knob("TESSERA_DEBUG", False, _parse_bool,
+                  "Compile tl.device_assert and `assert` statements into kernels (as "
+                  "TRITON_DEBUG; also @jit(debug=True)); off, they build nothing. Read when a "
+                  "specialization is first compiled; part of the cache key."),
 }
 
 

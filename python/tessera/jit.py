@@ -58,10 +58,12 @@ class JITFunction(_runtime.KernelDispatcher):
 
     __tessera_jit__ = True
 
-    def __init__(self, fn: Callable, *, interpret: Optional[bool] = None) -> None:
+    def __init__(self, fn: Callable, *, interpret: Optional[bool] = None,
+                 debug: Optional[bool] = None) -> None:
         self.fn = fn
         self.__name__ = fn.__name__
         self.interpret = interpret
+        self.debug = debug  # device asserts build code (or knobs.debug): compiler.debug_for
         self.signature = inspect.signature(fn)
         self.params = list(self.signature.parameters.values())
         self.constexpr_names = [p.name for p in self.params
@@ -208,7 +210,7 @@ class JITFunction(_runtime.KernelDispatcher):
 
     def _run_interpreted(self, key, values, constexprs, grid, num_warps):
         from . import interpreter
-        from .compiler import build_tile_ir
+        from .compiler import build_tile_ir, debug_for
         from .frontend import kernel_source_key
         # A @jit helper or a tl.constexpr global redefined since (a notebook cell run again)
         # must take effect: check the sources on every interpreted launch (~0.5 ms, small next
@@ -220,12 +222,13 @@ class JITFunction(_runtime.KernelDispatcher):
         if source != self._tile_ir_source:
             self._tile_ir.clear()
             self._tile_ir_source = source
-        module = self._tile_ir.get(key)
+        debug = debug_for(self)  # device asserts on or off: a module for each
+        module = self._tile_ir.get((key, debug))
         if module is None:
             signature, div16, eq1 = self._specialization(key[0])
             module = build_tile_ir(self.fn, signature, self._constexpr_dict(constexprs), div16,
-                                   eq1, num_warps)
-            self._tile_ir[key] = module
+                                   eq1, num_warps, debug)
+            self._tile_ir[(key, debug)] = module
         # The grid as given (not padded to 3 dims): error messages show program ids like it.
         interpreter.run(module, grid, list(values), kernel_name=self.__name__,
                         arg_names=self.runtime_names)
@@ -242,12 +245,12 @@ class JITFunction(_runtime.KernelDispatcher):
     def compile(self, *args, arch: Optional[str] = None, num_warps: int = 4,
                 num_stages: int = 1, **kwargs):
         """Compiles for these arguments without launching; returns the CompiledKernel."""
-        from .compiler import CompileOptions, compile_kernel
+        from .compiler import CompileOptions, compile_kernel, debug_for
         from .runtime import launcher
         _values, constexprs, keys = self._arguments(args, kwargs)
         signature, div16, eq1 = self._specialization(keys)
         options = CompileOptions(num_warps=num_warps, num_stages=num_stages,
-                                 arch=arch or launcher.default_arch())
+                                 arch=arch or launcher.default_arch(), debug=debug_for(self))
         return compile_kernel(self.fn, signature, self._constexpr_dict(constexprs), div16, eq1,
                               options)
 
@@ -256,7 +259,8 @@ class JITFunction(_runtime.KernelDispatcher):
         return self.compile(*args, **kwargs).asm
 
 
-def jit(fn: Optional[Callable] = None, *, interpret: Optional[bool] = None):
+def jit(fn: Optional[Callable] = None, *, interpret: Optional[bool] = None,
+        debug: Optional[bool] = None):
     """Decorator: compile a Python function as a Tessera kernel.
 
     Example::
@@ -269,7 +273,10 @@ def jit(fn: Optional[Callable] = None, *, interpret: Optional[bool] = None):
             tl.store(out_ptr + offs, x + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
         add_kernel[(tessera.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+
+    ``debug=True`` compiles the kernel's ``tl.device_assert`` and ``assert`` statements (as
+    Triton, they build nothing unless this or the ``TESSERA_DEBUG`` knob is on).
     """
     if fn is None:
-        return lambda f: JITFunction(f, interpret=interpret)
-    return JITFunction(fn, interpret=interpret)
+        return lambda f: JITFunction(f, interpret=interpret, debug=debug)
+    return JITFunction(fn, interpret=interpret, debug=debug)

@@ -1,7 +1,8 @@
 """tl.device_print and tl.device_assert on the GPU, each in a child process (device printf
 writes to the process's C stdout; a failed device assert leaves the CUDA context unusable):
 the GPU prints the same lines as the interpreter (in another order), and an assert that fails
-stops the kernel with the CUDA runtime's message naming the file, line and message.
+stops the kernel with the CUDA runtime's message naming the file, line and message; in debug
+mode only (@jit(debug=True) or TESSERA_DEBUG=1), as Triton.
 """
 import os
 import subprocess
@@ -23,7 +24,7 @@ PROGRAM = textwrap.dedent("""
     import tessera
     import tessera.language as tl
 
-    @tessera.jit
+    @tessera.jit(debug=True)  # device asserts build code in debug mode only
     def debug_kernel(x_ptr, u_ptr, n, LIMIT: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         x = tl.load(x_ptr + offs, mask=offs < n, other=-1.0)
@@ -45,10 +46,12 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
-def run(where: str, limit: float, directory) -> subprocess.CompletedProcess:
+def run(where: str, limit: float, directory, debug: bool = True) -> subprocess.CompletedProcess:
     script = directory / "debug_program.py"  # a file: the front end reads kernel source
-    script.write_text(PROGRAM)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    # debug=False: the kernel without @jit(debug=True), its assert compiled to nothing
+    script.write_text(PROGRAM if debug else PROGRAM.replace("@tessera.jit(debug=True)",
+                                                            "@tessera.jit"))
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TESSERA_DEBUG="0")
     return subprocess.run([sys.executable, str(script), where, str(limit)], env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -68,3 +71,18 @@ def test_failed_device_assert_stops_the_kernel(tmp_path):
     assert "x over the limit" in gpu.stdout + gpu.stderr
     cpu = run("interpreter", 0.0, tmp_path)
     assert cpu.returncode != 0 and "KernelAssertionError" in cpu.stderr
+
+
+def test_device_assert_builds_nothing_without_debug(tmp_path):
+    """As Triton without TRITON_DEBUG: the same failing assert neither stops the kernel nor
+    prints; with TESSERA_DEBUG=1 it does again."""
+    for where in ("gpu", "interpreter"):
+        result = run(where, 0.0, tmp_path, debug=False)
+        assert result.returncode == 0, result.stderr
+        assert "x over the limit" not in result.stdout + result.stderr
+    script = tmp_path / "debug_program.py"
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TESSERA_DEBUG="1",
+               TESSERA_CACHE_DIR=str(tmp_path / "cache"))
+    knob = subprocess.run([sys.executable, str(script), "gpu", "0.0"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert knob.returncode != 0 and "x over the limit" in knob.stdout + knob.stderr

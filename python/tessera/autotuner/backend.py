@@ -72,7 +72,7 @@ def compile_one(job: CompileJob) -> Outcome:
     signature, div16, eq1 = job.specialization
     try:
         module = build_tile_ir(job.jit_fn.fn, signature, job.constexpr_dict, div16, eq1,
-                               job.options.num_warps)
+                               job.options.num_warps, job.options.debug)
         reason = resources.why_not_fit_before_compile(module, job.options.num_warps,
                                                       job.options.num_stages, props)
         if reason is not None:

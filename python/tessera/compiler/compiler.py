@@ -15,7 +15,7 @@ import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from .. import frontend
 from .._tessera import codegen as _codegen
@@ -44,6 +44,8 @@ class CompileOptions:
     wgmma: bool = field(default_factory=lambda: bool(knobs.wgmma))
     # wgmma waits at the first use of a dot's result, not right after it (knobs.wgmma_overlap).
     wgmma_overlap: bool = field(default_factory=lambda: bool(knobs.wgmma_overlap))
+    # tl.device_assert builds code (knobs.debug; a kernel's @jit(debug=True) also turns it on).
+    debug: bool = field(default_factory=lambda: bool(knobs.debug))
 
     def key(self) -> str:
         return repr(dataclasses.astuple(self))
@@ -69,13 +71,21 @@ def _run_pipeline(module, stage: str) -> None:
 
 
 def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
-                  divisibility_16=(), equal_to_1=(), num_warps: int = 4):
-    """Front end + target-neutral cleanup: the layout-free tile IR (what the interpreter runs)."""
+                  divisibility_16=(), equal_to_1=(), num_warps: int = 4,
+                  debug: Optional[bool] = None):
+    """Front end + target-neutral cleanup: the layout-free tile IR (what the interpreter runs).
+    ``debug``: device asserts build code (None: as knobs.debug)."""
     module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
-                                   set(equal_to_1))
+                                   set(equal_to_1), debug=debug)
     module.set_attr("num_warps", num_warps)
     _run_pipeline(module, "tir")
     return module
+
+
+def debug_for(jit_fn: Any) -> bool:
+    """Whether a kernel's device asserts build code: its ``@jit(debug=True)`` or the global
+    knob (TESSERA_DEBUG), as Triton's ``debug`` option or TRITON_DEBUG."""
+    return bool(getattr(jit_fn, "debug", None)) or bool(knobs.debug)
 
 
 def libdevice_path() -> str:
@@ -99,7 +109,7 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     ``tile_ir``: the module :func:`build_tile_ir` made for these same arguments, used (and
     consumed) instead of running the front end again (the autotuner reads it first)."""
     module = tile_ir if tile_ir is not None else build_tile_ir(
-        fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps)
+        fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps, options.debug)
     asm: Dict[str, Any] = {"tir": module.str()}
     module.set_attr("num_stages", options.num_stages)  # the pipeliner's default depth
     module.set_attr("wgmma", int(options.wgmma and options.arch == "sm_90a"))

@@ -4,7 +4,8 @@ Values in scope are ``tl.tensor`` (runtime values: an ir.Value with a dtype and 
 plain Python objects (compile-time values: constexpr parameters, dtypes, tuples, functions).
 Operators on Python values run in Python (constexpr folding); operators touching a tensor go
 to language/semantic.py. Calls of other @jit functions are inlined by running a nested
-generator over the callee. Structured control flow (if/for/while) is in control_flow.py.
+generator over the callee. Structured control flow (if/for/while) is in control_flow.py,
+early returns (a flag yielded by the if, later statements guarded) in early_return.py.
 Every visit sets the builder's location to the node's file:line:col, and every error is a
 CompilationError naming the kernel and pointing at the node.
 """
@@ -26,6 +27,7 @@ from ..language import matrix as tl_matrix
 from ..language.semantic import Semantic, is_number, normalize_number
 from ..language.reduction import NEEDS_GENERATOR
 from .control_flow import ControlFlowMixin
+from .early_return import ReturnMixin
 from .source import ParsedFunction, is_jit, is_missing, kernel_parameters, lookup_global
 from .source import parse_function
 
@@ -68,7 +70,7 @@ class CompileContext:
         return self.parsed[id(fn)]
 
 
-class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
+class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
     """Compiles one function body (the kernel's, or an inlined callee's) at the builder's
     insertion point. ``scope`` maps local names to tensors or Python values."""
 
@@ -83,7 +85,11 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         self.is_kernel = is_kernel
         self.loc = ""
         self.dynamic_depth = 0  # > 0 while inside an IR if/for/while region
+        self.loop_depth = 0  # > 0 while inside a runtime for/while body
+        # Early returns (early_return.py): returned on every path so far, or on the paths
+        # where the runtime i1 return_flag is true; return_value is the value they return.
         self.returned = False
+        self.return_flag: Any = None
         self.return_value: Any = None
         # Names defined on some paths only (inside a runtime loop or one branch of a runtime
         # if): name -> where, for a helpful error when they are read afterwards.
@@ -133,12 +139,18 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
 
     # ---- statements ----------------------------------------------------------------------
 
-    def generate_body(self) -> None:
+    def generate_body(self) -> Any:
+        """Compiles the body; returns the function's value (None for a kernel)."""
         self.visit_compound(self.parsed.tree.body)
+        self.return_value = self.function_result(self.parsed.tree)
+        return self.return_value
 
     def visit_compound(self, statements: List[ast.stmt]) -> None:
-        for statement in statements:
+        for index, statement in enumerate(statements):
             if self.returned:
+                break
+            if self.return_flag is not None:  # returned on some paths: guard the rest
+                self.guard_rest(statements[index:])
                 break
             self.visit(statement)
 
@@ -204,9 +216,7 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
         return self.sanitize(value)
 
     def visit_Return(self, node: ast.Return) -> None:
-        if self.dynamic_depth:
-            raise self.unsupported(node, "return inside a runtime if/for/while is not "
-                                         "supported; compute the value and return it at the end")
+        self.check_return_allowed(node)
         value = None if node.value is None else self.visit(node.value)
         if self.is_kernel and value is not None:
             raise self.unsupported(node, "a kernel cannot return a value; store it instead")
@@ -221,12 +231,14 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
                                      "the loop body")
 
     def visit_Assert(self, node: ast.Assert) -> None:
-        """As Triton: `assert cond, msg` is tl.device_assert on a runtime condition; on a
-        compile-time one it is checked now and fails the compilation."""
+        """As Triton: `assert cond, msg` is tl.device_assert, active in debug mode only. On a
+        compile-time condition (in debug mode) it is checked now and fails the compilation."""
         test = self.visit(node.test)
         message = "" if node.msg is None else self.visit(node.msg)
         if isinstance(test, tl.tensor):
             tl.device_assert(test, message, _semantic=self.semantic)
+        elif not self.semantic.debug:
+            return
         elif not test:
             raise errors.StaticAssertionError(f"assert failed: {message}" if message
                                               else "assert failed")

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import errors
 from ..language import core as tl
 from ..language.semantic import integer_promote, normalize_number
+from .early_return import DEFINITE, ReturnState
 
 if TYPE_CHECKING:
     from .code_generator import CodeGenerator
@@ -65,15 +66,17 @@ class ControlFlowMixin:
         return self.semantic.cast(cond, tl.int1)
 
     def _run_region(self: "CodeGenerator", block: Any, statements: Sequence[ast.stmt],
-                    scope: Dict[str, Any]) -> Dict[str, Any]:
+                    scope: Dict[str, Any], loop: bool = False) -> Dict[str, Any]:
         """Compiles statements into ``block`` (of an if/for/while) in a copy of ``scope``."""
         self.builder.set_insertion_point_to_end(block)
         self.scope = dict(scope)
         self.dynamic_depth += 1
+        self.loop_depth += int(loop)
         try:
             self.visit_compound(list(statements))
         finally:
             self.dynamic_depth -= 1
+            self.loop_depth -= int(loop)
         return self.scope
 
     # ---- if ------------------------------------------------------------------------------
@@ -83,20 +86,43 @@ class ControlFlowMixin:
         if not isinstance(cond, tl.tensor):
             self.visit_compound(node.body if cond else node.orelse)
             return
-        cond = self._condition(cond, "if")
+        self.runtime_if(node, self._condition(cond, "if"))
+
+    def runtime_if(self: "CodeGenerator", node: ast.If, cond: tl.tensor,
+                   else_state: Optional[ReturnState] = None) -> None:
+        """An IR if on ``cond``. A branch that returned (early_return.py) adds the returned
+        flag and value to what the if yields; ``else_state`` is the state of an else branch
+        that returned before the if (guarding the statements after an early return)."""
         if_op = self.builder.create("if", [cond.handle], [], {}, 2)
         liveins = self.scope
         then_scope = self._run_region(if_op.body(0), node.body, liveins)
+        then_state = self.take_return_state()
         else_scope = self._run_region(if_op.body(1), node.orelse, liveins)
+        earlier_else = else_state is not None
+        else_state = else_state or self.take_return_state()
+        states = (then_state, else_state)
+        # A branch that returned on every path never reaches the statements after the if:
+        # what it assigned does not matter there.
+        then_scope = dict(liveins) if then_state.kind == DEFINITE else then_scope
+        else_scope = dict(liveins) if else_state.kind == DEFINITE else else_scope
         names, then_values, else_values, scope = self._merge_branches(node, liveins, then_scope,
                                                                       else_scope)
-        for block, values in ((if_op.body(0), then_values), (if_op.body(1), else_values)):
+        returns = self.return_yields(states, earlier_else)
+        extra_types = []
+        for block, values, state in ((if_op.body(0), then_values, then_state),
+                                     (if_op.body(1), else_values, else_state)):
             self.builder.set_insertion_point_to_end(block)
-            self.builder.create("yield", [v.handle for v in values], [])
+            extra = [] if returns is None else self.branch_return_values(state, *returns)
+            extra_types = [(v.handle.type, v.dtype, v.shape) for v in extra]
+            self.builder.create("yield", [v.handle for v in values + extra], [])
         self.builder.set_insertion_point_after(if_op)
         for name, value in zip(names, then_values, strict=True):
             scope[name] = tl.tensor(if_op.add_result(value.handle.type), value.dtype, value.shape)
         self.scope = scope
+        if returns is not None:
+            results = [tl.tensor(if_op.add_result(ty), dtype, shape)
+                       for ty, dtype, shape in extra_types]
+            self.set_return_state(states, *returns, results)
 
     def _merge_branches(self: "CodeGenerator", node: ast.If, liveins: Dict[str, Any],
                         then_scope: Dict[str, Any], else_scope: Dict[str, Any]
@@ -256,7 +282,7 @@ class ControlFlowMixin:
         if negative:
             iv = self.semantic.sub(self.semantic.add(lb, ub), iv)
         scope[node.target.id] = iv
-        body_scope = self._run_region(body, node.body, scope)
+        body_scope = self._run_region(body, node.body, scope, loop=True)
         results = self._carried_values(node, carried, liveins, body_scope, {node.target.id})
         self.builder.create("yield", [v.handle for v in results], [])
         self.builder.set_insertion_point_after(for_op)
@@ -293,7 +319,8 @@ class ControlFlowMixin:
         cond = self._condition(cond, "while")
         self.builder.create("condition", [cond.handle] + [before_scope[n].handle
                                                           for n in carried], [])
-        body_scope = self._run_region(while_op.body(1), node.body, bind(while_op.body(1)))
+        body_scope = self._run_region(while_op.body(1), node.body, bind(while_op.body(1)),
+                                      loop=True)
         results = self._carried_values(node, carried, liveins, body_scope, set())
         self.builder.create("yield", [v.handle for v in results], [])
         self.builder.set_insertion_point_after(while_op)

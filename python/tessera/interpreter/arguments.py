@@ -59,6 +59,8 @@ def _scalar(obj: Any, t: TypeInfo, reject):
         value = int(obj)
         width = nm.bit_width(dtype)
         low, high = (0, 1) if dtype == nm.BOOL else (-(1 << (width - 1)), (1 << (width - 1)) - 1)
+        if width == 64:  # IR integers are signless: i64 also carries u64 arguments (>= 2**63)
+            high = (1 << 64) - 1
         if not low <= value <= high:
             reject(f"{value} does not fit in {t.text}")
         return nm.wrap_int(value, dtype)

@@ -112,3 +112,26 @@ __all__ = [
     "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
     "atomic_xchg", "atomic_xor",
 ]
+
+# Random numbers (Philox), written in the language as @jit helpers.
+from . import random
+from .random import (
+    pair_uniform_to_normal,
+    philox,
+    philox_impl,
+    rand,
+    rand4x,
+    randint,
+    randint4x,
+    randn,
+    randn4x,
+    uint_to_uniform_float,
+)
+
+__all__ += ["pair_uniform_to_normal", "philox", "philox_impl", "rand", "rand4x",
+            "randint", "randint4x", "randn", "randn4x", "uint_to_uniform_float"]
+
+# Compiler hints and the debug barrier.
+from .hints import assume, debug_barrier, max_constancy, max_contiguous, multiple_of
+
+__all__ += ["assume", "debug_barrier", "max_constancy", "max_contiguous", "multiple_of"]

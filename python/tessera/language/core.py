@@ -488,18 +488,26 @@ def static_assert(cond: Any, msg: str = "", _semantic=None) -> None:
     Example: ``tl.static_assert(BLOCK % 16 == 0, "BLOCK must be a multiple of 16")``."""
     cond = _unwrap(cond)
     if isinstance(cond, tensor):
-        raise TypeError("static_assert needs a compile-time (constexpr) condition, got the "
-                        f"runtime value {cond} (a plain assignment of a number makes a runtime "
+        raise TypeError("static_assert's condition could not be determined at compile-time: "
+                        f"it is the runtime value {cond}. Make sure that it depends only on "
+                        "constexpr values (a plain assignment of a number makes a runtime "
                         "value: annotate the local as `name: tl.constexpr = ...`)")
+    if not isinstance(cond, bool) and type(cond).__name__ != "bool_":
+        # As Triton: the condition is a comparison or a bool, not any truthy value.
+        raise TypeError(f"static_assert's condition must be a compile-time bool, got {cond!r}")
     if not cond:
         raise StaticAssertionError(f"static_assert failed: {_unwrap(msg)}" if msg
                                    else "static_assert failed")
 
 
 @builtin
-def static_print(*values: Any, sep: str = " ", end: str = "\n", _semantic=None) -> None:
-    """Prints at compile time (constexpr values, and the dtype/shape of runtime values)."""
-    _py.print(*(_unwrap(v) for v in values), sep=sep, end=end)
+def static_print(*values: Any, sep: str = " ", end: str = "\n", file: Any = None,
+                 flush: bool = False, _semantic=None) -> None:
+    """Prints at compile time, once per compilation, with Python's ``print`` arguments
+    (constexpr values as themselves, runtime values as their dtype and shape).
+    Example: ``tl.static_print(f"BLOCK={BLOCK}", x)`` prints ``BLOCK=64 fp32[64]``."""
+    _py.print(*(_unwrap(v) for v in values), sep=_unwrap(sep), end=_unwrap(end), file=file,
+              flush=bool(_unwrap(flush)))
 
 
 @builtin
@@ -518,15 +526,24 @@ def device_print(prefix: str, *args: Any, hex: bool = False, _semantic=None) -> 
 
 
 @builtin
-def device_assert(cond: Any, msg: str = "", _semantic=None) -> None:
+def device_assert(cond: Any, msg: str = "", mask: Any = None, _semantic=None) -> None:
     """Fails the kernel at run time where ``cond`` (a scalar or a tile; non-boolean values
     test ``!= 0``) is false: in interpret mode a KernelAssertionError names the kernel, the
-    program id, the line, ``msg`` and the first failing index. Python's ``assert cond, msg``
-    in a kernel is the same call. Example: ``tl.device_assert(offs < n, "index past n")``."""
-    msg = _unwrap(msg)
+    program id, the line, ``msg`` and the first failing index; on the GPU the CUDA runtime
+    reports ``file:line: kernel: ... Assertion `msg` failed`` and the launch fails. Python's
+    ``assert cond, msg`` in a kernel is the same call. Where ``mask`` is given, only its true
+    lanes are checked. As in Triton, asserts build code only in debug mode
+    (``@jit(debug=True)`` or ``TESSERA_DEBUG=1``); otherwise they are checked for types and
+    compiled to nothing. Example: ``tl.device_assert(x >= 0, "negative input", mask=offs < n)``."""
+    msg, cond, mask = _unwrap(msg), _unwrap(cond), _unwrap(mask)
     if not isinstance(msg, str):
         raise TypeError(f"device_assert's message must be a constexpr string, got {msg!r}")
-    _semantic.device_assert(_unwrap(cond), msg)
+    cond = _semantic.to_tensor(cond)
+    if not _semantic.debug:
+        return
+    if mask is not None:  # as Triton: cond | ~mask
+        cond = _semantic.logical("ori", cond, _semantic.logical_not(_semantic.to_tensor(mask)))
+    _semantic.device_assert(cond, msg)
 
 
 class static_range:

@@ -133,8 +133,9 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic):
     """Builds typed tile IR for the language's operators and builtins through ``builder``
     (reductions and scans: reduction_semantic.py)."""
 
-    def __init__(self, builder: Any) -> None:
+    def __init__(self, builder: Any, debug: bool = False) -> None:
         self.builder = builder
+        self.debug = debug  # tl.device_assert and `assert` build code (debug mode)
 
     # ---- IR plumbing ---------------------------------------------------------------------
 

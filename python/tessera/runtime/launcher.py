@@ -157,7 +157,7 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
     ``built``: (metadata, image) from :func:`build` when the caller compiled it already (the
     autotuner compiles its configs in parallel, then loads each one here).
     """
-    from ..compiler import CompileOptions
+    from ..compiler import CompileOptions, debug_for
 
     kernel = jit_fn.__name__
     names = jit_fn.runtime_names
@@ -167,7 +167,8 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
                            f"TESSERA_INTERPRET=1 (or @tessera.jit(interpret=True)) to run on "
                            f"the CPU")
     device, framework = _device_and_framework(kernel, names, values)
-    options = CompileOptions(num_warps=num_warps, num_stages=num_stages, arch=arch_of(device))
+    options = CompileOptions(num_warps=num_warps, num_stages=num_stages, arch=arch_of(device),
+                             debug=debug_for(jit_fn))
     if built is None:
         built = build(jit_fn, specialization, constexprs, options)
     metadata, image = built

@@ -465,6 +465,10 @@ def _thread(blocks, entry, env, memory: Memory, special: Dict[str, int]):
                 env[inst.result] = value
 
 
+_LIBDEVICE_F32 = {"@__nv_logf": np.log, "@__nv_cosf": np.cos, "@__nv_sinf": np.sin,
+                  "@llvm.nvvm.sqrt.approx.f": np.sqrt, "@llvm.nvvm.sqrt.approx.ftz.f": np.sqrt}
+
+
 def _intrinsic(name: str, ty: str, values: List[Any]) -> Any:
     base = name.split(".")[1] if name.startswith("@llvm.") else name
     if base in ("smax", "smin", "umax", "umin"):
@@ -480,6 +484,11 @@ def _intrinsic(name: str, ty: str, values: List[Any]) -> Any:
                 return FLOATS[ty](np.nan)
             return FLOATS[ty](b if np.isnan(a) else a)
         return FLOATS[ty](max(a, b) if base.startswith("max") else min(a, b))
+    if name in _LIBDEVICE_F32:  # libdevice math (within 2 ulp): computed exactly, rounded
+        return np.float32(_LIBDEVICE_F32[name](np.float64(values[0])))
+    if name in ("@llvm.nvvm.mulhi.ui", "@llvm.nvvm.mulhi.ull"):  # high half of the product
+        width = _width(ty)
+        return (values[0] * values[1]) >> width
     if name in ("@llvm.nvvm.rsqrt.approx.f", "@llvm.nvvm.rsqrt.approx.ftz.f"):
         return np.float32(1.0 / np.sqrt(np.float64(values[0])))  # within the approximation
     raise SimulationError(f"unsupported intrinsic {name}")

@@ -1,7 +1,8 @@
 # tl.device_print / print() and tl.device_assert / assert in kernels: the front end builds
 # `print` and `assert` ops, the interpreter prints Triton's per-element format and raises
-# KernelAssertionError naming kernel, program id, line and message; the cleanup passes keep
-# both ops; tl.static_print prints at compile time.
+# KernelAssertionError naming kernel, program id, line and message (asserts in debug mode:
+# test_interpreter_debug_flag.py); the cleanup passes keep both ops; tl.static_print prints at
+# compile time.
 import inspect
 
 import ml_dtypes
@@ -95,7 +96,7 @@ def test_unsigned_hex_bf16_and_bool_values(capsys):
     assert capsys.readouterr().out.splitlines() == expected
 
 
-@tessera.jit(interpret=True)
+@tessera.jit(interpret=True, debug=True)
 def assert_kernel(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
@@ -122,7 +123,7 @@ def test_device_assert_names_kernel_program_line_message_and_index():
     assert x[13] == -1.0 and x[0] == 0.0 and x[1] == 4.0  # program 0 ran, program 1 stopped
 
 
-@tessera.jit(interpret=True)
+@tessera.jit(interpret=True, debug=True)
 def python_assert_kernel(x_ptr, n, LIMIT: tl.constexpr):
     assert LIMIT > 0, "LIMIT must be positive"  # checked at compile time
     value = tl.load(x_ptr)
@@ -171,7 +172,7 @@ def debug_ops_kernel(x_ptr, n, BLOCK: tl.constexpr):
 
 def test_cleanup_passes_keep_print_and_assert(capsys):
     module = frontend.build_module(debug_ops_kernel, {"x_ptr": "*i32", "n": "i32"},
-                                   {"BLOCK": 4})
+                                   {"BLOCK": 4}, debug=True)
     cleaned = module.clone()
     passes.run(cleaned, ["canonicalize", "cse", "dce", "licm"])
     names = [op.name for op in cleaned.functions()[0].body(0).operations]
