@@ -84,6 +84,15 @@ from .math import (
     sqrt_rn,
     umulhi,
 )
+from .block_pointer import (
+    advance,
+    block_pointer,
+    load_tensor_descriptor,
+    make_block_ptr,
+    make_tensor_descriptor,
+    store_tensor_descriptor,
+    tensor_descriptor,
+)
 from .reduction import (
     argmax,
     argmin,
@@ -112,3 +121,5 @@ __all__ = [
     "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
     "atomic_xchg", "atomic_xor",
 ]
+__all__ += ["advance", "block_pointer", "load_tensor_descriptor", "make_block_ptr",
+            "make_tensor_descriptor", "store_tensor_descriptor", "tensor_descriptor"]
