@@ -5,7 +5,8 @@ descriptor_arguments.py says how the launch expands it). Its block arguments are
 pointer, the shape (int32 each) and the strides (int64 each); in the body the parameter is a
 ``tl.tensor_descriptor``. What the host checked on creation is known here: the base is
 16-byte aligned, the leading strides are multiples of 16 bytes (recorded in the func's
-divisibility, for vector accesses) and the last stride is 1 (a constant in the body).
+divisibility, for vector accesses) and the last stride is 1 (a constant in the body); shape
+dims are specialized on divisibility by 16 as int arguments are.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ class DescriptorParameter:
     """The type of a descriptor parameter: element dtype, block shape, padding."""
 
     def __init__(self, text: str) -> None:
-        code, self.block_shape, self.padding = parse_type(text)
+        code, self.block_shape, self.padding, self.div16 = parse_type(text)
         self.element = tl.str_to_ty(code)
 
     @staticmethod
@@ -33,7 +34,8 @@ class DescriptorParameter:
         rank = len(self.block_shape)
         stride_divisor = max(1, 16 // max(1, self.element.primitive_bitwidth // 8))
         return ([(f"{name}.base", tl.pointer_type(self.element), 16)]
-                + [(f"{name}.shape[{i}]", tl.int32, 1) for i in range(rank)]
+                + [(f"{name}.shape[{i}]", tl.int32, 16 if i in self.div16 else 1)
+                   for i in range(rank)]
                 + [(f"{name}.strides[{i}]", tl.int64, stride_divisor if i < rank - 1 else 1)
                    for i in range(rank)])
 

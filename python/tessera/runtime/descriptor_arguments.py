@@ -3,8 +3,10 @@
 A ``TensorDescriptor`` argument is one parameter of the kernel but several of the compiled
 function: its base pointer, then its shape (int32 each), then its strides (int64 each), in
 that order (as Triton's non-TMA launch). The specialization (``key`` / ``type_text``) is
-the dtype, block shape and padding, written ``tensordesc<fp16[64, 32]>`` (``,nan`` before
-the ``>`` for NaN padding); the front end (frontend/descriptor_parameters.py) reads that
+the dtype, block shape, padding and which shape dims are multiples of 16 (as int arguments
+are specialized: it lets the bounds masks of a load allow vector accesses), written
+``tensordesc<fp16[64, 32]>``, with ``,nan`` for NaN padding and ``,div16=0.1`` for the dims
+divisible by 16 before the ``>``; the front end (frontend/descriptor_parameters.py) reads that
 text back and builds the ``tl.tensor_descriptor`` from the expanded parameters. The C++ fast
 launch path does not know descriptors: a launch with one always takes the Python path.
 """
@@ -19,24 +21,35 @@ PREFIX = "tensordesc<"
 
 def key(desc: TensorDescriptor) -> tuple:
     """The specialization key of a descriptor argument (alignment is checked on creation)."""
-    return ("tensordesc", desc.base.dtype, tuple(desc.block_shape), desc.padding)
+    return ("tensordesc", desc.base.dtype, tuple(desc.block_shape), desc.padding,
+            tuple(i for i, size in enumerate(desc.shape) if size % 16 == 0))
 
 
 def type_text(key: tuple, dtype_code: str) -> str:
     block = ", ".join(str(b) for b in key[2])
-    return f"{PREFIX}{dtype_code}[{block}]" + (",nan" if key[3] == "nan" else "") + ">"
+    fields = (",nan" if key[3] == "nan" else "") + \
+        (",div16=" + ".".join(str(i) for i in key[4]) if key[4] else "")
+    return f"{PREFIX}{dtype_code}[{block}]{fields}>"
 
 
 def is_descriptor_type(text: str) -> bool:
     return text.startswith(PREFIX)
 
 
-def parse_type(text: str) -> Tuple[str, List[int], str]:
-    """(dtype code, block shape, padding) of ``tensordesc<fp16[64, 32]>``."""
+def parse_type(text: str) -> Tuple[str, List[int], str, List[int]]:
+    """(dtype code, block shape, padding, shape dims divisible by 16) of a type text."""
     inner = text[len(PREFIX):].rstrip(">")
     code, rest = inner.split("[", 1)
     block, rest = rest.split("]", 1)
-    return code, [int(b) for b in block.split(",")], "nan" if rest == ",nan" else "zero"
+    padding, div16 = "zero", []
+    for field in filter(None, rest.split(",")):
+        if field == "nan":
+            padding = "nan"
+        elif field.startswith("div16="):
+            div16 = [int(i) for i in field[len("div16="):].split(".")]
+        else:
+            raise ValueError(f"unknown field '{field}' in the descriptor type '{text}'")
+    return code, [int(b) for b in block.split(",")], padding, div16
 
 
 def launch_kinds(names: Sequence[str], signature: dict, kind_of) -> List[str]:
