@@ -1,0 +1,176 @@
+"""Block pointers and tensor descriptors on the GPU against torch float64: matmuls with ragged
+M, N, K (block-pointer loads with boundary_check and zero padding, advanced in the loop;
+host TensorDescriptor and device tl.make_tensor_descriptor), fp16 and fp32, pipelined and
+not; NaN padding and bounds-checked stores; outputs poisoned first.
+
+Bounds: ‖out − ref‖ / ‖ref‖ < 5e-3 fp16, 1e-5 fp32 ("ieee").
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+import tessera
+import tessera.language as tl
+from tessera.testing import relative_error
+from tessera.tools.tensor_descriptor import TensorDescriptor
+
+BOUNDS = {torch.float16: 5e-3, torch.float32: 1e-5}
+SHAPES = [(256, 256, 256), (333, 271, 197), (70, 515, 40)]
+
+
+@tessera.jit
+def block_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                        PRECISION: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    a_block = tl.make_block_ptr(a_ptr, (M, K), (sam, sak), (pid_m * BM, 0), (BM, BK), (1, 0))
+    b_block = tl.make_block_ptr(b_ptr, (K, N), (sbk, sbn), (0, pid_n * BN), (BK, BN), (1, 0))
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, K, BK):
+        a = tl.load(a_block, boundary_check=(0, 1), padding_option="zero")
+        b = tl.load(b_block, boundary_check=(0, 1), padding_option="zero")
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_block = tl.advance(a_block, (0, BK))
+        b_block = b_block.advance((BK, 0))
+    c_block = tl.make_block_ptr(c_ptr, (M, N), (scm, scn), (pid_m * BM, pid_n * BN), (BM, BN),
+                                (1, 0))
+    tl.store(c_block, acc.to(c_ptr.dtype.element_ty), boundary_check=(0, 1))
+
+
+@tessera.jit
+def descriptor_matmul_kernel(a_desc, b_desc, c_desc, BM: tl.constexpr, BN: tl.constexpr,
+                             BK: tl.constexpr, PRECISION: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, a_desc.shape[1], BK):
+        acc = tl.dot(a_desc.load([pid_m * BM, k]), b_desc.load([k, pid_n * BN]), acc,
+                     input_precision=PRECISION)
+    c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
+
+@tessera.jit
+def device_descriptor_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm,
+                                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                                    PRECISION: tl.constexpr):
+    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [sam, 1], [BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [sbk, 1], [BK, BN])
+    c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [scm, 1], [BM, BN])
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(a_desc.load([pid_m * BM, k]), b_desc.load([k, pid_n * BN]), acc,
+                     input_precision=PRECISION)
+    c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
+
+def _padded(rows, cols, dtype):
+    """A (rows, cols) view with rows a multiple of 16 bytes apart (TensorDescriptor's rule)."""
+    per_16 = 16 // torch.empty((), dtype=dtype).element_size()
+    full = torch.randn(rows, -(-cols // per_16) * per_16, device="cuda").to(dtype)
+    return full[:, :cols]
+
+
+def _operands(M, N, K, dtype):
+    a, b = _padded(M, K, dtype), _padded(K, N, dtype)
+    c = _padded(M, N, dtype).fill_(float("nan"))
+    return a, b, c
+
+
+def _config(dtype):
+    if dtype == torch.float16:
+        return dict(BM=128, BN=128, BK=32, PRECISION="tf32")
+    return dict(BM=64, BN=64, BK=16, PRECISION="ieee")
+
+
+def _check(c, a, b, dtype):
+    ref = a.double() @ b.double()
+    assert not torch.isnan(c).any()
+    assert relative_error(c.double(), ref) < BOUNDS[dtype]
+
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("num_stages", [1, 3])
+def test_block_pointer_matmul(M, N, K, dtype, num_stages):
+    a, b, c = _operands(M, N, K, dtype)
+    cfg = _config(dtype)
+    grid = (tessera.cdiv(M, cfg["BM"]), tessera.cdiv(N, cfg["BN"]))
+    block_matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                              b.stride(1), c.stride(0), c.stride(1), num_stages=num_stages,
+                              **cfg)
+    _check(c, a, b, dtype)
+
+
+def test_block_pointer_matmul_transposed_b():
+    M, N, K = 333, 271, 197
+    a, _, c = _operands(M, N, K, torch.float16)
+    b_t = _padded(N, K, torch.float16)  # B stored column-major: strides (1, ld)
+    b = b_t.t()
+    cfg = _config(torch.float16)
+    grid = (tessera.cdiv(M, cfg["BM"]), tessera.cdiv(N, cfg["BN"]))
+    block_matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                              b.stride(1), c.stride(0), c.stride(1), num_stages=3, **cfg)
+    _check(c, a, b, torch.float16)
+
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("num_stages", [1, 3])
+def test_host_descriptor_matmul(M, N, K, dtype, num_stages):
+    a, b, c = _operands(M, N, K, dtype)
+    cfg = _config(dtype)
+    descs = [TensorDescriptor.from_tensor(a, [cfg["BM"], cfg["BK"]]),
+             TensorDescriptor.from_tensor(b, [cfg["BK"], cfg["BN"]]),
+             TensorDescriptor.from_tensor(c, [cfg["BM"], cfg["BN"]])]
+    grid = (tessera.cdiv(M, cfg["BM"]), tessera.cdiv(N, cfg["BN"]))
+    descriptor_matmul_kernel[grid](*descs, num_stages=num_stages, **cfg)
+    _check(c, a, b, dtype)
+    c.fill_(float("nan"))  # a second launch takes the same specialization
+    descriptor_matmul_kernel[grid](*descs, num_stages=num_stages, **cfg)
+    _check(c, a, b, dtype)
+
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_device_descriptor_matmul(M, N, K):
+    tessera.set_allocator(lambda size, alignment, stream:
+                          torch.empty(size, device="cuda", dtype=torch.int8))
+    a, b, c = _operands(M, N, K, torch.float16)
+    cfg = _config(torch.float16)
+    grid = (tessera.cdiv(M, cfg["BM"]), tessera.cdiv(N, cfg["BN"]))
+    device_descriptor_matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0),
+                                          c.stride(0), num_stages=3, **cfg)
+    _check(c, a, b, torch.float16)
+
+
+@tessera.jit
+def window_kernel(x_ptr, y_ptr, M, N, sxm, off_m, off_n, BM: tl.constexpr, BN: tl.constexpr):
+    """y = the (BM, BN) block of x at (off_m, off_n), NaN outside x; then the same block
+    written back to x scaled by 2 (bounds-checked: only its inside changes)."""
+    x_block = tl.make_block_ptr(x_ptr, (M, N), (sxm, 1), (off_m, off_n), (BM, BN), (1, 0))
+    y_block = tl.make_block_ptr(y_ptr, (BM, BN), (BN, 1), (0, 0), (BM, BN), (1, 0))
+    block = tl.load(x_block, boundary_check=(0, 1), padding_option="nan")
+    tl.store(y_block, block)
+    tl.store(x_block, block * 2, boundary_check=(0, 1))
+
+
+@pytest.mark.parametrize("off_m,off_n", [(-5, -9), (20, 30), (0, 0)])
+def test_padding_nan_and_checked_stores(off_m, off_n):
+    M, N = 37, 45
+    x = torch.randn(M, N, device="cuda")
+    original = x.clone()
+    y = torch.empty(32, 64, device="cuda")
+    window_kernel[(1,)](x, y, M, N, N, off_m, off_n, BM=32, BN=64)
+    expected = torch.full((32, 64), float("nan"), device="cuda")
+    rows = slice(max(off_m, 0), min(off_m + 32, M))
+    cols = slice(max(off_n, 0), min(off_n + 64, N))
+    inside = original[rows, cols]
+    expected[rows.start - off_m:rows.stop - off_m, cols.start - off_n:cols.stop - off_n] = inside
+    torch.testing.assert_close(y, expected, equal_nan=True, rtol=0, atol=0)
+    changed = original.clone()
+    changed[rows, cols] *= 2
+    torch.testing.assert_close(x, changed, rtol=0, atol=0)
