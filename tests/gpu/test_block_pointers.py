@@ -174,3 +174,19 @@ def test_padding_nan_and_checked_stores(off_m, off_n):
     changed = original.clone()
     changed[rows, cols] *= 2
     torch.testing.assert_close(x, changed, rtol=0, atol=0)
+
+
+def test_autotuned_host_descriptor_matmul():
+    # The tuner finds the device through the descriptors' base tensors.
+    kernel = tessera.autotune(configs=[tessera.Config({}, num_warps=4, num_stages=3),
+                                       tessera.Config({}, num_warps=8, num_stages=2)],
+                              key=[])(descriptor_matmul_kernel)
+    M, N, K = 333, 271, 197
+    a, b, c = _operands(M, N, K, torch.float16)
+    cfg = _config(torch.float16)
+    descs = [TensorDescriptor.from_tensor(a, [cfg["BM"], cfg["BK"]]),
+             TensorDescriptor.from_tensor(b, [cfg["BK"], cfg["BN"]]),
+             TensorDescriptor.from_tensor(c, [cfg["BM"], cfg["BN"]])]
+    kernel[(tessera.cdiv(M, cfg["BM"]), tessera.cdiv(N, cfg["BN"]))](*descs, **cfg)
+    _check(c, a, b, torch.float16)
+    assert kernel.failed_configs == []

@@ -6,6 +6,8 @@ mask where bounds are checked, as Triton's RewriteTensorPointer pass does:
     pointer = splat(base + sum_d offset_d * stride_d) + sum_d broadcast(arange_d * stride_d)
     mask    = and over checked d of broadcast(0 <= offset_d + arange_d < shape_d)
 
+(each bounds check is one unsigned compare).
+
 Address arithmetic is in int64 (shapes and strides are int64 as in Triton, offsets int32).
 The scalar part carries the offsets, so inside a loop that advances the pointer only a
 scalar changes: the tile part depends on the strides alone and is hoisted by licm; a stride
@@ -71,6 +73,10 @@ def _along(sem: Any, row: tensor, dim: int, rank: int) -> tensor:
     return row
 
 
+def _unsigned(value: tensor) -> tensor:
+    return tl.tensor(value.handle, tl.uint64, value.shape)
+
+
 def _base_pointer(sem: Any, base: Any, what: str) -> tensor:
     if not isinstance(base, tensor) or base.shape or not base.dtype.is_ptr():
         raise TypeError(f"{what}'s base must be a scalar pointer (a pointer argument), got "
@@ -96,8 +102,10 @@ def materialize(sem: Any, base: tensor, shape: Sequence[tensor], strides: Sequen
     mask: Optional[tensor] = None
     for dim in checked:
         index = sem.add(_int_range(sem, block_shape[dim]), sem.cast(offsets[dim], tl.int64))
-        inside = sem.bitwise("andi", sem.compare("ge", index, 0),
-                             sem.compare("lt", index, sem.cast(shape[dim], tl.int64)))
+        # 0 <= index < shape in one unsigned compare: a negative index wraps past any limit,
+        # and the limit max(shape, 0) keeps a negative shape empty, as the signed pair would.
+        limit = sem.maximum(sem.cast(shape[dim], tl.int64), 0)
+        inside = sem.compare("lt", _unsigned(index), _unsigned(limit))
         inside = _along(sem, inside, dim, rank)
         mask = inside if mask is None else sem.bitwise("andi", mask, inside)
     if mask is not None:

@@ -285,3 +285,11 @@ def loop_type_change_kernel(x_ptr, n):
 def test_loop_carried_block_pointer_keeps_its_type():
     with pytest.raises(CompilationError, match="keeps its type"):
         loop_type_change_kernel[(1,)](np.zeros(64, np.float32), 64)
+
+
+def test_negative_shape_is_empty(rng):
+    # No index is inside a negative extent (Triton's signed bounds check).
+    x = rng.standard_normal((16, 32)).astype(np.float32)
+    y = np.full((16, 32), -1.0, np.float32)
+    copy_kernel[(1,)](x, y, -4, 32, 32, 32, 0, 0, BM=16, BN=32, CHECK=(0,), PAD="zero")
+    np.testing.assert_array_equal(y, np.zeros((16, 32), np.float32))
