@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, List, Sequence, Tuple
 
+from ..errors import UnsupportedError
 from . import block_pointer_semantic as _bp
 from .core import block_type, builtin, dtype, tensor
 
@@ -90,6 +91,11 @@ class block_pointer(_Structured):
         return _bp.advance(_semantic, self, offsets)
 
 
+# Triton's descriptor reductions and gathers: named in a clear error until they exist here.
+_UNSUPPORTED_DESCRIPTOR_METHODS = ("atomic_add", "atomic_min", "atomic_max", "atomic_and",
+                                   "atomic_or", "atomic_xor", "gather", "scatter")
+
+
 class tensor_descriptor(_Structured):
     """A strided tensor in global memory read and written in ``block_shape`` blocks
     (``tl.make_tensor_descriptor``'s result, or a kernel argument given a host-side
@@ -122,6 +128,12 @@ class tensor_descriptor(_Structured):
         parts = list(parts)
         return tensor_descriptor(parts[0], parts[1:1 + n], parts[1 + n:], self.block_shape,
                                  self.padding)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _UNSUPPORTED_DESCRIPTOR_METHODS:
+            raise UnsupportedError(f"tensor_descriptor.{name} is a Triton API that Tessera does "
+                                   "not support yet")
+        raise AttributeError(f"tensor_descriptor has no attribute '{name}'")
 
     def __str__(self) -> str:
         return f"tensor_descriptor<{self.dtype}{self.block_shape}>"
