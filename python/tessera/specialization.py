@@ -97,7 +97,7 @@ def _key_unsupported(v) -> tuple:
 
 def _key_function_for(cls: type) -> Callable[[Any], tuple]:
     from .tools.tensor_descriptor import TensorDescriptor
-    if issubclass(cls, TensorDescriptor):  # ("tensordesc", dtype, block shape, padding)
+    if issubclass(cls, TensorDescriptor):  # ("tensordesc", dtype, block, padding, 16-dims)
         from .runtime import descriptor_arguments
         return descriptor_arguments.key
     if cls is bool:
