@@ -43,6 +43,23 @@ def test_contiguous_blocks_use_vector_accesses(arch, check):
         assert ptxas.assemble(ptx, arch).report["spill_stores"] == 0
 
 
+@tessera.jit
+def column_major_copy_kernel(x_ptr, y_ptr, M, N, sxn, syn, BM: tl.constexpr, BN: tl.constexpr):
+    pm = tl.program_id(0)
+    pn = tl.program_id(1)
+    x = tl.make_block_ptr(x_ptr, (M, N), (1, sxn), (pm * BM, pn * BN), (BM, BN), (0, 1))
+    y = tl.make_block_ptr(y_ptr, (M, N), (1, syn), (pm * BM, pn * BN), (BM, BN), (0, 1))
+    tl.store(y, tl.load(x, boundary_check=(0, 1)), boundary_check=(0, 1))
+
+
+def test_column_major_blocks_use_vector_accesses():
+    # Stride 1 along dim 0 (order (0, 1)): the vectors run down the columns.
+    x = np.zeros((256, 128), np.float32)
+    ptx = column_major_copy_kernel.asm(x, x, 256, 100, 256, 256, BM=64, BN=32,
+                                       arch="sm_80")["ptx"]
+    assert len(VECTOR_LOAD.findall(ptx)) == 4 and len(VECTOR_STORE.findall(ptx)) == 4
+
+
 def test_ragged_checked_columns_fall_back_to_scalar_accesses():
     # N = 250: the column mask may change inside a 4-element vector.
     x = np.zeros((128, 256), np.float32)
