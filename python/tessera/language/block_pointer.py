@@ -65,11 +65,6 @@ class block_pointer(_Structured):
     def element_ty(self) -> dtype:
         return self.base.dtype.element_ty
 
-    @property
-    def type(self) -> block_type:
-        """The type of the block it points to (a load's result)."""
-        return block_type(self.element_ty, self.block_shape)
-
     def _static(self) -> Tuple[Any, ...]:
         return (tuple(self.block_shape), tuple(self.order))
 

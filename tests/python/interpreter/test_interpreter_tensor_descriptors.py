@@ -246,3 +246,23 @@ def test_descriptor_specializations_recompile(rng):
     for desc in calls:
         kernel[(1,)](desc, y, 0, 0, BM=16, BN=32)
     assert len(kernel._tile_ir) == 3
+
+
+@tessera.jit(interpret=True)
+def runtime_stride_kernel(x_ptr, y_ptr, M, N, stride_m, stride_n, BM: tl.constexpr,
+                          BN: tl.constexpr):
+    # stride_n == 1 is specialized to the constant 1 (as Triton's equal-to-1 integers), which
+    # is what a descriptor's last stride must be.
+    desc = tl.make_tensor_descriptor(x_ptr, [M, N], [stride_m, stride_n], [BM, BN])
+    rows = tl.arange(0, BM)[:, None]
+    cols = tl.arange(0, BN)[None, :]
+    tl.store(y_ptr + rows * BN + cols, desc.load([0, 0]))
+
+
+def test_last_stride_given_as_an_argument_equal_to_one(rng):
+    x = padded(rng, 5, 7)
+    y = np.empty((8, 8), np.float32)
+    runtime_stride_kernel[(1,)](x, y, 5, 7, x.strides[0] // 4, 1, BM=8, BN=8)
+    np.testing.assert_array_equal(y, _window(x, 0, 0, 8, 8, 0.0))
+    with pytest.raises(CompilationError, match="contiguous"):
+        runtime_stride_kernel[(1,)](x, y, 5, 7, x.strides[0] // 4, 2, BM=8, BN=8)
