@@ -190,3 +190,49 @@ def test_autotuned_host_descriptor_matmul():
     kernel[(tessera.cdiv(M, cfg["BM"]), tessera.cdiv(N, cfg["BN"]))](*descs, **cfg)
     _check(c, a, b, torch.float16)
     assert kernel.failed_configs == []
+
+
+@tessera.jit
+def _tile_position(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M: tl.constexpr):
+    group_id = tile_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    return first_pid_m + (tile_id % group_size_m), (tile_id % num_pid_in_group) // group_size_m
+
+
+@tessera.jit
+def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_SIZE_M: tl.constexpr,
+                             BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+                             GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr):
+    """Triton's descriptor-tutorial style: device descriptors, tiles strided over programs."""
+    dtype = c_ptr.dtype.element_ty
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1],
+                                       block_shape=[BLOCK_SIZE_M, BLOCK_SIZE_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1],
+                                       block_shape=[BLOCK_SIZE_N, BLOCK_SIZE_K])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1],
+                                       block_shape=[BLOCK_SIZE_M, BLOCK_SIZE_N])
+    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
+        pid_m, pid_n = _tile_position(tile_id, GROUP_SIZE_M * num_pid_n, num_pid_m, GROUP_SIZE_M)
+        accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+        for ki in range(tl.cdiv(K, BLOCK_SIZE_K)):
+            a = a_desc.load([pid_m * BLOCK_SIZE_M, ki * BLOCK_SIZE_K])
+            b = b_desc.load([pid_n * BLOCK_SIZE_N, ki * BLOCK_SIZE_K])
+            accumulator = tl.dot(a, b.T, accumulator)
+        c_desc.store([pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N], accumulator.to(dtype))
+
+
+@pytest.mark.parametrize("M,N,K", [(1024, 1024, 1024), (1000, 777, 520)])
+def test_persistent_descriptor_matmul(M, N, K):
+    tessera.set_allocator(lambda size, alignment, stream:
+                          torch.empty(size, device="cuda", dtype=torch.int8))
+    a = torch.randn(M, K, device="cuda").half()
+    b = torch.randn(N, K, device="cuda").half()
+    c = torch.full((M, N), float("nan"), device="cuda").half()
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    persistent_matmul_kernel[(num_sms,)](a, b, c, M, N, K, BLOCK_SIZE_M=128, BLOCK_SIZE_N=128,
+                                         BLOCK_SIZE_K=64, GROUP_SIZE_M=8, NUM_SMS=num_sms,
+                                         num_warps=8, num_stages=3)
+    _check(c, a, b.t(), torch.float16)

@@ -3,16 +3,17 @@
 A load or store through either becomes one ``load``/``store`` of a tile of pointers, with a
 mask where bounds are checked, as Triton's RewriteTensorPointer pass does:
 
-    pointer = splat(base + sum_d offset_d * stride_d) + sum_d broadcast(arange_d * stride_d)
+    pointer = (base + sum_d offset_d * stride_d) + arange_0 * stride_0 + arange_1 * stride_1 ...
+              (each term along its own dim, broadcast by the adds)
     mask    = and over checked d of broadcast(0 <= offset_d + arange_d < shape_d)
 
 (each bounds check is one unsigned compare).
 
 Address arithmetic is in int64 (shapes and strides are int64 as in Triton, offsets int32).
 The scalar part carries the offsets, so inside a loop that advances the pointer only a
-scalar changes: the tile part depends on the strides alone and is hoisted by licm; a stride
-that is the constant 1 folds away and leaves the tile contiguous along that dim, which
-axis info turns into vector accesses. Descriptor loads and stores carry the attribute
+scalar changes: the 1-D ``arange * stride`` parts depend on the strides alone and are
+hoisted by licm; a stride that is the constant 1 folds away and leaves the tile contiguous
+along that dim, which axis info turns into vector accesses. Descriptor loads and stores carry the attribute
 ``tensor_descriptor = true`` so that a later pass (Hopper's TMA) can find them; both are
 built by ``descriptor_load`` / ``descriptor_store`` below, where such a lowering would start.
 """
@@ -93,12 +94,14 @@ def materialize(sem: Any, base: tensor, shape: Sequence[tensor], strides: Sequen
     for offset, stride in zip(offsets, strides, strict=True):
         term = sem.mul(sem.cast(offset, tl.int64), stride)
         delta = term if delta is None else sem.add(delta, term)
-    start = sem.add(base, delta)
-    tile: Optional[tensor] = None
+    # The scalar start joins the first dim's 1-D offsets before the tile is formed: only the
+    # 1-D `arange * stride` parts are loop-invariant (hoisted, few registers), while the 2-D
+    # pointer tile is rebuilt from the moving start where it is used, as in hand-written code.
+    pointer = sem.add(base, delta)
     for dim, (size, stride) in enumerate(zip(block_shape, strides, strict=True)):
         part = _along(sem, sem.mul(_int_range(sem, size), stride), dim, rank)
-        tile = part if tile is None else sem.add(tile, part)
-    pointer = sem.add(start, sem.broadcast_to(tile, list(block_shape)))
+        pointer = sem.add(pointer, part)
+    pointer = sem.broadcast_to(pointer, list(block_shape))
     mask: Optional[tensor] = None
     for dim in checked:
         index = sem.add(_int_range(sem, block_shape[dim]), sem.cast(offsets[dim], tl.int64))

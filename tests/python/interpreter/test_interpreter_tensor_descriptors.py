@@ -266,3 +266,57 @@ def test_last_stride_given_as_an_argument_equal_to_one(rng):
     np.testing.assert_array_equal(y, _window(x, 0, 0, 8, 8, 0.0))
     with pytest.raises(CompilationError, match="contiguous"):
         runtime_stride_kernel[(1,)](x, y, 5, 7, x.strides[0] // 4, 2, BM=8, BN=8)
+
+
+# ---- a persistent matmul in the style of Triton's descriptor tutorials -------------------------
+
+@tessera.jit
+def _tile_position(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M: tl.constexpr):
+    group_id = tile_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + (tile_id % group_size_m)
+    pid_n = (tile_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@tessera.jit(interpret=True)
+def persistent_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_SIZE_M: tl.constexpr,
+                             BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+                             GROUP_SIZE_M: tl.constexpr, NUM_SMS: tl.constexpr):
+    dtype = c_ptr.dtype.element_ty
+    start_pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    k_tiles = tl.cdiv(K, BLOCK_SIZE_K)
+    num_tiles = num_pid_m * num_pid_n
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1],
+                                       block_shape=[BLOCK_SIZE_M, BLOCK_SIZE_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1],
+                                       block_shape=[BLOCK_SIZE_N, BLOCK_SIZE_K])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1],
+                                       block_shape=[BLOCK_SIZE_M, BLOCK_SIZE_N])
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS):
+        pid_m, pid_n = _tile_position(tile_id, num_pid_in_group, num_pid_m, GROUP_SIZE_M)
+        offs_am = pid_m * BLOCK_SIZE_M
+        offs_bn = pid_n * BLOCK_SIZE_N
+        accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            offs_k = ki * BLOCK_SIZE_K
+            a = a_desc.load([offs_am, offs_k])
+            b = b_desc.load([offs_bn, offs_k])
+            accumulator = tl.dot(a, b.T, accumulator)
+        c_desc.store([offs_am, offs_bn], accumulator.to(dtype))
+
+
+@pytest.mark.parametrize("M,N,K", [(64, 64, 64), (45, 70, 53)])
+def test_persistent_descriptor_matmul(rng, M, N, K):
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((N, K)).astype(np.float16)  # B^T, as the tutorial keeps it
+    c = np.full((M, N), np.nan, np.float16)
+    num_sms = 3
+    persistent_matmul_kernel[(num_sms,)](a, b, c, M, N, K, BLOCK_SIZE_M=16, BLOCK_SIZE_N=32,
+                                         BLOCK_SIZE_K=16, GROUP_SIZE_M=2, NUM_SMS=num_sms)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 2e-3
