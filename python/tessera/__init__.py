@@ -17,8 +17,11 @@ from . import ops
 from .errors import CompilationError
 from .jit import JITFunction, cdiv, jit
 from .autotuner import Autotuner, Config, Heuristics, autotune, heuristics
+from .runtime.allocation import set_allocator
+from . import tools
 
 __version__ = "0.1.0"
 
 __all__ = ["jit", "JITFunction", "cdiv", "language", "config", "testing", "CompilationError",
            "autotune", "Autotuner", "Config", "heuristics", "Heuristics", "ops", "__version__"]
+__all__ += ["set_allocator", "tools"]

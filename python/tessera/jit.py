@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 from . import config
 from ._tessera import runtime as _runtime
 from .config import knobs
+from .runtime import descriptor_arguments
 from .specialization import argument_key, describe
 
 Grid = Union[Sequence[int], Callable[[Dict[str, Any]], Sequence[int]]]
@@ -230,8 +231,9 @@ class JITFunction(_runtime.KernelDispatcher):
                                    eq1, num_warps, debug)
             self._tile_ir[(key, debug)] = module
         # The grid as given (not padded to 3 dims): error messages show program ids like it.
-        interpreter.run(module, grid, list(values), kernel_name=self.__name__,
-                        arg_names=self.runtime_names)
+        # TensorDescriptor arguments expand to their parts (runtime/descriptor_arguments.py).
+        names, values = descriptor_arguments.flatten(self.runtime_names, values)
+        interpreter.run(module, grid, values, kernel_name=self.__name__, arg_names=names)
 
     # ------------------------------------------------------------------ inspection
 

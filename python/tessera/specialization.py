@@ -96,6 +96,10 @@ def _key_unsupported(v) -> tuple:
 
 
 def _key_function_for(cls: type) -> Callable[[Any], tuple]:
+    from .tools.tensor_descriptor import TensorDescriptor
+    if issubclass(cls, TensorDescriptor):  # ("tensordesc", dtype, block, padding, 16-dims)
+        from .runtime import descriptor_arguments
+        return descriptor_arguments.key
     if cls is bool:
         return _key_bool
     if issubclass(cls, int):
@@ -137,4 +141,7 @@ def describe(key: tuple) -> Tuple[str, bool, bool]:
         return "fp32", False, False
     if kind == "scalar":
         return dtype_code(key[1]), False, False
+    if kind == "tensordesc":
+        from .runtime import descriptor_arguments
+        return descriptor_arguments.type_text(key, dtype_code(key[1])), False, False
     return "*" + dtype_code(key[1]), key[2], False

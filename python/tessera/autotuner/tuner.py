@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..runtime import descriptor_arguments
 from ..config import knobs
 from . import backend as backends
 from . import resources, results
@@ -162,6 +163,8 @@ class Autotuner:
         if len(self.configs) == 1 or not self.backend.enabled(self.jit_fn):
             return self._first(launch)
         values = [launch.named[n] for n in self.jit_fn.runtime_names if n in launch.named]
+        # TensorDescriptor arguments: their base tensors tell the device.
+        values = descriptor_arguments.flatten(["?"] * len(values), values)[1]
         target = self.backend.target(self.jit_fn, values)
         material, disk_key = self._disk_key(key, target)
         if disk_key is not None and mode != "force":

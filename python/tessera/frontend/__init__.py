@@ -15,6 +15,7 @@ from ..config import knobs
 from ..language import core as tl
 from ..language.semantic import normalize_number
 from .code_generator import CodeGenerator, make_context
+from .descriptor_parameters import DescriptorParameter
 from .source import KernelParameter, ParsedFunction, is_jit, kernel_parameters
 from .source import kernel_source_key, parse_function
 
@@ -48,15 +49,24 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     line, col = parsed.position(parsed.tree)
     builder.set_location(f"{parsed.filename}:{line}:{col}")
     arguments, constants = _bind_parameters(parsed, name, signature, constexprs)
-    divisibility = [16 if p in divisibility_16 else 1 for p in arguments]
+    block_arguments = []  # (name, dtype, divisibility); a descriptor parameter gives several
+    for param, ty in arguments.items():
+        if isinstance(ty, DescriptorParameter):
+            block_arguments += ty.block_arguments(param)
+        else:
+            block_arguments.append((param, ty, 16 if param in divisibility_16 else 1))
+    divisibility = [d for _, _, d in block_arguments]
     builder.set_insertion_point_to_end(module.body)
     func = builder.create("func", [], [], {"sym_name": name, "divisibility": divisibility}, 1)
     entry = func.body(0)
     scope: Dict[str, Any] = {}
-    handles = {p: entry.add_argument(ty.to_ir()) for p, ty in arguments.items()}
+    handles = {p: entry.add_argument(ty.to_ir()) for p, ty, _ in block_arguments}
     builder.set_insertion_point_to_end(entry)
     for param, ty in arguments.items():
-        if param in equal_to_1:
+        if isinstance(ty, DescriptorParameter):
+            parts = [handles[n] for n, _, _ in ty.block_arguments(param)]
+            scope[param] = ty.value(parts, ctx.semantic)
+        elif param in equal_to_1:
             if not ty.is_int():
                 raise _parameter_error(parsed, name, param, f"equal_to_1 parameter '{param}' "
                                        f"must be an integer, not {ty}")
@@ -81,7 +91,7 @@ def _bind_parameters(parsed: ParsedFunction, name: str, signature: Dict[str, str
     for given in list(signature) + list(constexprs):
         if given not in known:
             raise _parameter_error(parsed, name, None, f"'{given}' is not a parameter of {name}")
-    arguments: Dict[str, tl.dtype] = {}
+    arguments: Dict[str, Any] = {}  # a dtype, or a DescriptorParameter
     constants: Dict[str, Any] = {}
     for p in params:
         if p.name in constexprs:
@@ -96,7 +106,8 @@ def _bind_parameters(parsed: ParsedFunction, name: str, signature: Dict[str, str
                 raise _parameter_error(parsed, name, p.name, f"'{p.name}' is annotated "
                                        "tl.constexpr: give its value in constexprs")
             try:
-                arguments[p.name] = tl.str_to_ty(signature[p.name])
+                arguments[p.name] = (DescriptorParameter.parse(signature[p.name])
+                                     or tl.str_to_ty(signature[p.name]))
             except ValueError as error:
                 raise _parameter_error(parsed, name, p.name, str(error)) from None
         elif p.has_default:

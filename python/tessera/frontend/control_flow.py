@@ -9,6 +9,8 @@ whose results carry the variables it changes, e.g. for a loop that updates ``acc
 
 Rules (as Triton): a variable keeps its type across a loop or a runtime if; a variable first
 assigned inside a runtime block (one branch, or a loop body) is not defined after it.
+Structured values (block pointers, tensor descriptors: language/block_pointer.py) travel as
+their runtime parts, one carried value each (``_flatten`` / ``_unflatten``).
 """
 from __future__ import annotations
 
@@ -47,11 +49,48 @@ def assigned_names(statements: Sequence[ast.stmt]) -> List[str]:
     return list(names)
 
 
+def _is_structured(value: Any) -> bool:
+    return not isinstance(value, tl.tensor) and hasattr(type(value), "_flatten")
+
+
+def _is_runtime(value: Any) -> bool:
+    """A value IR control flow carries: a tensor, or a structured value of tensors."""
+    return isinstance(value, tl.tensor) or _is_structured(value)
+
+
+def _parts(value: Any) -> List[tl.tensor]:
+    return [value] if isinstance(value, tl.tensor) else value._flatten()
+
+
+def _handles(values: Sequence[Any]) -> List[Any]:
+    return [part.handle for value in values for part in _parts(value)]
+
+
+def _rebuild(templates: Sequence[Any], handles: Sequence[Any]) -> List[Any]:
+    """Values shaped like ``templates`` whose parts are ``handles`` (results or arguments)."""
+    values, cursor = [], 0
+    for template in templates:
+        parts = []
+        for part in _parts(template):
+            parts.append(tl.tensor(handles[cursor], part.dtype, part.shape))
+            cursor += 1
+        values.append(parts[0] if isinstance(template, tl.tensor)
+                      else template._unflatten(parts))
+    return values
+
+
+def _add_arguments(block: Any, templates: Sequence[Any]) -> List[Any]:
+    return _rebuild(templates, [block.add_argument(part.handle.type)
+                                for value in templates for part in _parts(value)])
+
+
 def _describe(value: Any) -> str:
-    return f"a {value}" if isinstance(value, tl.tensor) else f"the compile-time value {value!r}"
+    return f"a {value}" if _is_runtime(value) else f"the compile-time value {value!r}"
 
 
 def _same_type(a: Any, b: Any) -> bool:
+    if _is_structured(a) or _is_structured(b):
+        return type(a) is type(b) and a._type_key() == b._type_key()
     return (isinstance(a, tl.tensor) and isinstance(b, tl.tensor) and a.dtype == b.dtype
             and a.shape == b.shape)
 
@@ -114,10 +153,10 @@ class ControlFlowMixin:
             self.builder.set_insertion_point_to_end(block)
             extra = [] if returns is None else self.branch_return_values(state, *returns)
             extra_types = [(v.handle.type, v.dtype, v.shape) for v in extra]
-            self.builder.create("yield", [v.handle for v in values + extra], [])
+            self.builder.create("yield", _handles(values) + [v.handle for v in extra], [])
         self.builder.set_insertion_point_after(if_op)
-        for name, value in zip(names, then_values, strict=True):
-            scope[name] = tl.tensor(if_op.add_result(value.handle.type), value.dtype, value.shape)
+        results = [if_op.add_result(h.type) for h in _handles(then_values)]
+        scope.update(zip(names, _rebuild(then_values, results), strict=True))
         self.scope = scope
         if returns is not None:
             results = [tl.tensor(if_op.add_result(ty), dtype, shape)
@@ -137,7 +176,7 @@ class ControlFlowMixin:
             then_value, else_value = then_scope[name], else_scope[name]
             if then_value is before and else_value is before:
                 continue
-            if not isinstance(before, tl.tensor):
+            if not _is_runtime(before):
                 raise TypeError(f"'{name}' holds {_describe(before)}; it cannot be reassigned "
                                 "under a runtime condition")
             for value, branch in ((then_value, "then"), (else_value, "else")):
@@ -157,7 +196,7 @@ class ControlFlowMixin:
                 self.partial_defs[name] = f"in the {branch} branch of the if at line {line}"
                 continue
             then_value, else_value = then_scope[name], else_scope[name]
-            if isinstance(then_value, tl.tensor) or isinstance(else_value, tl.tensor):
+            if _is_runtime(then_value) or _is_runtime(else_value):
                 if not _same_type(then_value, else_value):
                     raise TypeError(f"'{name}' is {_describe(then_value)} in the then branch but "
                                     f"{_describe(else_value)} in the else branch")
@@ -191,10 +230,10 @@ class ControlFlowMixin:
                             f"{_describe(values[1])}")
         for index, value in enumerate(values):
             self.builder.set_insertion_point_to_end(if_op.body(index))
-            self.builder.create("yield", [value.handle], [])
+            self.builder.create("yield", _handles([value]), [])
         self.builder.set_insertion_point_after(if_op)
-        first = values[0]
-        return tl.tensor(if_op.add_result(first.handle.type), first.dtype, first.shape)
+        results = [if_op.add_result(h.type) for h in _handles(values[:1])]
+        return _rebuild(values[:1], results)[0]
 
     # ---- loops ---------------------------------------------------------------------------
 
@@ -265,26 +304,25 @@ class ControlFlowMixin:
         lb, ub, stride = [self.semantic.cast(b, iv_type) for b in bounds]
         liveins = self.scope
         carried = [n for n in assigned_names(node.body)
-                   if n != node.target.id and isinstance(liveins.get(n), tl.tensor)]
+                   if n != node.target.id and _is_runtime(liveins.get(n))]
         attrs = {key: int(value) for key, value in (("num_stages", loop.num_stages),
                                                     ("loop_unroll_factor", loop.loop_unroll_factor))
                  if value is not None}
         inits = [liveins[n] for n in carried]
-        for_op = self.builder.create("for", [lb.handle, ub.handle, stride.handle] +
-                                     [v.handle for v in inits], [v.handle.type for v in inits],
-                                     attrs, 1)
+        init_handles = _handles(inits)
+        for_op = self.builder.create("for", [lb.handle, ub.handle, stride.handle] + init_handles,
+                                     [h.type for h in init_handles], attrs, 1)
         body = for_op.body(0)
         iv = tl.tensor(body.add_argument(iv_type.to_ir()), iv_type)
         scope = dict(liveins)
-        for name, init in zip(carried, inits, strict=True):
-            scope[name] = tl.tensor(body.add_argument(init.handle.type), init.dtype, init.shape)
+        scope.update(zip(carried, _add_arguments(body, inits), strict=True))
         self.builder.set_insertion_point_to_end(body)
         if negative:
             iv = self.semantic.sub(self.semantic.add(lb, ub), iv)
         scope[node.target.id] = iv
         body_scope = self._run_region(body, node.body, scope, loop=True)
         results = self._carried_values(node, carried, liveins, body_scope, {node.target.id})
-        self.builder.create("yield", [v.handle for v in results], [])
+        self.builder.create("yield", _handles(results), [])
         self.builder.set_insertion_point_after(for_op)
         self._leave_loop(node, liveins, body_scope, carried, for_op.results, {node.target.id})
 
@@ -292,16 +330,15 @@ class ControlFlowMixin:
         if node.orelse:
             raise self.unsupported(node, "while ... else is not supported")
         liveins = self.scope
-        carried = [n for n in assigned_names(node.body) if isinstance(liveins.get(n), tl.tensor)]
+        carried = [n for n in assigned_names(node.body) if _is_runtime(liveins.get(n))]
         inits = [liveins[n] for n in carried]
-        types = [v.handle.type for v in inits]
-        while_op = self.builder.create("while", [v.handle for v in inits], types, {}, 2)
+        init_handles = _handles(inits)
+        while_op = self.builder.create("while", init_handles, [h.type for h in init_handles],
+                                       {}, 2)
 
         def bind(block: Any) -> Dict[str, Any]:
             scope = dict(liveins)
-            for name, init in zip(carried, inits, strict=True):
-                scope[name] = tl.tensor(block.add_argument(init.handle.type), init.dtype,
-                                        init.shape)
+            scope.update(zip(carried, _add_arguments(block, inits), strict=True))
             return scope
 
         before_scope = bind(while_op.body(0))
@@ -317,12 +354,12 @@ class ControlFlowMixin:
             self.scope = liveins
             return
         cond = self._condition(cond, "while")
-        self.builder.create("condition", [cond.handle] + [before_scope[n].handle
-                                                          for n in carried], [])
+        self.builder.create("condition", [cond.handle] + _handles([before_scope[n]
+                                                                   for n in carried]), [])
         body_scope = self._run_region(while_op.body(1), node.body, bind(while_op.body(1)),
                                       loop=True)
         results = self._carried_values(node, carried, liveins, body_scope, set())
-        self.builder.create("yield", [v.handle for v in results], [])
+        self.builder.create("yield", _handles(results), [])
         self.builder.set_insertion_point_after(while_op)
         self._leave_loop(node, liveins, body_scope, carried, while_op.results, set())
 
@@ -349,8 +386,7 @@ class ControlFlowMixin:
                     body_scope: Dict[str, Any], carried: List[str], results: Sequence[Any],
                     loop_names: set) -> None:
         scope = dict(liveins)
-        for name, value in zip(carried, results, strict=True):
-            scope[name] = tl.tensor(value, liveins[name].dtype, liveins[name].shape)
+        scope.update(zip(carried, _rebuild([liveins[n] for n in carried], results), strict=True))
         line = self.parsed.position(node)[0]
         for name in body_scope:
             if name not in liveins and name not in loop_names:

@@ -84,6 +84,15 @@ from .math import (
     sqrt_rn,
     umulhi,
 )
+from .block_pointer import (
+    advance,
+    block_pointer,
+    load_tensor_descriptor,
+    make_block_ptr,
+    make_tensor_descriptor,
+    store_tensor_descriptor,
+    tensor_descriptor,
+)
 from .reduction import (
     argmax,
     argmin,
@@ -135,3 +144,5 @@ __all__ += ["pair_uniform_to_normal", "philox", "philox_impl", "rand", "rand4x",
 from .hints import assume, debug_barrier, max_constancy, max_contiguous, multiple_of
 
 __all__ += ["assume", "debug_barrier", "max_constancy", "max_contiguous", "multiple_of"]
+__all__ += ["advance", "block_pointer", "load_tensor_descriptor", "make_block_ptr",
+            "make_tensor_descriptor", "store_tensor_descriptor", "tensor_descriptor"]

@@ -428,10 +428,19 @@ def load(pointer: tensor, mask: Any = None, other: Any = None, boundary_check: S
          volatile: bool = False, _semantic=None) -> tensor:
     """Loads the values ``pointer`` points to. Lanes whose ``mask`` is false are not read and
     give ``other`` (undefined when ``other`` is None). ``mask``/``other`` broadcast to the
-    pointer's shape. Example: ``x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)``."""
+    pointer's shape. Example: ``x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)``.
+    Through a block pointer (``tl.make_block_ptr``): no mask/other; the dims listed in
+    ``boundary_check`` are not read outside the tensor, where the result is 0 or NaN
+    (``padding_option="zero"``/``"nan"``) or undefined (``""``)."""
+    if _is_block_pointer(pointer):
+        from . import block_pointer_semantic
+        return block_pointer_semantic.load(
+            _semantic, pointer, _unwrap(mask), _unwrap(other), _unwrap(boundary_check),
+            _unwrap(padding_option), _unwrap(cache_modifier), _unwrap(eviction_policy),
+            bool(_unwrap(volatile)))
     if boundary_check or padding_option:
-        raise ValueError("boundary_check and padding_option need block pointers, which "
-                         "Tessera does not support yet")
+        raise ValueError("boundary_check and padding_option apply only to block pointers "
+                         "(tl.make_block_ptr); mask the load of a tensor of pointers instead")
     return _semantic.load(pointer, _unwrap(mask), _unwrap(other), _unwrap(cache_modifier),
                           _unwrap(eviction_policy), bool(_unwrap(volatile)))
 
@@ -440,11 +449,23 @@ def load(pointer: tensor, mask: Any = None, other: Any = None, boundary_check: S
 def store(pointer: tensor, value: Any, mask: Any = None, boundary_check: Sequence = (),
           cache_modifier: str = "", eviction_policy: str = "", _semantic=None) -> None:
     """Stores ``value`` (cast to the pointee type) where ``mask`` is true.
-    Example: ``tl.store(out_ptr + offs, x + y, mask=offs < n)``."""
+    Example: ``tl.store(out_ptr + offs, x + y, mask=offs < n)``. Through a block pointer: no
+    mask; elements outside the tensor along the dims in ``boundary_check`` are not written."""
+    if _is_block_pointer(pointer):
+        from . import block_pointer_semantic
+        return block_pointer_semantic.store(
+            _semantic, pointer, _unwrap(value), _unwrap(mask), _unwrap(boundary_check),
+            _unwrap(cache_modifier), _unwrap(eviction_policy))
     if boundary_check:
-        raise ValueError("boundary_check needs block pointers, which Tessera does not support yet")
+        raise ValueError("boundary_check applies only to block pointers (tl.make_block_ptr); "
+                         "mask the store of a tensor of pointers instead")
     _semantic.store(pointer, _unwrap(value), _unwrap(mask), _unwrap(cache_modifier),
                     _unwrap(eviction_policy))
+
+
+def _is_block_pointer(value: Any) -> bool:
+    from .block_pointer import block_pointer
+    return isinstance(value, block_pointer)
 
 
 @builtin

@@ -16,7 +16,7 @@ from pathlib import Path
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import driver
+from . import descriptor_arguments, driver
 from .cache import KernelCache, cache_key
 
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -77,11 +77,15 @@ class Launchable:
         self.device = device
         self.framework = framework
         self.arg_names = list(arg_names)
+        # The kernel's parameter names when some are TensorDescriptors (arg_names: expanded).
+        self.expand_from: Optional[List[str]] = None
         self.metadata = metadata
         self.current_stream = _stream_function(device, framework)
         self.stream_type = sys.modules["torch"].Tensor if framework == "torch" else None
 
     def launch(self, grid, args: Sequence[Any]) -> None:
+        if self.expand_from is not None:  # TensorDescriptor arguments: expand them
+            args = descriptor_arguments.flatten(self.expand_from, args)[1]
         try:
             self.launcher.launch(grid, self.current_stream(), args)
         except driver.ArgumentError as e:
@@ -160,7 +164,7 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
     from ..compiler import CompileOptions, debug_for
 
     kernel = jit_fn.__name__
-    names = jit_fn.runtime_names
+    names, values = descriptor_arguments.flatten(jit_fn.runtime_names, values)
     ok, why = driver.driver_available()
     if not ok:
         raise RuntimeError(f"{kernel}: no CUDA driver ({why}); run on a GPU machine, or set "
@@ -175,7 +179,11 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
     signature = specialization[0]
     module = driver.load_module(image, device)
     function = module.function(metadata["name"])
-    launcher = driver.KernelLauncher([_launcher_kind(signature[n]) for n in names], function,
+    kinds = descriptor_arguments.launch_kinds(jit_fn.runtime_names, signature, _launcher_kind)
+    launcher = driver.KernelLauncher(kinds, function,
                                      num_warps=metadata["num_warps"],
                                      shared_bytes=metadata.get("shared_bytes", 0))
-    return Launchable(kernel, launcher, device, framework, names, metadata)
+    launchable = Launchable(kernel, launcher, device, framework, names, metadata)
+    if len(names) != len(jit_fn.runtime_names):
+        launchable.expand_from = list(jit_fn.runtime_names)
+    return launchable

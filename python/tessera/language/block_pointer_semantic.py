@@ -1,0 +1,300 @@
+"""Type rules and IR of block pointers and tensor descriptors (API: block_pointer.py).
+
+A load or store through either becomes one ``load``/``store`` of a tile of pointers, with a
+mask where bounds are checked, as Triton's RewriteTensorPointer pass does:
+
+    pointer = (base + sum_d offset_d * stride_d) + arange_0 * stride_0 + arange_1 * stride_1 ...
+              (each term along its own dim, broadcast by the adds)
+    mask    = and over checked d of broadcast(0 <= offset_d + arange_d < shape_d)
+
+(each bounds check is one unsigned compare).
+
+Address arithmetic is in int64 (shapes and strides are int64 as in Triton, offsets int32).
+The scalar part carries the offsets, so inside a loop that advances the pointer only a
+scalar changes: the 1-D ``arange * stride`` parts depend on the strides alone and are
+hoisted by licm; a stride that is the constant 1 folds away and leaves the tile contiguous
+along that dim, which axis info turns into vector accesses. Descriptor loads and stores carry the attribute
+``tensor_descriptor = true`` so that a later pass (Hopper's TMA) can find them; both are
+built by ``descriptor_load`` / ``descriptor_store`` below, where such a lowering would start.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+from . import block_pointer as _api
+from . import core as tl
+from .core import tensor
+
+# The attribute marking the load/store ops of tensor descriptors.
+DESCRIPTOR_ATTR = "tensor_descriptor"
+
+
+def _as_list(values: Any) -> List[Any]:
+    values = tl._unwrap(values)
+    if isinstance(values, (list, tuple)):
+        return [tl._unwrap(v) for v in values]
+    return [values]
+
+
+def _scalar(sem: Any, value: Any, ty: tl.dtype, what: str) -> tensor:
+    """A scalar of integer type ``ty`` from a constexpr int or an integer scalar."""
+    if isinstance(value, bool) or not isinstance(value, (int, tensor)):
+        raise TypeError(f"{what} must be an integer (a constexpr or a runtime scalar), got "
+                        f"{value!r}")
+    if isinstance(value, int):
+        bits = ty.int_bitwidth
+        if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+            raise ValueError(f"{what} {value} does not fit in {ty}")
+        return sem.scalar_constant(value, ty)
+    if value.shape or not value.dtype.is_int():
+        raise TypeError(f"{what} must be an integer scalar, got {value}")
+    if ty == tl.int32 and value.dtype.int_bitwidth == 64:
+        raise TypeError(f"{what} must be a 32-bit integer, got {value} (block offsets are "
+                        "int32, as in Triton: add .to(tl.int32))")
+    if value.dtype.int_bitwidth != ty.int_bitwidth:  # widen by the value's own signedness
+        wide = tl.dtype(("int" if value.dtype.is_int_signed() else "uint")
+                        + str(ty.int_bitwidth))
+        value = sem.cast(value, wide)
+    return tl.tensor(value.handle, ty, [])
+
+
+def _scalars(sem: Any, values: Any, ty: tl.dtype, what: str) -> List[tensor]:
+    return [_scalar(sem, v, ty, f"{what}[{i}]") for i, v in enumerate(_as_list(values))]
+
+
+def _int_range(sem: Any, size: int) -> tensor:
+    return sem.cast(sem.arange(0, size), tl.int64)
+
+
+def _along(sem: Any, row: tensor, dim: int, rank: int) -> tensor:
+    """A 1-D tile placed along ``dim`` of a rank-``rank`` tile (size 1 elsewhere)."""
+    for axis in range(rank):
+        if axis != dim:
+            row = sem.expand_dims(row, axis)
+    return row
+
+
+def _unsigned(value: tensor) -> tensor:
+    return tl.tensor(value.handle, tl.uint64, value.shape)
+
+
+def _base_pointer(sem: Any, base: Any, what: str) -> tensor:
+    if not isinstance(base, tensor) or base.shape or not base.dtype.is_ptr():
+        raise TypeError(f"{what}'s base must be a scalar pointer (a pointer argument), got "
+                        f"{base}")
+    return base
+
+
+def materialize(sem: Any, base: tensor, shape: Sequence[tensor], strides: Sequence[tensor],
+                offsets: Sequence[tensor], block_shape: Sequence[int],
+                checked: Sequence[int]) -> Tuple[tensor, Optional[tensor]]:
+    """The tile of pointers of the block and its mask (None when no dim is checked)."""
+    rank = len(block_shape)
+    delta: Optional[tensor] = None
+    for offset, stride in zip(offsets, strides, strict=True):
+        term = sem.mul(sem.cast(offset, tl.int64), stride)
+        delta = term if delta is None else sem.add(delta, term)
+    # The scalar start joins the first dim's 1-D offsets before the tile is formed: only the
+    # 1-D `arange * stride` parts are loop-invariant (hoisted, few registers), while the 2-D
+    # pointer tile is rebuilt from the moving start where it is used, as in hand-written code.
+    pointer = sem.add(base, delta)
+    for dim, (size, stride) in enumerate(zip(block_shape, strides, strict=True)):
+        part = _along(sem, sem.mul(_int_range(sem, size), stride), dim, rank)
+        pointer = sem.add(pointer, part)
+    pointer = sem.broadcast_to(pointer, list(block_shape))
+    mask: Optional[tensor] = None
+    for dim in checked:
+        index = sem.add(_int_range(sem, block_shape[dim]), sem.cast(offsets[dim], tl.int64))
+        # 0 <= index < shape in one unsigned compare: a negative index wraps past any limit,
+        # and the limit max(shape, 0) keeps a negative shape empty, as the signed pair would.
+        limit = sem.maximum(sem.cast(shape[dim], tl.int64), 0)
+        inside = sem.compare("lt", _unsigned(index), _unsigned(limit))
+        inside = _along(sem, inside, dim, rank)
+        mask = inside if mask is None else sem.bitwise("andi", mask, inside)
+    if mask is not None:
+        mask = sem.broadcast_to(mask, list(block_shape))
+    return pointer, mask
+
+
+def _padding(option: Any, element: tl.dtype) -> Optional[float]:
+    option = tl._unwrap(option)
+    if option in ("", None):
+        return None
+    if option not in ("zero", "nan"):
+        raise ValueError(f"padding_option '{option}' is not supported; use \"zero\", \"nan\" "
+                         "or \"\" (undefined)")
+    if option == "nan" and not element.is_floating():
+        raise ValueError(f"padding_option \"nan\" needs a floating-point block, not {element}")
+    return 0.0 if option == "zero" else float("nan")
+
+
+def _boundary_check(boundary_check: Any, rank: int) -> List[int]:
+    """Triton's canonical form: distinct dims in [0, rank), sorted."""
+    dims = _as_list(boundary_check) if boundary_check not in ((), None) else []
+    for dim in dims:
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < rank:
+            raise ValueError(f"boundary_check dims must be constexpr ints in [0, {rank}), got "
+                             f"{dim!r}")
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"duplicate dimension in boundary_check {tuple(dims)}")
+    return sorted(dims)
+
+
+def _store(sem: Any, pointer: tensor, value: tensor, mask: Optional[tensor],
+           attrs: dict) -> None:
+    operands = [pointer, value] + ([mask] if mask is not None else [])
+    sem.builder.create("store", [v.handle for v in operands], [], attrs)
+
+
+# ---- block pointers -------------------------------------------------------------------------
+
+
+def make_block_ptr(sem: Any, base: Any, shape: Any, strides: Any, offsets: Any,
+                   block_shape: Any, order: Any) -> "_api.block_pointer":
+    if isinstance(base, _api.block_pointer):
+        raise TypeError("make_block_ptr's base must be a pointer, not a block pointer")
+    base = _base_pointer(sem, base, "make_block_ptr")
+    if base.dtype.element_ty == tl.int1:  # int1 lives in memory as int8, as in Triton
+        base = sem.cast(base, tl.pointer_type(tl.int8))
+    shape = _scalars(sem, shape, tl.int64, "shape")
+    strides = _scalars(sem, strides, tl.int64, "strides")
+    offsets = _scalars(sem, offsets, tl.int32, "offsets")
+    block_shape = sem.block_shape(_as_list(block_shape))
+    order = _as_list(order)
+    if sorted(order) != list(range(len(order))):
+        raise ValueError(f"order must be a permutation of 0..{len(order) - 1}, got {order}")
+    lengths = {len(x) for x in (shape, strides, offsets, order)}
+    if lengths != {len(block_shape)}:
+        raise ValueError("shape, strides, offsets, block_shape and order must have one length, "
+                         f"got {len(shape)}, {len(strides)}, {len(offsets)}, "
+                         f"{len(block_shape)} and {len(order)}")
+    return _api.block_pointer(base, shape, strides, offsets, block_shape, order)
+
+
+def advance(sem: Any, pointer: "_api.block_pointer", offsets: Any) -> "_api.block_pointer":
+    deltas = _as_list(offsets)
+    if len(deltas) != len(pointer.offsets):
+        raise ValueError(f"advance needs {len(pointer.offsets)} offsets (one per dim), got "
+                         f"{len(deltas)}")
+    moved = []
+    for index, (offset, delta) in enumerate(zip(pointer.offsets, deltas, strict=True)):
+        if isinstance(delta, int) and not isinstance(delta, bool) and delta == 0:
+            moved.append(offset)
+        else:
+            moved.append(sem.add(offset, _scalar(sem, delta, tl.int32, f"offsets[{index}]")))
+    return _api.block_pointer(pointer.base, pointer.shape, pointer.strides, moved,
+                              pointer.block_shape, pointer.order)
+
+
+def load(sem: Any, pointer: "_api.block_pointer", mask: Any, other: Any, boundary_check: Any,
+         padding_option: Any, cache_modifier: str, eviction_policy: str,
+         volatile: bool) -> tensor:
+    if mask is not None or other is not None:
+        raise ValueError("mask and other cannot be given when loading through a block pointer "
+                         "(use boundary_check and padding_option)")
+    element = pointer.element_ty
+    pad = _padding(padding_option, element)
+    checked = _boundary_check(boundary_check, len(pointer.block_shape))
+    ptrs, bounds = materialize(sem, pointer.base, pointer.shape, pointer.strides,
+                               pointer.offsets, pointer.block_shape, checked)
+    # Without a padding option the checked-out elements are undefined (as in Triton).
+    fill = pad if bounds is not None else None
+    return sem.load(ptrs, bounds, fill, cache_modifier, eviction_policy, volatile)
+
+
+def store(sem: Any, pointer: "_api.block_pointer", value: Any, mask: Any, boundary_check: Any,
+          cache_modifier: str, eviction_policy: str) -> None:
+    if mask is not None:
+        raise ValueError("mask cannot be given when storing through a block pointer (use "
+                         "boundary_check)")
+    value = sem.to_tensor(value)
+    if not value.shape:
+        value = sem.splat(value, pointer.block_shape)
+    if value.shape != pointer.block_shape:
+        raise ValueError(f"the stored value's shape {value.shape} differs from the block "
+                         f"shape {pointer.block_shape}")
+    if value.dtype != pointer.element_ty:
+        raise TypeError(f"the stored value is {value.dtype} but the block pointer's element "
+                        f"type is {pointer.element_ty}; convert it with .to(...)")
+    checked = _boundary_check(boundary_check, len(pointer.block_shape))
+    ptrs, bounds = materialize(sem, pointer.base, pointer.shape, pointer.strides,
+                               pointer.offsets, pointer.block_shape, checked)
+    attrs = sem._cache_attrs(cache_modifier, eviction_policy, ("", ".wb", ".cg", ".cs", ".wt"))
+    _store(sem, ptrs, value, bounds, attrs)
+
+
+# ---- tensor descriptors ---------------------------------------------------------------------
+
+
+def _is_constant_one(value: Any) -> bool:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value == 1
+    if isinstance(value, tensor) and not value.shape:
+        op = value.handle.defining_op
+        return op is not None and op.name == "constant" and op.attr("value") == 1
+    return False
+
+
+def make_tensor_descriptor(sem: Any, base: Any, shape: Any, strides: Any, block_shape: Any,
+                           padding_option: Any) -> "_api.tensor_descriptor":
+    base = _base_pointer(sem, base, "make_tensor_descriptor")
+    shape, strides = _as_list(shape), _as_list(strides)
+    block_shape = _as_list(block_shape)
+    ndim = len(shape)
+    if not 1 <= ndim <= 5:
+        raise ValueError(f"a tensor descriptor has 1 to 5 dims, got {ndim}")
+    if len(strides) != ndim or len(block_shape) != ndim:
+        raise ValueError(f"a {ndim}-dim tensor descriptor needs {ndim} strides and block dims, "
+                         f"got {len(strides)} and {len(block_shape)}")
+    block_shape = sem.block_shape(block_shape)
+    element = base.dtype.element_ty
+    row_bytes = block_shape[-1] * element.primitive_bitwidth // 8
+    if row_bytes < 16:
+        raise ValueError("a descriptor block needs at least 16 bytes along its last dim, got "
+                         f"{block_shape[-1]} x {element} = {row_bytes} bytes")
+    if not _is_constant_one(strides[-1]):
+        raise ValueError(f"a tensor descriptor's last dim must be contiguous: its stride must "
+                         f"be the constant 1, got {strides[-1]}")
+    padding = tl._unwrap(padding_option)
+    if padding not in ("zero", "nan"):
+        raise ValueError(f"padding_option '{padding}' is not supported; use \"zero\" or \"nan\"")
+    _padding(padding, element)
+    return _api.tensor_descriptor(base, _scalars(sem, shape, tl.int32, "shape"),
+                                  _scalars(sem, strides, tl.int64, "strides"), block_shape,
+                                  padding)
+
+
+def check_descriptor(desc: Any) -> "_api.tensor_descriptor":
+    if not isinstance(desc, _api.tensor_descriptor):
+        raise TypeError(f"expected a tensor descriptor (tl.make_tensor_descriptor or a "
+                        f"TensorDescriptor argument), got {desc}")
+    return desc
+
+
+def _descriptor_access(sem: Any, desc: "_api.tensor_descriptor", offsets: Any):
+    offsets = _as_list(offsets)
+    if len(offsets) != len(desc.block_shape):
+        raise ValueError(f"expected {len(desc.block_shape)} offsets (one per dim), got "
+                         f"{len(offsets)}")
+    offsets = [_scalar(sem, o, tl.int32, f"offsets[{i}]") for i, o in enumerate(offsets)]
+    return materialize(sem, desc.base, desc.shape, desc.strides, offsets, desc.block_shape,
+                       range(len(desc.block_shape)))
+
+
+def descriptor_load(sem: Any, desc: "_api.tensor_descriptor", offsets: Any) -> tensor:
+    """Elements outside the tensor read as the padding (0 or NaN), as Triton's TMA loads."""
+    ptrs, bounds = _descriptor_access(sem, desc, offsets)
+    result = sem.load(ptrs, bounds, _padding(desc.padding, desc.dtype), "", "", False)
+    result.handle.defining_op.set_attr(DESCRIPTOR_ATTR, True)
+    return result
+
+
+def descriptor_store(sem: Any, desc: "_api.tensor_descriptor", offsets: Any,
+                     value: Any) -> None:
+    value = sem.to_tensor(value)
+    if value.shape != desc.block_shape:
+        raise ValueError(f"the stored value's shape {value.shape} differs from the "
+                         f"descriptor's block shape {desc.block_shape}")
+    value = sem.cast(value, desc.dtype)
+    ptrs, bounds = _descriptor_access(sem, desc, offsets)
+    _store(sem, ptrs, value, bounds, {DESCRIPTOR_ATTR: True})
