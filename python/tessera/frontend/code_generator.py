@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List
 from .. import errors
 from ..language import core as tl
 from ..language import matrix as tl_matrix
+from ..language import tensor_methods
 from ..language.semantic import Semantic, is_number, normalize_number
 from ..language.reduction import NEEDS_GENERATOR
 from .control_flow import ControlFlowMixin
@@ -271,8 +272,10 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
                 return getattr(value, node.attr)
             if tl.is_builtin(getattr(tl.tensor, node.attr, None)):
                 return getattr(value, node.attr)  # methods: x.sum(1), x.max(0), ...
-            if node.attr == "T":  # as Triton: the transpose, tl.trans(x)
-                return tl_matrix.build_trans(self.semantic, value, ())
+            if node.attr == "T":  # as Triton: the transpose of a 2-D tile, permute(x, (1, 0))
+                return tl_matrix.build_trans(self.semantic, value, (1, 0))
+            if node.attr in tensor_methods.NOT_ON_CLASS:  # x.__lt__(y), ...: as the operator
+                return tensor_methods.BoundOperator(value, node.attr)
             raise AttributeError(f"tensor has no attribute '{node.attr}'")
         result = getattr(value, node.attr)
         return normalize_number(result.value if isinstance(result, tl.constexpr) else result)
@@ -435,8 +438,9 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
             for item in args[1:]:
                 result = combine(result, item)
             return result
-        if inspect.ismethod(function) and isinstance(function.__self__, tl.dtype) and not runtime:
-            return function(*args, **kwargs)  # dtype queries: x.dtype.is_floating(), ...
+        if inspect.ismethod(function) and isinstance(function.__self__, (tl.dtype, tl.block_type)) \
+                and not runtime:
+            return function(*args, **kwargs)  # type queries: x.dtype.is_floating(), ...
         if function is print:  # as Triton: print(prefix, *values) is tl.device_print
             if args and not isinstance(args[0], str):
                 args = ["", *args]

@@ -63,8 +63,14 @@ class dtype:
     class KIND(enum.IntEnum):
         """Kinds for the promotion of Python scalars: bool < integral < floating."""
         BOOL = 0
+        BOOLEAN = 0  # Triton's name for it
         INTEGRAL = 1
         FLOATING = 2
+
+    class SIGNEDNESS(enum.Enum):
+        """``int_signedness`` of integer dtypes, as Triton's."""
+        SIGNED = 0
+        UNSIGNED = 1
 
     def __init__(self, name: str) -> None:
         if name not in self._IR_NAMES:
@@ -76,7 +82,8 @@ class dtype:
         else:
             self.int_bitwidth = int(name.split("int")[-1])
             self.primitive_bitwidth = self.int_bitwidth
-            self.int_signedness = "signed" if name in self.SINT_TYPES else "unsigned"
+            self.int_signedness = (dtype.SIGNEDNESS.SIGNED if name in self.SINT_TYPES
+                                   else dtype.SIGNEDNESS.UNSIGNED)
 
     # Predicates, as Triton's dtype.
     def is_ptr(self) -> bool:
@@ -103,17 +110,7 @@ class dtype:
     def is_fp8(self) -> bool:
         return self.name.startswith("fp8")
 
-    def is_fp16(self) -> bool:
-        return self.name == "fp16"
-
-    def is_bf16(self) -> bool:
-        return self.name == "bf16"
-
-    def is_fp32(self) -> bool:
-        return self.name == "fp32"
-
-    def is_fp64(self) -> bool:
-        return self.name == "fp64"
+    # is_fp16(), is_int64(), is_uint8(), ...: generated below from DTYPE_NAMES.
 
     def kind(self) -> "dtype.KIND":
         if self.is_bool():
@@ -132,8 +129,8 @@ class dtype:
     def get_int_min_value(self) -> int:
         return -(2 ** (self.int_bitwidth - 1)) if self.is_int_signed() else 0
 
-    def to_ir(self):
-        """The IR type (``ir.scalar("f32")``, ...)."""
+    def to_ir(self, builder: Any = None):
+        """The IR type (``ir.scalar("f32")``, ...); ``builder`` (Triton's) is not needed."""
         from .._tessera import ir
         return ir.scalar(self._IR_NAMES[self.name])
 
@@ -153,11 +150,12 @@ class dtype:
 class pointer_type(dtype):
     """A pointer to ``element_ty`` in global memory: the dtype of ``*fp32`` arguments."""
 
-    def __init__(self, element_ty: dtype, address_space: int = 1) -> None:
+    def __init__(self, element_ty: dtype, address_space: int = 1, const: bool = False) -> None:
         if not isinstance(element_ty, dtype):
             raise TypeError(f"pointer_type needs a dtype, got {element_ty!r}")
         self.element_ty = element_ty
         self.address_space = address_space
+        self.const = bool(const)  # Triton's read-only pointers: accepted, not enforced
         self.name = f"pointer<{element_ty}>"
         self.primitive_bitwidth = 64
 
@@ -179,7 +177,7 @@ class pointer_type(dtype):
     def is_standard_floating(self) -> bool:
         return False
 
-    def to_ir(self):
+    def to_ir(self, builder: Any = None):
         from .._tessera import ir
         return ir.pointer(self.element_ty.to_ir(), self.address_space)
 
@@ -224,6 +222,80 @@ class block_type:
 
     __repr__ = __str__
 
+
+# --------------------------------------------------------------------------------------------
+# Triton's per-dtype predicates and attributes, from one table
+# --------------------------------------------------------------------------------------------
+
+# Every dtype name Triton has, with its exponent bias for floats (None: an integer). Each name
+# gives a predicate ``is_<name>()``; names without a Tessera dtype (fp8e4b8, ...) answer False.
+DTYPE_NAMES = {
+    "int1": None, "int8": None, "int16": None, "int32": None, "int64": None,
+    "uint8": None, "uint16": None, "uint32": None, "uint64": None,
+    "fp8e4nv": 7, "fp8e4b8": 8, "fp8e4b15": 15, "fp8e5": 15, "fp8e5b16": 16,
+    "fp16": 15, "bf16": 127, "fp32": 127, "fp64": 1023,
+}
+
+
+def _name_predicate(name: str):
+    def predicate(self: dtype) -> bool:
+        return self.name == name
+
+    predicate.__name__ = predicate.__qualname__ = f"is_{name}"
+    predicate.__doc__ = f"Whether this is {name} (Triton's dtype.is_{name})."
+    return predicate
+
+
+def _exponent_bias(self: dtype) -> int:
+    """The exponent bias of a float dtype (15 for fp16, 127 for fp32, ...)."""
+    bias = DTYPE_NAMES.get(self.name)
+    if bias is None:
+        raise AttributeError(f"{self.name} has no exponent_bias: it is not a float type")
+    return bias
+
+
+def _codegen_name(self: dtype) -> str:
+    """Triton's spelling in code: ``float16``, ``bfloat16``, ``int32``, ..."""
+    return _PUBLIC_NAMES.get(self.name, self.name)
+
+
+def _mangle(self: dtype) -> str:
+    """Triton's short name in mangled function names: ``i32``, ``u8``, ``fp16``, ..."""
+    if self.is_int():
+        return ("i" if self.is_int_signed() else "u") + str(self.int_bitwidth)
+    if self.is_ptr():
+        return "P" + self.element_ty.mangle()  # type: ignore[attr-defined]
+    return self.name
+
+
+_DTYPE_MEMBERS = {
+    **{f"is_{name}": _name_predicate(name) for name in DTYPE_NAMES},
+    "itemsize": property(lambda self: self.primitive_bitwidth // 8,
+                         doc="Bytes per element (primitive_bitwidth // 8; 0 for int1)."),
+    "exponent_bias": property(_exponent_bias),
+    "cache_key_part": property(lambda self: self.name, doc="The name (Triton's cache key)."),
+    "codegen_name": _codegen_name,
+    "mangle": _mangle,
+    "is_dtype": staticmethod(lambda type_str: type_str in dtype._IR_NAMES),
+    "is_void": staticmethod(lambda: False),
+    "is_block": staticmethod(lambda: False),
+    "is_const": lambda self: False,
+    "with_element_ty": lambda self, element_ty: element_ty,
+}
+for _member_name, _member in _DTYPE_MEMBERS.items():
+    setattr(dtype, _member_name, _member)
+pointer_type.is_const = lambda self: self.const  # type: ignore[method-assign]
+
+# A block type's Triton attributes beyond its shape and element type.
+for _member_name, _member in {
+        "get_block_shapes": lambda self: tuple(self.shape),
+        "nbytes": property(lambda self: self.numel * (self.element_ty.primitive_bitwidth // 8)),
+        "with_element_ty": lambda self, element_ty: block_type(element_ty, self.shape),
+        "is_ptr": lambda self: False,
+        "mangle": lambda self: f"{self.element_ty.mangle()}S{'_'.join(map(str, self.shape))}S",
+        "primitive_bitwidth": property(lambda self: self.element_ty.primitive_bitwidth),
+}.items():
+    setattr(block_type, _member_name, _member)
 
 int1 = dtype("int1")
 int8 = dtype("int8")
@@ -398,10 +470,23 @@ def cast(input: Any, dtype: dtype, fp_downcast_rounding: Optional[str] = None,
 
 
 @builtin
-def expand_dims(input: tensor, axis: int, _semantic=None) -> tensor:
-    """Inserts a dimension of size 1 at ``axis``. Example: ``tl.expand_dims(x, 1)`` is
-    ``x[:, None]``."""
-    return _semantic.expand_dims(_semantic.to_tensor(input), _unwrap(axis))
+def expand_dims(input: tensor, axis: Union[int, Sequence[int]], _semantic=None) -> tensor:
+    """Inserts dimensions of size 1: at ``axis``, or at each axis of a sequence (indices of
+    the result, as Triton's). Example: ``tl.expand_dims(x, 1)`` is ``x[:, None]``;
+    ``tl.expand_dims(x, (0, 2))`` makes [N] into [1, N, 1]."""
+    input = _semantic.to_tensor(_unwrap(input))
+    axis = _unwrap(axis)
+    axes = [_unwrap(a) for a in axis] if isinstance(axis, (list, tuple)) else [axis]
+    rank = len(input.shape) + len(axes)
+    for a in axes:
+        if not isinstance(a, int) or isinstance(a, bool) or not -rank <= a < rank:
+            raise ValueError(f"expand_dims axis {a} is out of range for a result of rank {rank}")
+    axes = [a + rank if a < 0 else a for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"expand_dims got duplicate axes (normalized: {axes})")
+    for a in sorted(axes):
+        input = _semantic.expand_dims(input, a)
+    return input
 
 
 @builtin
@@ -411,9 +496,15 @@ def broadcast_to(input: tensor, *shape: int, _semantic=None) -> tensor:
 
 
 @builtin
-def reshape(input: tensor, *shape: int, _semantic=None) -> tensor:
-    """Gives ``input`` a new shape with the same number of elements (row-major order)."""
-    return _semantic.reshape(input, _shape_arg(shape))
+def reshape(input: tensor, *shape: int, can_reorder: bool = False, _semantic=None) -> tensor:
+    """Gives ``input`` a new shape with the same number of elements, in row-major order
+    (also with ``can_reorder=True``, which lets Triton reorder them; Tessera never does). An
+    empty shape gives the scalar of a one-element tensor. Example: ``tl.reshape(x, 16, 16)``
+    or ``x.reshape([BLOCK])``."""
+    shape_list = _shape_arg(shape)
+    if not shape_list:
+        return _semantic.unsplat(_unwrap(input))
+    return _semantic.reshape(_semantic.to_tensor(_unwrap(input)), shape_list)
 
 
 def _shape_arg(shape: Sequence[Any]) -> List[int]:
@@ -548,16 +639,25 @@ class static_range:
 
 class range:
     """A runtime loop, as Python's ``range`` inside a kernel: ``for i in tl.range(0, n, 2):``
-    becomes an IR ``for``. ``num_stages`` is a hint for the software pipeliner."""
+    becomes an IR ``for``. ``num_stages`` is a hint for the software pipeliner (honoured);
+    ``loop_unroll_factor`` is recorded on the loop. Triton's other hints are accepted and
+    change nothing here: ``disallow_acc_multi_buffer`` (Tessera never multi-buffers a dot's
+    accumulator), ``flatten`` (nested loops are not flattened) and ``warp_specialize``
+    (Tessera has no warp specialization). Example:
+    ``for k in tl.range(0, K, BLOCK_K, num_stages=3):``."""
 
     def __init__(self, arg1: Any, arg2: Any = None, step: Any = None,
                  num_stages: Optional[int] = None, loop_unroll_factor: Optional[int] = None,
-                 _semantic=None) -> None:
+                 disallow_acc_multi_buffer: bool = False, flatten: bool = False,
+                 warp_specialize: bool = False, _semantic=None) -> None:
         start, end = (0, arg1) if arg2 is None else (arg1, arg2)
         self.start, self.end = _unwrap(start), _unwrap(end)
         self.step = 1 if step is None else _unwrap(step)
         self.num_stages = _unwrap(num_stages)
         self.loop_unroll_factor = _unwrap(loop_unroll_factor)
+        self.disallow_acc_multi_buffer = bool(_unwrap(disallow_acc_multi_buffer))
+        self.flatten = bool(_unwrap(flatten))
+        self.warp_specialize = bool(_unwrap(warp_specialize))
 
 
 # Math functions (exp, log, sqrt, abs, ...) land in language/math.py with issue 4; their type

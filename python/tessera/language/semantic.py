@@ -17,6 +17,7 @@ from .core import dtype, tensor
 from .reduction_semantic import ReductionSemantic
 from .math_semantic import MathSemantic
 from .atomic_semantic import AtomicSemantic
+from .shape_semantic import ShapeSemantic
 
 ir = _tessera.ir
 
@@ -117,9 +118,9 @@ def _signed_bits(value: int, width: int) -> int:
     return value - (1 << width) if value >> (width - 1) else value
 
 
-class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic):
+class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
     """Builds typed tile IR for the language's operators and builtins through ``builder``
-    (reductions and scans: reduction_semantic.py)."""
+    (reductions and scans: reduction_semantic.py; join, sort, gather, ...: shape_semantic.py)."""
 
     def __init__(self, builder: Any) -> None:
         self.builder = builder
