@@ -4,6 +4,7 @@ sort, topk, ...), shared by the interpreter tests and the codegen tests beside t
 Each kernel reads a ragged M x N block (masked: M, N need not be multiples of the block) from
 row-major memory and writes its result densely, so a test compares it with NumPy directly.
 """
+import numpy as np
 import tessera
 import tessera.language as tl
 
@@ -97,3 +98,38 @@ def bitonic_kernel(x_ptr, out_ptr, BM: tl.constexpr, BN: tl.constexpr,
                    DESCENDING: tl.constexpr):
     x = load_block(x_ptr, BM, BN, BM, BN, 0)
     store_block(out_ptr, tl.bitonic_merge(x, descending=DESCENDING), BM, BN)
+
+
+# ---- inputs and references ------------------------------------------------------------
+
+
+def random_array(rng, shape, dtype):
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return rng.integers(max(info.min, -10**6), min(info.max, 10**6), shape,
+                            endpoint=True).astype(dtype)
+    values = rng.standard_normal(shape).astype(dtype)
+    flat = values.reshape(-1)  # special values, for the exact-move checks
+    flat[: min(3, flat.size)] = np.array([-0.0, np.nan, np.inf], dtype)[: min(3, flat.size)]
+    return values
+
+
+def bits(a):
+    a = np.ascontiguousarray(a)
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize])
+
+
+def ragged_block(x, bm, bn, other=0):
+    """x (M x N) in a bm x bn block, `other` outside: what load_block reads."""
+    block = np.full((bm, bn), other, x.dtype)
+    block[: x.shape[0], : x.shape[1]] = x
+    return block
+
+
+def sortable(rng, shape, dtype):
+    """Random values without -0.0 (np.sort puts -0.0 and 0.0 in either order) or NaN."""
+    if np.issubdtype(dtype, np.integer):
+        return random_array(rng, shape, dtype)
+    values = rng.standard_normal(shape).astype(dtype)
+    values[values == 0] = 1
+    return values

@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import shape_op_kernels as K
+from shape_op_kernels import bits, ragged_block, random_array, sortable
 
 DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.int32, np.int8, np.uint16, np.int64]
 
@@ -30,30 +31,6 @@ def launch(kernel, grid, *args, **constexprs):
         kernel[grid](*args, **constexprs)
     finally:
         kernel.interpret = None
-
-
-def random_array(rng, shape, dtype):
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        return rng.integers(max(info.min, -10**6), min(info.max, 10**6), shape,
-                            endpoint=True).astype(dtype)
-    values = rng.standard_normal(shape).astype(dtype)
-    if dtype != ml_dtypes.bfloat16:  # exact-move checks: special values where they exist
-        flat = values.reshape(-1)
-        flat[: min(3, flat.size)] = np.array([-0.0, np.nan, np.inf], dtype)[: min(3, flat.size)]
-    return values
-
-
-def bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize])
-
-
-def ragged_block(x, bm, bn, other=0):
-    """x (M x N) in a bm x bn block, `other` outside: what load_block reads."""
-    block = np.full((bm, bn), other, x.dtype)
-    block[: x.shape[0], : x.shape[1]] = x
-    return block
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -124,15 +101,6 @@ def test_flip(rng, dtype, bm, bn):
     launch(K.flip_kernel, (1,), x, out0, out1, BM=bm, BN=bn)
     np.testing.assert_array_equal(bits(out0), bits(x[::-1]))
     np.testing.assert_array_equal(bits(out1), bits(x[:, ::-1]))
-
-
-def sortable(rng, shape, dtype):
-    """Random values without -0.0 (np.sort puts -0.0 and 0.0 in either order) or NaN."""
-    if np.issubdtype(dtype, np.integer):
-        return random_array(rng, shape, dtype)
-    values = rng.standard_normal(shape).astype(dtype)
-    values[values == 0] = 1
-    return values
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.int32,
