@@ -9,6 +9,7 @@ bf16 and types narrower than 32 bits come back as fp32 / int32 when k < the dim'
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Optional, Tuple
 
 from .core import _unwrap, builtin, tensor
@@ -50,9 +51,12 @@ def bitonic_merge(x: tensor, dim: Optional[int] = None, descending: bool = False
 def _arith(semantic: Any, op: str, a: Any, b: Any) -> Any:
     """``a op b`` in Python when both are compile-time numbers, else through the IR."""
     if not isinstance(a, tensor) and not isinstance(b, tensor):
-        return {"add": a + b, "sub": a - b, "mul": a * b, "floordiv": a // b, "mod": a % b,
-                "minimum": min(a, b)}[op]
+        return _PY_ARITH[op](a, b)
     return getattr(semantic, op)(a, b)
+
+
+_PY_ARITH = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+             "floordiv": operator.floordiv, "mod": operator.mod, "minimum": min}
 
 
 @builtin
