@@ -34,15 +34,19 @@ _PY_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
               ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
               ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
               ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor}
-_BITWISE = {ast.BitAnd: "andi", ast.BitOr: "ori", ast.BitXor: "xori", ast.LShift: "shli"}
+# Operators on runtime values: the tensor dunder each compiles to (language/tensor_methods.py).
+_OPERATOR_DUNDERS = {ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__",
+                     ast.Div: "__truediv__", ast.FloorDiv: "__floordiv__", ast.Mod: "__mod__",
+                     ast.BitAnd: "__and__", ast.BitOr: "__or__", ast.BitXor: "__xor__",
+                     ast.LShift: "__lshift__", ast.RShift: "__rshift__"}
 _PY_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
              ast.Invert: operator.invert}
 _PY_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
                ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
                ast.Is: operator.is_, ast.IsNot: operator.is_not,
                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
-_COMPARE_NAMES = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
-                  ast.GtE: "ge"}
+_COMPARE_DUNDERS = {ast.Eq: "__eq__", ast.NotEq: "__ne__", ast.Lt: "__lt__", ast.LtE: "__le__",
+                    ast.Gt: "__gt__", ast.GtE: "__ge__"}
 
 # Inlining depth limit: recursion is fine while a constexpr argument drives it to a base case.
 MAX_INLINE_DEPTH = 64
@@ -324,31 +328,20 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
             if type(op) not in _PY_BINARY:
                 raise errors.UnsupportedError(f"operator {type(op).__name__} is not supported")
             return _PY_BINARY[type(op)](lhs, rhs)
-        sem = self.semantic
-        methods: Dict[type, Callable[[Any, Any], Any]] = {
-            ast.Add: sem.add, ast.Sub: sem.sub, ast.Mult: sem.mul, ast.Div: sem.truediv,
-            ast.FloorDiv: sem.floordiv, ast.Mod: sem.mod}
-        if type(op) in methods:
-            return methods[type(op)](lhs, rhs)
-        if type(op) in _BITWISE:
-            return sem.bitwise(_BITWISE[type(op)], lhs, rhs)
-        if isinstance(op, ast.RShift):
-            shifted = lhs if isinstance(lhs, tl.tensor) else rhs
-            return sem.shr(lhs, rhs, signed=shifted.dtype.is_int_signed())
-        raise errors.UnsupportedError(f"operator {type(op).__name__} is not supported on "
-                                      "runtime values")
+        if type(op) not in _OPERATOR_DUNDERS:  # `**`: Triton's tensor has no __pow__ either
+            raise errors.UnsupportedError(f"operator {type(op).__name__} is not supported on "
+                                          "runtime values")
+        return tensor_methods.binary_operator(self.semantic, _OPERATOR_DUNDERS[type(op)], lhs,
+                                              rhs)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
         value = self.visit(node.operand)
         if not isinstance(value, tl.tensor):
             return _PY_UNARY[type(node.op)](value)
-        if isinstance(node.op, ast.USub):
-            return self.semantic.minus(value)
         if isinstance(node.op, ast.UAdd):
             return value
-        if isinstance(node.op, ast.Not):
-            return self.semantic.logical_not(value)
-        return self.semantic.invert(value)
+        dunder = {ast.USub: "__neg__", ast.Not: "__not__", ast.Invert: "__invert__"}
+        return tensor_methods.apply_operator(self.semantic, dunder[type(node.op)], value)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> Any:
         """``and``/``or``: Python short-circuit on compile-time values; once a runtime value
@@ -383,9 +376,10 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
 
     def compare(self, op: ast.cmpop, left: Any, right: Any) -> Any:
         runtime = isinstance(left, tl.tensor) or isinstance(right, tl.tensor)
-        if not runtime or type(op) not in _COMPARE_NAMES:
+        if not runtime or type(op) not in _COMPARE_DUNDERS:
             return _PY_COMPARE[type(op)](left, right)
-        return self.semantic.compare(_COMPARE_NAMES[type(op)], left, right)
+        return tensor_methods.binary_operator(self.semantic, _COMPARE_DUNDERS[type(op)], left,
+                                              right)
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> str:
         parts = []

@@ -14,7 +14,7 @@ for each operator) so ``x.__add__(y)`` in a kernel means ``x + y``.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 from .core import builtin, tensor
 
@@ -37,22 +37,15 @@ TENSOR_METHODS = (
     "floor", "ceil",
 )
 
-# Operator dunders of Triton's tensor -> (the Semantic method, reflected?). The front end
-# compiles the operators themselves; these make the explicit calls work the same way.
-OPERATOR_METHODS: Dict[str, tuple] = {
-    "__add__": ("add", False), "__radd__": ("add", True),
-    "__sub__": ("sub", False), "__rsub__": ("sub", True),
-    "__mul__": ("mul", False), "__rmul__": ("mul", True),
-    "__truediv__": ("truediv", False), "__rtruediv__": ("truediv", True),
-    "__floordiv__": ("floordiv", False), "__rfloordiv__": ("floordiv", True),
-    "__mod__": ("mod", False), "__rmod__": ("mod", True),
-    "__and__": ("and_", False), "__rand__": ("and_", True),
-    "__or__": ("or_", False), "__ror__": ("or_", True),
-    "__xor__": ("xor_", False), "__rxor__": ("xor_", True),
-    "__lshift__": ("shl", False), "__rlshift__": ("shl", True),
-    "__rshift__": ("shr_", False), "__rrshift__": ("shr_", True),
-    "__gt__": ("gt", False), "__ge__": ("ge", False), "__lt__": ("lt", False),
-    "__le__": ("le", False), "__eq__": ("eq", False), "__ne__": ("ne", False),
+# Operators: Triton's tensor dunder -> (how the Semantic computes it, reflected?). The front
+# end compiles `a + b` as `a.__add__(b)` (or `b.__radd__(a)` when only b is a tensor), as
+# Triton's code generator does, through this one table; explicit calls mean the same.
+_ARITHMETIC = ("add", "sub", "mul", "truediv", "floordiv", "mod")
+_BITWISE = {"and": "andi", "or": "ori", "xor": "xori", "lshift": "shli", "rshift": "shr"}
+_COMPARISONS = ("gt", "ge", "lt", "le", "eq", "ne")
+OPERATOR_METHODS: Dict[str, Tuple[str, bool]] = {
+    **{f"__{op}__": (op, False) for op in (*_ARITHMETIC, *_BITWISE, *_COMPARISONS)},
+    **{f"__r{op}__": (op, True) for op in (*_ARITHMETIC, *_BITWISE, *_COMPARISONS)},
     "logical_and": ("logical_and", False), "logical_or": ("logical_or", False),
 }
 # Unary ones: the Semantic method.
@@ -75,27 +68,34 @@ def missing_methods() -> List[str]:
 
 
 def apply_operator(semantic: Any, name: str, x: tensor, *args: Any) -> tensor:
-    """``x.<name>(*args)`` for an operator dunder or logical_and/or (see OPERATOR_METHODS)."""
+    """``x.<name>(*args)`` for an operator dunder or logical_and/or (see OPERATOR_METHODS):
+    ``x`` is the tensor whose method runs, so for a reflected dunder it is the right operand
+    (and, as Triton's, the dtype whose signedness picks an arithmetic or logical ``>>``)."""
     if name in UNARY_OPERATOR_METHODS:
         if args:
             raise TypeError(f"tensor.{name}() takes no arguments")
         return getattr(semantic, UNARY_OPERATOR_METHODS[name])(x)
-    method, reflected = OPERATOR_METHODS[name]
+    op, reflected = OPERATOR_METHODS[name]
     if len(args) != 1:
         raise TypeError(f"tensor.{name}() takes one argument, got {len(args)}")
-    other = args[0]
-    lhs, rhs = (other, x) if reflected else (x, other)
-    if method in ("gt", "ge", "lt", "le", "eq", "ne"):
-        return semantic.compare(method, lhs, rhs)
-    if method in ("and_", "or_", "xor_", "shl"):
-        return semantic.bitwise({"and_": "andi", "or_": "ori", "xor_": "xori",
-                                 "shl": "shli"}[method], lhs, rhs)
-    if method == "shr_":
-        shifted = lhs if isinstance(lhs, tensor) else semantic.to_tensor(lhs)
-        return semantic.shr(lhs, rhs, signed=shifted.dtype.is_int_signed())
-    if method in ("logical_and", "logical_or"):
-        return semantic.logical("andi" if method == "logical_and" else "ori", lhs, rhs)
-    return getattr(semantic, method)(lhs, rhs)
+    lhs, rhs = (args[0], x) if reflected else (x, args[0])
+    if op in _COMPARISONS:
+        return semantic.compare(op, lhs, rhs)
+    if op == "rshift":
+        return semantic.shr(lhs, rhs, signed=x.dtype.is_int_signed())
+    if op in _BITWISE:
+        return semantic.bitwise(_BITWISE[op], lhs, rhs)
+    if op in ("logical_and", "logical_or"):
+        return semantic.logical("andi" if op == "logical_and" else "ori", lhs, rhs)
+    return getattr(semantic, op)(lhs, rhs)
+
+
+def binary_operator(semantic: Any, name: str, lhs: Any, rhs: Any) -> tensor:
+    """``lhs <op> rhs`` where at least one side is a tensor: ``lhs.__op__(rhs)``, else
+    ``rhs.__rop__(lhs)`` (``name`` is the forward dunder, e.g. ``"__add__"``)."""
+    if isinstance(lhs, tensor):
+        return apply_operator(semantic, name, lhs, rhs)
+    return apply_operator(semantic, "__r" + name[2:], rhs, lhs)
 
 
 class BoundOperator:

@@ -31,7 +31,8 @@ def test_every_method_of_the_table_is_the_language_function():
     for name in tensor_methods.TENSOR_METHODS:
         if name not in missing:
             assert getattr(tl.tensor, name) is getattr(tl, name), name
-    for name in ("__add__", "__rsub__", "__invert__", "__rshift__", "logical_and", "__not__"):
+    for name in ("__add__", "__rsub__", "__invert__", "__rshift__", "logical_and", "__not__",
+                 "__rlt__", "__rne__"):
         assert tl.core.is_builtin(getattr(tl.tensor, name)), name
     # Comparisons stay off the class: tensors stay hashable for the compiler's bookkeeping.
     assert tl.tensor.__eq__ is object.__eq__ and tl.tensor.__hash__ is object.__hash__
@@ -63,6 +64,7 @@ def methods_kernel(x_ptr, y_ptr, out_ptr, BM: tl.constexpr, BN: tl.constexpr):
         x.flip(0),
         x.max(0, keep_dims=True).broadcast_to(BM, BN) + x.argmin(1, keep_dims=True),
         x.abs(),
+        x.__rlt__(0).to(tl.int32) + x.__rge__(y).to(tl.int32) * 2 + (3 > x).to(tl.int32) * 4,
     )
     for index in tl.static_range(len(results)):
         tl.store(out_ptr + index * BM * BN + rows * BN + cols, results[index])
@@ -72,7 +74,7 @@ def test_methods_match_numpy(rng):
     bm, bn = 4, 8
     x = rng.integers(-50, 50, (bm, bn)).astype(np.int32)
     y = rng.integers(-2, 3, (bm, bn)).astype(np.int32)
-    out = np.zeros((19, bm, bn), np.int32)
+    out = np.zeros((20, bm, bn), np.int32)
     methods_kernel[(1,)](x, y, out, BM=bm, BN=bn)
     c_div = lambda a, b: np.trunc(a / b).astype(np.int32)  # noqa: E731 (C division)
     c_mod = lambda a, b: a - c_div(a, b) * b  # noqa: E731
@@ -89,6 +91,7 @@ def test_methods_match_numpy(rng):
         x[::-1],
         np.broadcast_to(x.max(0, keepdims=True), x.shape) + x.argmin(1)[:, None],
         np.abs(x),
+        (0 < x) + (y >= x) * 2 + (3 > x) * 4,
     ]
     for index, ref in enumerate(refs):
         np.testing.assert_array_equal(out[index], ref, err_msg=f"result {index}")
