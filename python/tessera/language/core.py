@@ -376,6 +376,25 @@ class PropagateNan(enum.Enum):
     ALL = 1
 
 
+class shape_list(list):
+    """``tensor.shape``: a list of ints that also concatenates with and compares equal to
+    tuples, as Triton's tuple-valued shapes do (``x.shape[:-1] + (2,)``, ``x.shape == (4, 8)``)."""
+
+    def __add__(self, other: Any) -> List[int]:  # type: ignore[override]
+        return list(self) + list(other)
+
+    def __radd__(self, other: Any) -> List[int]:
+        return list(other) + list(self)
+
+    def __eq__(self, other: object) -> bool:
+        return list.__eq__(self, list(other) if isinstance(other, tuple) else other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class tensor:
     """A runtime value of a kernel: an IR scalar (``shape == []``) or a tile (a block of values).
 
@@ -387,7 +406,7 @@ class tensor:
     def __init__(self, handle: Any, dtype: dtype, shape: Sequence[int] = ()) -> None:
         self.handle = handle
         self.dtype = dtype
-        self.shape = [int(s) for s in shape]
+        self.shape = shape_list(int(s) for s in shape)
 
     @property
     def type(self) -> Union[dtype, block_type]:

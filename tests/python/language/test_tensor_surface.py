@@ -166,6 +166,8 @@ def shapes_kernel(x_ptr, out_ptr, scalar_ptr, B0: tl.constexpr, B1: tl.constexpr
     offs = (tl.arange(0, B0)[:, None, None] * (B1 * B2) + tl.arange(0, B1)[None, :, None] * B2
             + tl.arange(0, B2)[None, None, :])
     x = tl.load(x_ptr + offs)
+    tl.static_assert(x.shape == (B0, B1, B2) and x.shape[:-1] + (1,) == [B0, B1, 1])
+    tl.static_assert((B0,) + x.shape[1:] == x.shape and x.numel == B0 * B1 * B2)
     swapped_offs = (tl.arange(0, B0)[:, None, None] * (B1 * B2)
                     + tl.arange(0, B2)[None, :, None] * B1 + tl.arange(0, B1)[None, None, :])
     tl.store(out_ptr + swapped_offs, tl.trans(x))  # the last two dims swap, as Triton's
