@@ -380,11 +380,15 @@ class shape_list(list):
     """``tensor.shape``: a list of ints that also concatenates with and compares equal to
     tuples, as Triton's tuple-valued shapes do (``x.shape[:-1] + (2,)``, ``x.shape == (4, 8)``)."""
 
-    def __add__(self, other: Any) -> List[int]:  # type: ignore[override]
-        return list(self) + list(other)
+    def __add__(self, other: Any) -> "shape_list":  # type: ignore[override]
+        return shape_list(list(self) + list(other))
 
-    def __radd__(self, other: Any) -> List[int]:
-        return list(other) + list(self)
+    def __radd__(self, other: Any) -> "shape_list":
+        return shape_list(list(other) + list(self))
+
+    def __getitem__(self, index: Any) -> Any:
+        item = list.__getitem__(self, index)
+        return shape_list(item) if isinstance(index, slice) else item
 
     def __eq__(self, other: object) -> bool:
         return list.__eq__(self, list(other) if isinstance(other, tuple) else other)
