@@ -185,3 +185,21 @@ def test_bitonic_merge(rng, num_warps, descending):
                            num_warps=num_warps)
     ref = np.sort(x, axis=1)
     np.testing.assert_array_equal(out.cpu().numpy(), ref[:, ::-1] if descending else ref)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_downcast_toward_zero(rng, dtype):
+    """x.to(dtype, fp_downcast_rounding="rtz") against the definition (see the interpreter's
+    test in tests/python/language/test_tensor_surface.py)."""
+    from test_tensor_surface import float_specials, round_kernel, toward_zero_reference
+    n = 1000
+    x = float_specials(rng, n)
+    rtz, rtne = poisoned(n, dtype), poisoned(n, dtype)
+    round_kernel[(1,)](to_gpu(x), rtz, rtne, n, BLOCK=1024)
+    rtz, ref = to_numpy(rtz, dtype), toward_zero_reference(x, dtype)
+    finite = ~np.isnan(x)
+    np.testing.assert_array_equal(rtz.view(np.uint16)[finite], ref.view(np.uint16)[finite])
+    assert np.isnan(rtz.astype(np.float32)[~finite]).all()
+    with np.errstate(over="ignore"):
+        nearest = x.astype(dtype).astype(np.float32)
+    np.testing.assert_array_equal(to_numpy(rtne, dtype).astype(np.float32), nearest)

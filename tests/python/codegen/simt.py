@@ -480,6 +480,8 @@ def _intrinsic(name: str, ty: str, values: List[Any]) -> Any:
                 return FLOATS[ty](np.nan)
             return FLOATS[ty](b if np.isnan(a) else a)
         return FLOATS[ty](max(a, b) if base.startswith("max") else min(a, b))
+    if base == "fabs":  # clears the sign bit (NaN payloads kept)
+        return FLOATS[ty](abs(values[0]))
     if name in ("@llvm.nvvm.rsqrt.approx.f", "@llvm.nvvm.rsqrt.approx.ftz.f"):
         return np.float32(1.0 / np.sqrt(np.float64(values[0])))  # within the approximation
     raise SimulationError(f"unsupported intrinsic {name}")

@@ -7,12 +7,14 @@ import os
 import secrets
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 import shape_op_kernels as K
 from shape_op_kernels import bits, ragged_block, random_array, sortable
 from tessera._tessera import codegen, passes
 from tessera.compiler import compiler, ptxas
+from test_tensor_surface import float_specials, round_kernel, toward_zero_reference
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "codegen"))
 from simt import run_kernel  # noqa: E402
@@ -65,6 +67,8 @@ CASES = {
              {"BM": 8, "BN": 128, "K": 8, "OTHER": -float("inf")}),
     "bitonic_merge": (K.bitonic_kernel, pointers(["x_ptr", "out_ptr"], np.float32),
                       {"BM": 4, "BN": 64, "DESCENDING": True}),
+    "to_rtz": (round_kernel, {"x_ptr": "*fp32", "rtz_ptr": "*bf16", "rtne_ptr": "*bf16",
+                              "n": "i32"}, {"BLOCK": 256}),
 }
 
 
@@ -182,3 +186,17 @@ def test_bitonic_merge(rng, num_warps):
     kernel, signature, constexprs = CASES["bitonic_merge"]
     simulate(kernel, signature, constexprs, [x, out], num_warps)
     np.testing.assert_array_equal(out, np.sort(x, axis=1)[:, ::-1])
+
+
+@pytest.mark.parametrize("num_warps", [1, 4])
+@pytest.mark.parametrize("dtype, sig", [(np.float16, "*fp16"), (ml_dtypes.bfloat16, "*bf16")])
+def test_downcast_toward_zero(rng, num_warps, dtype, sig):
+    n = 200
+    x = float_specials(rng, n)
+    rtz, rtne = np.zeros(n, dtype), np.zeros(n, dtype)
+    signature = {"x_ptr": "*fp32", "rtz_ptr": sig, "rtne_ptr": sig, "n": "i32"}
+    simulate(round_kernel, signature, {"BLOCK": 256}, [x, rtz, rtne, n], num_warps)
+    finite = ~np.isnan(x)
+    ref = toward_zero_reference(x, dtype)
+    np.testing.assert_array_equal(rtz.view(np.uint16)[finite], ref.view(np.uint16)[finite])
+    assert np.isnan(rtz.astype(np.float32)[~finite]).all()

@@ -6,6 +6,7 @@ kernel and the source line.
 import os
 import secrets
 
+import ml_dtypes
 import numpy as np
 import pytest
 import tessera
@@ -248,3 +249,53 @@ def test_swizzle2d_matches_the_documented_example():
         for j in range(4):
             moved[swizzle_reference(i, j, 4, 4, 2)] = i * 4 + j
     assert moved.tolist() == [[0, 2, 4, 6], [1, 3, 5, 7], [8, 10, 12, 14], [9, 11, 13, 15]]
+
+
+# ---- .to(fp_downcast_rounding=) -------------------------------------------------------------
+
+
+@tessera.jit
+def round_kernel(x_ptr, rtz_ptr, rtne_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    dst = rtz_ptr.dtype.element_ty
+    tl.store(rtz_ptr + offs, x.to(dst, fp_downcast_rounding="rtz"), mask=offs < n)
+    tl.store(rtne_ptr + offs, tl.cast(x, dst, fp_downcast_rounding="rtne"), mask=offs < n)
+
+
+def float_specials(rng, n):
+    """Normal, subnormal, huge (overflowing fp16), zero, inf and NaN float32 values."""
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 30, n))).astype(np.float32)
+    x[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 65519.0, -70000.0, 1e-40]
+    return x
+
+
+def toward_zero_reference(x, dtype):
+    """Rounding toward zero from the definition: bf16 keeps fp32's upper 16 bits (truncation);
+    fp16 steps the nearest value back toward zero where it overshoots |x|."""
+    if dtype == ml_dtypes.bfloat16:
+        truncated = (x.view(np.uint32) >> 16).astype(np.uint16).view(ml_dtypes.bfloat16)
+        return np.where(np.isnan(x), np.array(np.nan, dtype), truncated)
+    with np.errstate(over="ignore", invalid="ignore"):
+        nearest = x.astype(np.float16)
+        over = np.abs(nearest.astype(np.float64)) > np.abs(x.astype(np.float64))
+    return np.where(over, np.nextafter(nearest, np.float16(0)), nearest)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_downcast_rounding_modes(rng, dtype):
+    n = 200
+    x = float_specials(rng, n)
+    rtz, rtne = np.zeros(n, dtype), np.zeros(n, dtype)
+    round_kernel.interpret = True
+    try:
+        round_kernel[(1,)](x, rtz, rtne, n, BLOCK=256)
+    finally:
+        round_kernel.interpret = None
+    ref = toward_zero_reference(x, dtype)
+    np.testing.assert_array_equal(rtz.view(np.uint16)[~np.isnan(x)],
+                                  ref.view(np.uint16)[~np.isnan(x)])
+    assert np.isnan(rtz.astype(np.float32)[np.isnan(x)]).all()
+    with np.errstate(over="ignore"):
+        nearest = x.astype(dtype).astype(np.float32)
+    np.testing.assert_array_equal(rtne.astype(np.float32), nearest)
