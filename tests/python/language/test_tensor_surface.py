@@ -13,7 +13,7 @@ import tessera
 import tessera.language as tl
 from tessera.errors import CompilationError
 from tessera.frontend import build_module
-from tessera.language import tensor_methods
+from tessera.language import dtype_table, tensor_methods
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ DTYPES = [tl.int1, tl.int8, tl.int16, tl.int32, tl.int64, tl.uint8, tl.uint16, t
 
 @pytest.mark.parametrize("dt", DTYPES, ids=str)
 def test_dtype_table(dt):
-    for name in tl.core.DTYPE_NAMES:  # one predicate per Triton dtype name
+    for name in dtype_table.DTYPE_NAMES:  # one predicate per Triton dtype name
         assert getattr(dt, f"is_{name}")() == (dt.name == name), name
     assert dt.itemsize == dt.primitive_bitwidth // 8
     assert dt.cache_key_part == dt.name and not dt.is_block() and not dt.is_const()
