@@ -67,6 +67,11 @@ def expand_duplicate(x_ptr, y_ptr):
     tl.expand_dims(tl.load(x_ptr + tl.arange(0, 4)), (0, -3))  # E_EXPAND
 
 
+def power_of_tensor(x_ptr, y_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 4))
+    tl.store(x_ptr + tl.arange(0, 4), x ** 2)  # E_POW
+
+
 CASES = [
     (join_mixed_dtypes, "E_JOIN", "join needs two tensors of one dtype, got fp32 and int32"),
     (split_not_two, "E_SPLIT", "split needs a last dimension of size 2"),
@@ -80,6 +85,8 @@ CASES = [
     (transpose_3d, "E_T_3D", "trans dims [1, 0] must have one entry per dim"),
     (item_of_many, "E_ITEM", "item() needs a tensor of one element"),
     (expand_duplicate, "E_EXPAND", "expand_dims got duplicate axes"),
+    # Triton's tensor has no __pow__ either.
+    (power_of_tensor, "E_POW", "operator Pow is not supported on runtime values"),
 ]
 
 
