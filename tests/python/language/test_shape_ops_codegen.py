@@ -14,7 +14,9 @@ import shape_op_kernels as K
 from shape_op_kernels import bits, ragged_block, random_array, sortable
 from tessera._tessera import codegen, passes
 from tessera.compiler import compiler, ptxas
-from test_tensor_surface import float_specials, round_kernel, toward_zero_reference
+from test_tensor_surface import (float_specials, methods_inputs, methods_kernel,
+                                 methods_reference, round_kernel, standard_kernel,
+                                 toward_zero_reference)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "codegen"))
 from simt import run_kernel  # noqa: E402
@@ -67,6 +69,10 @@ CASES = {
              {"BM": 8, "BN": 128, "K": 8, "OTHER": -float("inf")}),
     "bitonic_merge": (K.bitonic_kernel, pointers(["x_ptr", "out_ptr"], np.float32),
                       {"BM": 4, "BN": 64, "DESCENDING": True}),
+    "methods": (methods_kernel, pointers(["x_ptr", "y_ptr", "out_ptr"], np.int32),
+                {"BM": 4, "BN": 8}),
+    "standard": (standard_kernel, {**pointers(["x_ptr", "y_ptr", "out_ptr", "swz_ptr"],
+                                              np.int32), "n": "i32"}, {"BLOCK": 16, "G": 3}),
     "to_rtz": (round_kernel, {"x_ptr": "*fp32", "rtz_ptr": "*bf16", "rtne_ptr": "*bf16",
                               "n": "i32"}, {"BLOCK": 256}),
 }
@@ -201,3 +207,13 @@ def test_downcast_toward_zero(rng, num_warps, dtype, sig):
     ref = toward_zero_reference(x, dtype)
     np.testing.assert_array_equal(rtz.view(np.uint16)[finite], ref.view(np.uint16)[finite])
     assert np.isnan(rtz.astype(np.float32)[~finite]).all()
+
+
+@pytest.mark.parametrize("num_warps", [1, 4])
+def test_tensor_methods(rng, num_warps):
+    x, y = methods_inputs(rng)
+    out = np.zeros((20,) + x.shape, np.int32)
+    kernel, signature, constexprs = CASES["methods"]
+    simulate(kernel, signature, constexprs, [x, y, out], num_warps)
+    for index, ref in enumerate(methods_reference(x, y)):
+        np.testing.assert_array_equal(out[index], ref, err_msg=f"result {index}")

@@ -71,15 +71,16 @@ def methods_kernel(x_ptr, y_ptr, out_ptr, BM: tl.constexpr, BN: tl.constexpr):
         tl.store(out_ptr + index * BM * BN + rows * BN + cols, results[index])
 
 
-def test_methods_match_numpy(rng):
-    bm, bn = 4, 8
-    x = rng.integers(-50, 50, (bm, bn)).astype(np.int32)
-    y = rng.integers(-2, 3, (bm, bn)).astype(np.int32)
-    out = np.zeros((20, bm, bn), np.int32)
-    methods_kernel[(1,)](x, y, out, BM=bm, BN=bn)
+def methods_inputs(rng, bm=4, bn=8):
+    return (rng.integers(-50, 50, (bm, bn)).astype(np.int32),
+            rng.integers(-2, 3, (bm, bn)).astype(np.int32))
+
+
+def methods_reference(x, y):
+    """NumPy's value of each row of methods_kernel's results."""
     c_div = lambda a, b: np.trunc(a / b).astype(np.int32)  # noqa: E731 (C division)
     c_mod = lambda a, b: a - c_div(a, b) * b  # noqa: E731
-    refs = [
+    return [
         x, x, x, x, x, x, np.broadcast_to(x.sum(1, keepdims=True), x.shape),
         x.astype(np.float32).view(np.int32), c_div(x + 2, 3),
         ((x != 0) & (y != 0)) + ((x != 0) | (y != 0)) * 2,
@@ -94,7 +95,13 @@ def test_methods_match_numpy(rng):
         np.abs(x),
         (0 < x) + (y >= x) * 2 + (3 > x) * 4,
     ]
-    for index, ref in enumerate(refs):
+
+
+def test_methods_match_numpy(rng):
+    x, y = methods_inputs(rng)
+    out = np.zeros((20,) + x.shape, np.int32)
+    methods_kernel[(1,)](x, y, out, BM=x.shape[0], BN=x.shape[1])
+    for index, ref in enumerate(methods_reference(x, y)):
         np.testing.assert_array_equal(out[index], ref, err_msg=f"result {index}")
 
 
@@ -148,14 +155,16 @@ def dtype_query_kernel(x_ptr, out_ptr):
     tl.static_assert(x.type.is_block() and x.type.scalar.is_int_signed())
     if x.dtype.int_signedness == tl.dtype.SIGNEDNESS.SIGNED:
         x = x + x.dtype.primitive_bitwidth
-    tl.store(out_ptr + tl.arange(0, 4), x)
+    pointers = out_ptr + tl.arange(0, 4)
+    pointers.store(x)  # memory functions are methods of pointer tensors too
+    pointers.atomic_add(1, sem="relaxed")
 
 
 def test_dtype_queries_inside_a_kernel(rng):
     x = rng.integers(-100, 100, 4).astype(np.int64)
     out = np.zeros_like(x)
     dtype_query_kernel[(1,)](x, out)
-    np.testing.assert_array_equal(out, x + 64)
+    np.testing.assert_array_equal(out, x + 65)
 
 
 # ---- small shape builtins --------------------------------------------------------------------
