@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 import tessera
 import tessera.language as tl
-from tessera.errors import CompilationError
-from tessera.frontend import build_module
 from tessera.language import dtype_table, tensor_methods
 
 
