@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, List
 from .. import errors
 from ..language import core as tl
 from ..language import matrix as tl_matrix
+from ..language import tensor_methods
 from ..language.semantic import Semantic, is_number, normalize_number
 from ..language.reduction import NEEDS_GENERATOR
 from .control_flow import ControlFlowMixin
@@ -35,15 +36,19 @@ _PY_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
               ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
               ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
               ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor}
-_BITWISE = {ast.BitAnd: "andi", ast.BitOr: "ori", ast.BitXor: "xori", ast.LShift: "shli"}
+# Operators on runtime values: the tensor dunder each compiles to (language/tensor_methods.py).
+_OPERATOR_DUNDERS = {ast.Add: "__add__", ast.Sub: "__sub__", ast.Mult: "__mul__",
+                     ast.Div: "__truediv__", ast.FloorDiv: "__floordiv__", ast.Mod: "__mod__",
+                     ast.BitAnd: "__and__", ast.BitOr: "__or__", ast.BitXor: "__xor__",
+                     ast.LShift: "__lshift__", ast.RShift: "__rshift__"}
 _PY_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
              ast.Invert: operator.invert}
 _PY_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
                ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
                ast.Is: operator.is_, ast.IsNot: operator.is_not,
                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
-_COMPARE_NAMES = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
-                  ast.GtE: "ge"}
+_COMPARE_DUNDERS = {ast.Eq: "__eq__", ast.NotEq: "__ne__", ast.Lt: "__lt__", ast.LtE: "__le__",
+                    ast.Gt: "__gt__", ast.GtE: "__ge__"}
 
 # Inlining depth limit: recursion is fine while a constexpr argument drives it to a base case.
 MAX_INLINE_DEPTH = 64
@@ -283,8 +288,10 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
                 return getattr(value, node.attr)
             if tl.is_builtin(getattr(tl.tensor, node.attr, None)):
                 return getattr(value, node.attr)  # methods: x.sum(1), x.max(0), ...
-            if node.attr == "T":  # as Triton: the transpose, tl.trans(x)
-                return tl_matrix.build_trans(self.semantic, value, ())
+            if node.attr == "T":  # as Triton: the transpose of a 2-D tile, permute(x, (1, 0))
+                return tl_matrix.build_trans(self.semantic, value, (1, 0))
+            if node.attr in tensor_methods.NOT_ON_CLASS:  # x.__lt__(y), ...: as the operator
+                return tensor_methods.BoundOperator(value, node.attr)
             raise AttributeError(f"tensor has no attribute '{node.attr}'")
         result = getattr(value, node.attr)
         return normalize_number(result.value if isinstance(result, tl.constexpr) else result)
@@ -333,31 +340,20 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
             if type(op) not in _PY_BINARY:
                 raise errors.UnsupportedError(f"operator {type(op).__name__} is not supported")
             return _PY_BINARY[type(op)](lhs, rhs)
-        sem = self.semantic
-        methods: Dict[type, Callable[[Any, Any], Any]] = {
-            ast.Add: sem.add, ast.Sub: sem.sub, ast.Mult: sem.mul, ast.Div: sem.truediv,
-            ast.FloorDiv: sem.floordiv, ast.Mod: sem.mod}
-        if type(op) in methods:
-            return methods[type(op)](lhs, rhs)
-        if type(op) in _BITWISE:
-            return sem.bitwise(_BITWISE[type(op)], lhs, rhs)
-        if isinstance(op, ast.RShift):
-            shifted = lhs if isinstance(lhs, tl.tensor) else rhs
-            return sem.shr(lhs, rhs, signed=shifted.dtype.is_int_signed())
-        raise errors.UnsupportedError(f"operator {type(op).__name__} is not supported on "
-                                      "runtime values")
+        if type(op) not in _OPERATOR_DUNDERS:  # `**`: Triton's tensor has no __pow__ either
+            raise errors.UnsupportedError(f"operator {type(op).__name__} is not supported on "
+                                          "runtime values")
+        return tensor_methods.binary_operator(self.semantic, _OPERATOR_DUNDERS[type(op)], lhs,
+                                              rhs)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
         value = self.visit(node.operand)
         if not isinstance(value, tl.tensor):
             return _PY_UNARY[type(node.op)](value)
-        if isinstance(node.op, ast.USub):
-            return self.semantic.minus(value)
         if isinstance(node.op, ast.UAdd):
             return value
-        if isinstance(node.op, ast.Not):
-            return self.semantic.logical_not(value)
-        return self.semantic.invert(value)
+        dunder = {ast.USub: "__neg__", ast.Not: "__not__", ast.Invert: "__invert__"}
+        return tensor_methods.apply_operator(self.semantic, dunder[type(node.op)], value)
 
     def visit_BoolOp(self, node: ast.BoolOp) -> Any:
         """``and``/``or``: Python short-circuit on compile-time values; once a runtime value
@@ -392,9 +388,10 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
 
     def compare(self, op: ast.cmpop, left: Any, right: Any) -> Any:
         runtime = isinstance(left, tl.tensor) or isinstance(right, tl.tensor)
-        if not runtime or type(op) not in _COMPARE_NAMES:
+        if not runtime or type(op) not in _COMPARE_DUNDERS:
             return _PY_COMPARE[type(op)](left, right)
-        return self.semantic.compare(_COMPARE_NAMES[type(op)], left, right)
+        return tensor_methods.binary_operator(self.semantic, _COMPARE_DUNDERS[type(op)], left,
+                                              right)
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> str:
         parts = []
@@ -452,8 +449,9 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
             for item in args[1:]:
                 result = combine(result, item)
             return result
-        if inspect.ismethod(function) and isinstance(function.__self__, tl.dtype) and not runtime:
-            return function(*args, **kwargs)  # dtype queries: x.dtype.is_floating(), ...
+        if inspect.ismethod(function) and isinstance(function.__self__, (tl.dtype, tl.block_type)) \
+                and not runtime:
+            return function(*args, **kwargs)  # type queries: x.dtype.is_floating(), ...
         if function is print:  # as Triton: print(prefix, *values) is tl.device_print
             if args and not isinstance(args[0], str):
                 args = ["", *args]

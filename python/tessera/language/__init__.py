@@ -146,3 +146,28 @@ from .hints import assume, debug_barrier, max_constancy, max_contiguous, multipl
 __all__ += ["assume", "debug_barrier", "max_constancy", "max_contiguous", "multiple_of"]
 __all__ += ["advance", "block_pointer", "load_tensor_descriptor", "make_block_ptr",
             "make_tensor_descriptor", "store_tensor_descriptor", "tensor_descriptor"]
+# Shapes, sorting and the rest of Triton's standard library (shape.py, standard.py), then the
+# tensor methods, bound from one table (tensor_methods.py) once every function exists.
+# (`item` is only a method in Triton: not in __all__.)
+from .shape import broadcast, cat, gather, histogram, interleave, item, join, ravel, split, view
+from .standard import (
+    TRITON_MAX_TENSOR_NUMEL,
+    add,
+    bitonic_merge,
+    flip,
+    mul,
+    reduce_or,
+    sort,
+    sub,
+    swizzle2d,
+    topk,
+)
+from . import tensor_methods as _tensor_methods
+
+_tensor_methods.install()
+
+__all__ += [
+    "broadcast", "cat", "gather", "histogram", "interleave", "join", "ravel", "split",
+    "view", "TRITON_MAX_TENSOR_NUMEL", "add", "bitonic_merge", "flip", "mul", "reduce_or", "sort",
+    "sub", "swizzle2d", "topk",
+]

@@ -63,8 +63,14 @@ class dtype:
     class KIND(enum.IntEnum):
         """Kinds for the promotion of Python scalars: bool < integral < floating."""
         BOOL = 0
+        BOOLEAN = 0  # Triton's name for it
         INTEGRAL = 1
         FLOATING = 2
+
+    class SIGNEDNESS(enum.Enum):
+        """``int_signedness`` of integer dtypes, as Triton's."""
+        SIGNED = 0
+        UNSIGNED = 1
 
     def __init__(self, name: str) -> None:
         if name not in self._IR_NAMES:
@@ -76,7 +82,8 @@ class dtype:
         else:
             self.int_bitwidth = int(name.split("int")[-1])
             self.primitive_bitwidth = self.int_bitwidth
-            self.int_signedness = "signed" if name in self.SINT_TYPES else "unsigned"
+            self.int_signedness = (dtype.SIGNEDNESS.SIGNED if name in self.SINT_TYPES
+                                   else dtype.SIGNEDNESS.UNSIGNED)
 
     # Predicates, as Triton's dtype.
     def is_ptr(self) -> bool:
@@ -103,17 +110,7 @@ class dtype:
     def is_fp8(self) -> bool:
         return self.name.startswith("fp8")
 
-    def is_fp16(self) -> bool:
-        return self.name == "fp16"
-
-    def is_bf16(self) -> bool:
-        return self.name == "bf16"
-
-    def is_fp32(self) -> bool:
-        return self.name == "fp32"
-
-    def is_fp64(self) -> bool:
-        return self.name == "fp64"
+    # is_fp16(), is_int64(), is_uint8(), ...: generated below from DTYPE_NAMES.
 
     def kind(self) -> "dtype.KIND":
         if self.is_bool():
@@ -132,8 +129,8 @@ class dtype:
     def get_int_min_value(self) -> int:
         return -(2 ** (self.int_bitwidth - 1)) if self.is_int_signed() else 0
 
-    def to_ir(self):
-        """The IR type (``ir.scalar("f32")``, ...)."""
+    def to_ir(self, builder: Any = None):
+        """The IR type (``ir.scalar("f32")``, ...); ``builder`` (Triton's) is not needed."""
         from .._tessera import ir
         return ir.scalar(self._IR_NAMES[self.name])
 
@@ -153,11 +150,12 @@ class dtype:
 class pointer_type(dtype):
     """A pointer to ``element_ty`` in global memory: the dtype of ``*fp32`` arguments."""
 
-    def __init__(self, element_ty: dtype, address_space: int = 1) -> None:
+    def __init__(self, element_ty: dtype, address_space: int = 1, const: bool = False) -> None:
         if not isinstance(element_ty, dtype):
             raise TypeError(f"pointer_type needs a dtype, got {element_ty!r}")
         self.element_ty = element_ty
         self.address_space = address_space
+        self.const = bool(const)  # Triton's read-only pointers: accepted, not enforced
         self.name = f"pointer<{element_ty}>"
         self.primitive_bitwidth = 64
 
@@ -179,7 +177,7 @@ class pointer_type(dtype):
     def is_standard_floating(self) -> bool:
         return False
 
-    def to_ir(self):
+    def to_ir(self, builder: Any = None):
         from .._tessera import ir
         return ir.pointer(self.element_ty.to_ir(), self.address_space)
 
@@ -304,6 +302,29 @@ class PropagateNan(enum.Enum):
     ALL = 1
 
 
+class shape_list(list):
+    """``tensor.shape``: a list of ints that also concatenates with and compares equal to
+    tuples, as Triton's tuple-valued shapes do (``x.shape[:-1] + (2,)``, ``x.shape == (4, 8)``)."""
+
+    def __add__(self, other: Any) -> "shape_list":  # type: ignore[override]
+        return shape_list(list(self) + list(other))
+
+    def __radd__(self, other: Any) -> "shape_list":
+        return shape_list(list(other) + list(self))
+
+    def __getitem__(self, index: Any) -> Any:
+        item = list.__getitem__(self, index)
+        return shape_list(item) if isinstance(index, slice) else item
+
+    def __eq__(self, other: object) -> bool:
+        return list.__eq__(self, list(other) if isinstance(other, tuple) else other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class tensor:
     """A runtime value of a kernel: an IR scalar (``shape == []``) or a tile (a block of values).
 
@@ -315,7 +336,7 @@ class tensor:
     def __init__(self, handle: Any, dtype: dtype, shape: Sequence[int] = ()) -> None:
         self.handle = handle
         self.dtype = dtype
-        self.shape = [int(s) for s in shape]
+        self.shape = shape_list(int(s) for s in shape)
 
     @property
     def type(self) -> Union[dtype, block_type]:
@@ -398,10 +419,23 @@ def cast(input: Any, dtype: dtype, fp_downcast_rounding: Optional[str] = None,
 
 
 @builtin
-def expand_dims(input: tensor, axis: int, _semantic=None) -> tensor:
-    """Inserts a dimension of size 1 at ``axis``. Example: ``tl.expand_dims(x, 1)`` is
-    ``x[:, None]``."""
-    return _semantic.expand_dims(_semantic.to_tensor(input), _unwrap(axis))
+def expand_dims(input: tensor, axis: Union[int, Sequence[int]], _semantic=None) -> tensor:
+    """Inserts dimensions of size 1: at ``axis``, or at each axis of a sequence (indices of
+    the result, as Triton's). Example: ``tl.expand_dims(x, 1)`` is ``x[:, None]``;
+    ``tl.expand_dims(x, (0, 2))`` makes [N] into [1, N, 1]."""
+    input = _semantic.to_tensor(_unwrap(input))
+    axis = _unwrap(axis)
+    axes = [_unwrap(a) for a in axis] if isinstance(axis, (list, tuple)) else [axis]
+    rank = len(input.shape) + len(axes)
+    for a in axes:
+        if not isinstance(a, int) or isinstance(a, bool) or not -rank <= a < rank:
+            raise ValueError(f"expand_dims axis {a} is out of range for a result of rank {rank}")
+    axes = [a + rank if a < 0 else a for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"expand_dims got duplicate axes (normalized: {axes})")
+    for a in sorted(axes):
+        input = _semantic.expand_dims(input, a)
+    return input
 
 
 @builtin
@@ -411,9 +445,15 @@ def broadcast_to(input: tensor, *shape: int, _semantic=None) -> tensor:
 
 
 @builtin
-def reshape(input: tensor, *shape: int, _semantic=None) -> tensor:
-    """Gives ``input`` a new shape with the same number of elements (row-major order)."""
-    return _semantic.reshape(input, _shape_arg(shape))
+def reshape(input: tensor, *shape: int, can_reorder: bool = False, _semantic=None) -> tensor:
+    """Gives ``input`` a new shape with the same number of elements, in row-major order
+    (also with ``can_reorder=True``, which lets Triton reorder them; Tessera never does). An
+    empty shape gives the scalar of a one-element tensor. Example: ``tl.reshape(x, 16, 16)``
+    or ``x.reshape([BLOCK])``."""
+    shape_list = _shape_arg(shape)
+    if not shape_list:
+        return _semantic.unsplat(_unwrap(input))
+    return _semantic.reshape(_semantic.to_tensor(_unwrap(input)), shape_list)
 
 
 def _shape_arg(shape: Sequence[Any]) -> List[int]:
@@ -586,17 +626,32 @@ class static_range:
 
 class range:
     """A runtime loop, as Python's ``range`` inside a kernel: ``for i in tl.range(0, n, 2):``
-    becomes an IR ``for``. ``num_stages`` is a hint for the software pipeliner."""
+    becomes an IR ``for``. ``num_stages`` is a hint for the software pipeliner (honoured);
+    ``loop_unroll_factor`` is recorded on the loop. Triton's other hints are accepted and
+    change nothing here: ``disallow_acc_multi_buffer`` (Tessera never multi-buffers a dot's
+    accumulator), ``flatten`` (nested loops are not flattened) and ``warp_specialize``
+    (Tessera has no warp specialization). Example:
+    ``for k in tl.range(0, K, BLOCK_K, num_stages=3):``."""
 
     def __init__(self, arg1: Any, arg2: Any = None, step: Any = None,
                  num_stages: Optional[int] = None, loop_unroll_factor: Optional[int] = None,
-                 _semantic=None) -> None:
+                 disallow_acc_multi_buffer: bool = False, flatten: bool = False,
+                 warp_specialize: bool = False, _semantic=None) -> None:
         start, end = (0, arg1) if arg2 is None else (arg1, arg2)
         self.start, self.end = _unwrap(start), _unwrap(end)
         self.step = 1 if step is None else _unwrap(step)
         self.num_stages = _unwrap(num_stages)
         self.loop_unroll_factor = _unwrap(loop_unroll_factor)
+        self.disallow_acc_multi_buffer = bool(_unwrap(disallow_acc_multi_buffer))
+        self.flatten = bool(_unwrap(flatten))
+        self.warp_specialize = bool(_unwrap(warp_specialize))
 
 
 # Math functions (exp, log, sqrt, abs, ...) land in language/math.py with issue 4; their type
 # rules go in semantic.py beside the arithmetic ones.
+
+
+# Triton's per-dtype predicates and attributes (is_int64(), itemsize, ...), from one table.
+from .dtype_table import install as _install_dtype_table  # noqa: E402 (needs the classes)
+
+_install_dtype_table()

@@ -121,9 +121,3 @@ def softmax(x: tensor, dim: Optional[int] = None, keep_dims: bool = False,
     numerator = exp(_semantic.sub(x, largest), _semantic=_semantic)
     denominator = reduction.sum(numerator, dim, keep_dims=True, _semantic=_semantic)
     return fdiv(numerator, denominator, _unwrap(ieee_rounding), _semantic=_semantic)
-
-
-# Tensor methods, as Triton's _tensor_member_fn: x.exp() is tl.exp(x).
-for _function in (exp, exp2, log, log2, sqrt, sqrt_rn, rsqrt, sin, cos, erf, floor, ceil, abs,
-                  sigmoid, softmax):
-    setattr(tensor, _function.__name__, _function)

@@ -73,11 +73,17 @@ def build_dot(semantic: Any, a: tensor, b: tensor, acc: tensor | None,
 
 
 def build_trans(semantic: Any, x: tensor, dims: Sequence[int]) -> tensor:
-    """The ``trans`` op permuting ``x``'s dims to ``dims`` (reversed when empty)."""
+    """The ``trans`` op permuting ``x``'s dims to ``dims``; when empty, the last two dims
+    swap (Triton's batched transpose; a 0-D or 1-D tile is an error)."""
     if not isinstance(x, tensor) or not x.shape:
         raise ValueError(f"trans needs a tile, got {x!r}")
     rank = len(x.shape)
-    order = list(dims) if dims else list(reversed(range(rank)))
+    if not dims and rank < 2:
+        raise ValueError(f"trans without dims swaps the last two dims, but the tensor has "
+                         f"rank {rank}")
+    order = list(dims) if dims else list(range(rank - 2)) + [rank - 1, rank - 2]
+    if len(order) != rank:
+        raise ValueError(f"trans dims {order} must have one entry per dim (rank {rank})")
     if sorted(order) != list(range(rank)):
         raise ValueError(f"trans dims {order} are not a permutation of 0..{rank - 1}")
     if order == list(range(rank)):
@@ -116,8 +122,8 @@ def dot(input: tensor, other: tensor, acc: tensor | None = None,
 
 @builtin
 def trans(input: tensor, *dims: int, _semantic=None) -> tensor:
-    """Permutes the dims of ``input``: reversed by default (the transpose of a 2-D tile), or
-    to ``dims``. No data moves until a layout needs it; as a dot operand the transposed tile
+    """Permutes the dims of ``input``: the last two swap by default (the transpose of a 2-D
+    tile, batched for 3-D), or to ``dims``. No data moves until a layout needs it; as a dot operand the transposed tile
     is read from shared memory in the other order. Example: ``bt = tl.trans(b)`` or ``b.T``."""
     if len(dims) == 1 and isinstance(_unwrap(dims[0]), (list, tuple)):
         dims = tuple(_unwrap(dims[0]))

@@ -186,9 +186,3 @@ def cumprod(input: tensor, axis: int = 0, reverse: bool = False, _semantic=None)
     input = _promote_bf16(_unwrap(input), _semantic)
     return _semantic.scan([input], _unwrap(axis), _semantic.prod_combine,
                           bool(_unwrap(reverse)))[0]
-
-
-# Tensor methods, as Triton's _tensor_member_fn: x.sum(1) is tl.sum(x, 1).
-for _function in (sum, max, min, argmax, argmin, xor_sum, reduce, associative_scan, cumsum,
-                  cumprod):
-    setattr(tensor, _function.__name__, _function)

@@ -17,6 +17,7 @@ from .core import dtype, tensor
 from .reduction_semantic import ReductionSemantic
 from .math_semantic import MathSemantic
 from .atomic_semantic import AtomicSemantic
+from .shape_semantic import ShapeSemantic
 
 ir = _tessera.ir
 
@@ -129,9 +130,9 @@ def _signed_bits(value: int, width: int) -> int:
     return value - (1 << width) if value >> (width - 1) else value
 
 
-class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic):
+class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
     """Builds typed tile IR for the language's operators and builtins through ``builder``
-    (reductions and scans: reduction_semantic.py)."""
+    (reductions and scans: reduction_semantic.py; join, sort, gather, ...: shape_semantic.py)."""
 
     def __init__(self, builder: Any, debug: bool = False) -> None:
         self.builder = builder
@@ -240,15 +241,18 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic):
         if not isinstance(dst, dtype):
             raise TypeError(f"cast needs a dtype, got {dst!r}")
         src = x.dtype
+        if src == dst:
+            return x
         if fp_downcast_rounding is not None:
             if not (src.is_floating() and dst.is_floating()
                     and dst.primitive_bitwidth < src.primitive_bitwidth):
-                raise ValueError("fp_downcast_rounding applies only to narrowing float casts")
-            if fp_downcast_rounding != "rtne":
-                raise ValueError(f"fp_downcast_rounding '{fp_downcast_rounding}' is not "
-                                 "supported; float casts round to nearest even ('rtne')")
-        if src == dst:
-            return x
+                raise ValueError("fp_downcast_rounding applies only to narrowing float casts, "
+                                 f"not {src} to {dst}")
+            if fp_downcast_rounding not in ("rtne", "rtz"):
+                raise ValueError(f"invalid rounding mode '{fp_downcast_rounding}': use 'rtne' "
+                                 "(round to nearest even, the default) or 'rtz' (toward zero)")
+            if fp_downcast_rounding == "rtz":
+                return self._cast_float_toward_zero(x, dst)
         if src.is_floating() and dst.is_floating():
             return self._cast_float(x, dst)
         if src.is_int() and dst.is_int():
@@ -293,6 +297,17 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic):
             return self.cast(self.cast(x, tl.float32), dst)
         op = "truncf" if src.primitive_bitwidth > dst.primitive_bitwidth else "extf"
         return self.create(op, [x], dst, x.shape)
+
+    def _cast_float_toward_zero(self, x: tensor, dst: dtype) -> tensor:
+        """A narrowing float cast rounded toward zero: the nearest-even result, stepped one
+        ulp toward zero where it landed farther from zero than ``x`` (overflow to inf included:
+        it becomes the largest finite value). Widening back is exact, so the test is exact."""
+        nearest = self.cast(x, dst)
+        overshoot = self.compare("gt", self.abs(self.cast(nearest, x.dtype)), self.abs(x))
+        bits_type = tl.dtype({8: "int8", 16: "int16", 32: "int32", 64: "int64"}[
+            dst.primitive_bitwidth])
+        stepped = self.bitcast(self.sub(self.bitcast(nearest, bits_type), 1), dst)
+        return self.where(overshoot, stepped, nearest)
 
     def bitcast(self, x: tensor, dst: dtype) -> tensor:
         src = x.dtype

@@ -489,6 +489,11 @@ def _intrinsic(name: str, ty: str, values: List[Any]) -> Any:
     if name in ("@llvm.nvvm.mulhi.ui", "@llvm.nvvm.mulhi.ull"):  # high half of the product
         width = _width(ty)
         return (values[0] * values[1]) >> width
+    if base == "fabs":  # clears the sign bit (NaN payloads kept)
+        return FLOATS[ty](abs(values[0]))
+    if base == "abs":  # integer |x| (the minimum value stays itself); values[1]: is_int_min_poison
+        width = _width(ty)
+        return abs(_signed(values[0], width)) & ((1 << width) - 1)
     if name in ("@llvm.nvvm.rsqrt.approx.f", "@llvm.nvvm.rsqrt.approx.ftz.f"):
         return np.float32(1.0 / np.sqrt(np.float64(values[0])))  # within the approximation
     raise SimulationError(f"unsupported intrinsic {name}")
