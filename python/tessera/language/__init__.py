@@ -112,3 +112,10 @@ __all__ = [
     "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
     "atomic_xchg", "atomic_xor",
 ]
+
+# External device functions: libdevice (tl.extra.cuda.libdevice, tl.extra.libdevice) and
+# Triton's generic extern call.
+from . import extra
+from .extern import extern, extern_elementwise
+
+__all__ += ["extra", "extern", "extern_elementwise"]

@@ -562,3 +562,8 @@ class range:
 
 # Math functions (exp, log, sqrt, abs, ...) land in language/math.py with issue 4; their type
 # rules go in semantic.py beside the arithmetic ones.
+
+
+# Triton's core.extern / core.extern_elementwise, for user-written extern wrappers (extern.py;
+# imported last: it builds on the names above).
+from .extern import extern, extern_elementwise  # noqa: E402
