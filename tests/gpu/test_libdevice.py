@@ -7,6 +7,7 @@ own error (libdevice_cases.gpu_tolerance): exact for the integer and bit functio
 explicitly rounded operations (add_rz, div_ru, fma_rd, sqrt_rn, ...) and the conversions;
 relative error for the fast_* approximations and rcp64h. Outputs are poisoned before launch.
 """
+import importlib.util
 import os
 import secrets
 
@@ -22,6 +23,7 @@ from tessera.testing import libdevice_cases as cases  # noqa: E402
 from tessera.testing.libdevice_reference import describe, expected, mismatches  # noqa: E402
 
 GROUPS = cases.groups()
+HAVE_SCIPY = importlib.util.find_spec("scipy") is not None
 N, BLOCK = 4099, 256  # 4099 = 16 * 256 + 3
 
 
@@ -45,11 +47,16 @@ def test_every_function_on_the_gpu(group):
         *[_device(a) for a in inputs], device_out, N, NAMES=group.names, BLOCK=BLOCK)
     torch.cuda.synchronize()
     got = device_out.cpu().numpy()
-    failures = []
+    failures, unchecked = [], []
     for k, (name, signature) in enumerate(group.members):
+        if name in cases.SCIPY_FUNCTIONS and not HAVE_SCIPY:
+            unchecked.append(name)
+            continue
         args = [a[k] for a in inputs]
         want = expected(name, signature, args)
         bad = mismatches(got[k], want, *cases.gpu_tolerance(name, signature))
         if len(bad):
             failures.append(describe(name, args, got[k], want, bad))
     assert not failures, "\n".join(failures)
+    if unchecked:
+        pytest.skip(f"SciPy is not installed: {', '.join(unchecked)} not checked")

@@ -6,7 +6,8 @@ signature's dtypes (uint32 as np.uint32, ...), ``out`` the NumPy result dtype. K
 
 - ``np.<ufunc>``: NumPy in float64 (exact for fp32 inputs up to f64's own last-bit error, then
   rounded to fp32; fp64 results are NumPy's, within an ulp or two);
-- ``mp.<name>``: mpmath at 64 (fp32) or 120 (fp64) bits, rounded once (special functions NumPy lacks);
+- ``mp.<name>``: mpmath at 64 (fp32) or 120 (fp64) bits, rounded once (the special
+  functions NumPy lacks);
 - ``<name>:<mode>``: exact rationals rounded in an IEEE mode (libdevice_rounding.py);
 - the rest: bit and integer functions, exact by construction.
 
@@ -68,7 +69,8 @@ def _mp_functions(mp: Any) -> Dict[str, Callable]:
         "i0": lambda x: mp.besseli(0, x), "i1": lambda x: mp.besseli(1, x),
         "erfinv": mp.erfinv, "erfcinv": lambda x: mp.erfinv(1 - x),
         "erfcx": lambda x: mp.exp(x * x) * mp.erfc(x),
-        "normcdf": lambda x: mp.erfc(-x / mp.sqrt(2)) / 2, "normcdfinv": lambda p: mp.sqrt(2) * mp.erfinv(2 * p - 1),
+        "normcdf": lambda x: mp.erfc(-x / mp.sqrt(2)) / 2,
+        "normcdfinv": lambda p: mp.sqrt(2) * mp.erfinv(2 * p - 1),
         "tgamma": mp.gamma,
     }
 
