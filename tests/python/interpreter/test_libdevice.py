@@ -51,6 +51,23 @@ def test_import_paths_give_one_module():
         libdevice.tanhh
 
 
+@tessera.jit
+def attribute_paths_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, tl.extra.cuda.libdevice.rsqrt_rn(x))  # Triton's spellings
+    tl.store(out_ptr + BLOCK + offs, tl.extra.libdevice.cbrt(x))
+
+
+def test_attribute_paths_in_a_kernel(interpret, rng):
+    x = rng.uniform(0.5, 100, 64).astype(np.float32)
+    out = np.zeros(128, np.float32)
+    attribute_paths_kernel[(1,)](x, out, BLOCK=64)
+    x64 = x.astype(np.float64)
+    np.testing.assert_array_equal(out[:64], (1 / np.sqrt(x64)).astype(np.float32))
+    np.testing.assert_array_equal(out[64:], np.cbrt(x64).astype(np.float32))
+
+
 @pytest.mark.parametrize("group", GROUPS, ids=[g.label for g in GROUPS])
 def test_every_function_against_the_reference(interpret, rng, group):
     n, block = (37, 16) if group.slow else (203, 64)  # ragged: 203 = 3 * 64 + 11
