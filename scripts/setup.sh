@@ -19,7 +19,7 @@ fi
 
 python3 - <<'PY' || python3 -m pip install -q -r requirements-dev.txt
 import importlib, sys
-for name in ("numpy", "pybind11", "pytest", "hypothesis", "lit", "ml_dtypes", "nbclient",
-             "nbformat", "ipykernel"):
+for name in ("numpy", "pybind11", "pytest", "hypothesis", "lit", "ml_dtypes", "mpmath", "scipy",
+             "nbclient", "nbformat", "ipykernel"):
     importlib.import_module(name)
 PY

@@ -78,6 +78,7 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   result.sharedBytes = lowering.sharedBytes();
   result.unoptimizedLLVMIR = printModule(llvmModule);
   verifyModule(llvmModule, "after lowering");
+  linkExternLibraries(llvmModule);
   linkLibdevice(llvmModule, options.libdevicePath);
 
   optimizeModule(llvmModule, *machine, options.optLevel);

@@ -24,39 +24,54 @@ std::string firstCalledName(const llvm::Module &module) {
   return "";
 }
 
+/// Links the functions `module` needs from the bitcode at `file` (lazily: only the bodies that
+/// get linked are read) and makes everything but kernels internal, so that O3 inlines them
+/// and drops the rest.
+void linkBitcode(llvm::Module &module, const std::string &file, const std::string &needer) {
+  llvm::SMDiagnostic diagnostic;
+  std::unique_ptr<llvm::Module> library =
+      llvm::getLazyIRFileModule(file, diagnostic, module.getContext());
+  if (!library)
+    throw ir::CompileError("codegen: " + needer + ", which could not be read from '" + file +
+                           "': " + diagnostic.getMessage().str());
+  // libdevice says nvptx64-nvidia-gpulibs; take the kernel's triple and layout to link quietly.
+  library->setTargetTriple(module.getTargetTriple());
+  library->setDataLayout(module.getDataLayout());
+  if (llvm::Linker::linkModules(module, std::move(library), llvm::Linker::LinkOnlyNeeded))
+    throw ir::CompileError("codegen: linking '" + file + "' failed");
+  for (llvm::Function &function : module)
+    if (!function.isDeclaration() && function.getCallingConv() != llvm::CallingConv::PTX_Kernel)
+      function.setLinkage(llvm::GlobalValue::InternalLinkage);
+  for (llvm::GlobalVariable &global : module.globals()) // e.g. sin's reduction tables
+    if (!global.isDeclaration())
+      global.setLinkage(llvm::GlobalValue::InternalLinkage);
+}
+
 } // namespace
+
+void linkExternLibraries(llvm::Module &module) {
+  llvm::NamedMDNode *libs = module.getNamedMetadata("tessera.extern_libs");
+  if (!libs)
+    return;
+  std::vector<std::string> paths;
+  for (llvm::MDNode *node : libs->operands())
+    paths.push_back(llvm::cast<llvm::MDString>(node->getOperand(0))->getString().str());
+  module.eraseNamedMetadata(libs);
+  for (const std::string &path : paths)
+    linkBitcode(module, path, "an extern_elementwise call needs the library '" + path + "'");
+}
 
 void linkLibdevice(llvm::Module &module, const std::string &path) {
   std::string needed = firstCalledName(module);
   if (needed.empty())
     return;
   std::string file = path.empty() ? kDefaultLibdevicePath : path;
-  llvm::SMDiagnostic diagnostic;
-  // Lazy: only the bodies that get linked are read from the ~500 KB of bitcode.
-  std::unique_ptr<llvm::Module> libdevice =
-      llvm::getLazyIRFileModule(file, diagnostic, module.getContext());
-  if (!libdevice)
-    throw ir::CompileError("codegen: " + needed + " needs libdevice, which could not be read "
-                           "from '" + file + "': " + diagnostic.getMessage().str() +
-                           " (set TESSERA_LIBDEVICE to the path of libdevice.10.bc)");
-  // libdevice says nvptx64-nvidia-gpulibs; take the kernel's triple and layout to link quietly.
-  libdevice->setTargetTriple(module.getTargetTriple());
-  libdevice->setDataLayout(module.getDataLayout());
-  if (llvm::Linker::linkModules(module, std::move(libdevice), llvm::Linker::LinkOnlyNeeded))
-    throw ir::CompileError("codegen: linking libdevice from '" + file + "' failed");
-  for (llvm::Function &function : module) {
-    if (function.isDeclaration()) {
-      if (isLibdeviceName(function))
-        throw ir::CompileError("codegen: libdevice at '" + file + "' has no function " +
-                               function.getName().str());
-      continue;
-    }
-    if (function.getCallingConv() != llvm::CallingConv::PTX_Kernel)
-      function.setLinkage(llvm::GlobalValue::InternalLinkage);
-  }
-  for (llvm::GlobalVariable &global : module.globals()) // e.g. sin's reduction tables
-    if (!global.isDeclaration())
-      global.setLinkage(llvm::GlobalValue::InternalLinkage);
+  linkBitcode(module, file,
+              needed + " needs libdevice (set TESSERA_LIBDEVICE to the path of libdevice.10.bc)");
+  for (llvm::Function &function : module)
+    if (function.isDeclaration() && isLibdeviceName(function))
+      throw ir::CompileError("codegen: libdevice at '" + file + "' has no function " +
+                             function.getName().str());
 }
 
 } // namespace tessera::codegen

@@ -19,4 +19,9 @@ inline const char *const kDefaultLibdevicePath = "/usr/local/cuda/nvvm/libdevice
 /// CompileError when libdevice is needed but missing, or lacks a called function.
 void linkLibdevice(llvm::Module &module, const std::string &path);
 
+/// Links the bitcode libraries that extern_elementwise calls name by lib_path (recorded by
+/// lower_math.cpp in the module's "tessera.extern_libs" metadata), as linkLibdevice does;
+/// throws CompileError when one cannot be read or linked.
+void linkExternLibraries(llvm::Module &module);
+
 } // namespace tessera::codegen

@@ -12,6 +12,7 @@
 //   erf, tanh     __nv_erff, __nv_tanhf                    __nv_erf, __nv_tanh
 //   fast_divf     div.full.f32                             div.rn.f64
 //   floor, ceil, absf, absi, fma: LLVM's intrinsics (cvt.rmi/rpi, abs, fma.rn); mulhiui: mul.hi.
+//   extern_elementwise: a call of its symbol (any element types), e.g. libdevice's functions.
 // Like Triton, exp and exp2 keep denormals (ex2.approx.f32, not .ftz) and log/log2 use libdevice:
 // lg2.approx.f32 has an absolute error bound, which near x = 1 is a large relative error.
 #include "codegen/lower_to_llvm.h"
@@ -40,23 +41,54 @@ const LibdeviceNames kLibdevice[] = {
     {ir::OpCode::Erf, "__nv_erff", "__nv_erf"}, {ir::OpCode::Tanh, "__nv_tanhf", "__nv_tanh"},
 };
 
-/// A call of the libdevice function `name`, declared as pure so that LLVM may CSE, hoist or
-/// drop it like an instruction. libdevice.cpp links the body in before optimization.
-llvm::Value *callLibdevice(KernelLowering &lowering, const char *name,
-                           llvm::ArrayRef<llvm::Value *> args) {
+/// A call of the external function `name` returning `resultType`. A pure one is declared so
+/// that LLVM may CSE, hoist or drop it like an instruction. libdevice.cpp links the body in
+/// before optimization (libdevice's __nv_* functions, or the op's lib_path).
+llvm::Value *callExtern(KernelLowering &lowering, const std::string &name,
+                        llvm::ArrayRef<llvm::Value *> args, llvm::Type *resultType,
+                        bool pure = true) {
   llvm::IRBuilder<> &b = lowering.builder();
   llvm::Module *module = b.GetInsertBlock()->getModule();
   std::vector<llvm::Type *> types;
   for (llvm::Value *arg : args)
     types.push_back(arg->getType());
-  auto *type = llvm::FunctionType::get(args[0]->getType(), types, false);
+  auto *type = llvm::FunctionType::get(resultType, types, false);
+  llvm::Function *existing = module->getFunction(name);
+  if (existing && existing->getFunctionType() != type)
+    throw ir::CompileError("codegen: extern function " + name +
+                           " is called with two different signatures");
   llvm::FunctionCallee callee = module->getOrInsertFunction(name, type);
   if (auto *function = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
     function->setDoesNotThrow();
-    function->setDoesNotAccessMemory();
     function->setWillReturn();
+    if (pure)
+      function->setDoesNotAccessMemory();
   }
   return b.CreateCall(callee, args);
+}
+
+llvm::Value *callLibdevice(KernelLowering &lowering, const char *name,
+                           llvm::ArrayRef<llvm::Value *> args) {
+  return callExtern(lowering, name, args, args[0]->getType());
+}
+
+/// extern_elementwise: the call, per register; a lib_path other than libdevice's is recorded
+/// in the module's "tessera.extern_libs" metadata for libdevice.cpp to link.
+llvm::Value *emitExtern(KernelLowering &lowering, const ir::Operation &op,
+                        llvm::ArrayRef<llvm::Value *> args) {
+  llvm::Type *resultType = lowering.registerType(op.result()->type(), op);
+  if (op.hasAttr("lib_path") && !op.stringAttr("lib_path").empty()) {
+    llvm::Module *module = lowering.builder().GetInsertBlock()->getModule();
+    llvm::NamedMDNode *libs = module->getOrInsertNamedMetadata("tessera.extern_libs");
+    const std::string &path = op.stringAttr("lib_path");
+    bool known = false;
+    for (llvm::MDNode *node : libs->operands())
+      known |= llvm::cast<llvm::MDString>(node->getOperand(0))->getString() == path;
+    if (!known)
+      libs->addOperand(llvm::MDNode::get(module->getContext(),
+                                         {llvm::MDString::get(module->getContext(), path)}));
+  }
+  return callExtern(lowering, op.stringAttr("symbol"), args, resultType, op.flagAttr("pure"));
 }
 
 const char *libdeviceName(const ir::Operation &op, bool isF64) {
@@ -71,6 +103,8 @@ const char *libdeviceName(const ir::Operation &op, bool isF64) {
 /// One register of the result; `args` are the operands' registers.
 llvm::Value *emitMath(KernelLowering &lowering, const ir::Operation &op,
                       llvm::ArrayRef<llvm::Value *> args) {
+  if (op.code() == ir::OpCode::ExternElementwise)
+    return emitExtern(lowering, op, args);
   llvm::IRBuilder<> &b = lowering.builder();
   llvm::Type *type = args[0]->getType();
   bool isF64 = type->isDoubleTy();
@@ -122,7 +156,7 @@ void lowerMathOp(KernelLowering &lowering, const ir::Operation &op) {
   const ir::Type &resultType = op.result()->type();
   ir::Type element = resultType.elementType();
   bool isFloatOp = op.code() != ir::OpCode::AbsI && op.code() != ir::OpCode::MulHiUI &&
-                   op.code() != ir::OpCode::AbsF;
+                   op.code() != ir::OpCode::AbsF && op.code() != ir::OpCode::ExternElementwise;
   if (isFloatOp && element.scalarKind() != ir::ScalarKind::F32 &&
       element.scalarKind() != ir::ScalarKind::F64)
     ir::emitError(op, std::string("codegen: ") + op.name() + " takes f32 or f64, got " +

@@ -311,7 +311,8 @@ void KernelLowering::dispatchOp(const ir::Operation &op) {
   case ir::OpCode::AbsI:
   case ir::OpCode::Fma:
   case ir::OpCode::FastDivF:
-  case ir::OpCode::MulHiUI: return lowerMathOp(*this, op);
+  case ir::OpCode::MulHiUI:
+  case ir::OpCode::ExternElementwise: return lowerMathOp(*this, op);
   case ir::OpCode::AtomicRMW:
   case ir::OpCode::AtomicCAS: return lowerAtomicOp(*this, op);
   default: return lowerElementwiseOp(*this, op);

@@ -224,6 +224,12 @@ int64_t Operation::intAttr(const std::string &key) const {
     return *b;
   return std::get<int64_t>(a);
 }
+bool Operation::hasTrait(unsigned t) const {
+  unsigned traits = opTraits(code_);
+  if (code_ == OpCode::ExternElementwise && !flagAttr("pure"))
+    traits &= ~trait::PURE; // may have side effects: never merged, hoisted or dropped
+  return (traits & t) == t;
+}
 bool Operation::flagAttr(const std::string &key) const {
   if (!hasAttr(key))
     return false;

@@ -130,7 +130,9 @@ public:
 
   OpCode code() const { return code_; }
   const char *name() const { return opName(code_); }
-  bool hasTrait(unsigned t) const { return ir::hasTrait(code_, t); }
+  /// The op's traits (ops.def), except that an extern_elementwise call declared impure
+  /// (pure = false) is not PURE.
+  bool hasTrait(unsigned t) const;
 
   const std::vector<Value *> &operands() const { return operands_; }
   Value *operand(unsigned i) const { return operands_.at(i); }

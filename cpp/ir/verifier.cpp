@@ -263,6 +263,9 @@ void verifyOpContract(const Operation &op) {
   case OpCode::MulHiUI:
     detail::verifyMathOp(op);
     break;
+  case OpCode::ExternElementwise:
+    detail::verifyExternElementwise(op);
+    break;
   case OpCode::AtomicRMW:
   case OpCode::AtomicCAS:
     detail::verifyAtomicOp(op);

@@ -16,6 +16,7 @@ void verifyReductionOp(const Operation &op);
 void verifyReductionEncodings(const Operation &op);
 /// Rules of the math ops and the atomics (verifier_math.cpp), called by verify().
 void verifyMathOp(const Operation &op);
+void verifyExternElementwise(const Operation &op);
 void verifyAtomicOp(const Operation &op);
 } // namespace detail
 

@@ -3,6 +3,8 @@
 // verifier.cpp calls these from its per-op switch.
 //
 //   %y = exp %x : (tensor<128xf32>) -> tensor<128xf32>
+//   %n = extern_elementwise %x {pure = true, symbol = "__nv_ilogbf"}
+//        : (tensor<128xf32>) -> tensor<128xi32>
 //   %old = atomic_rmw %p, %v, %m {kind = "fadd", scope = "gpu", sem = "acq_rel"}
 //        : (tensor<128xptr<f32>>, tensor<128xf32>, tensor<128xi1>) -> tensor<128xf32>
 #include "ir/verifier.h"
@@ -110,6 +112,24 @@ void verifyMathOp(const Operation &op) {
       emitError(op, "takes f32 or f64 (compute f16/bf16 in f32), got " + type.str());
     break;
   }
+}
+
+void verifyExternElementwise(const Operation &op) {
+  if (op.numResults() != 1)
+    emitError(op, "gives one result");
+  if (stringAttrOrFail(op, "symbol").empty())
+    emitError(op, "needs a non-empty symbol (the function called)");
+  if (op.hasAttr("pure") && !std::holds_alternative<bool>(op.attr("pure")))
+    emitError(op, "attribute 'pure' must be a bool");
+  for (const char *name : {"lib_name", "lib_path"})
+    if (op.hasAttr(name) && !std::holds_alternative<std::string>(op.attr(name)))
+      emitError(op, std::string("attribute '") + name + "' must be a string");
+  verifySameShapeAndLayout(op); // elementwise: one shape (and layout) for every value
+  for (const Value *value : op.operands())
+    if (!value->type().elementType().isScalar())
+      emitError(op, "takes integer or float elements, got " + value->type().str());
+  if (!op.result()->type().elementType().isScalar())
+    emitError(op, "gives integer or float elements, got " + op.result()->type().str());
 }
 
 void verifyAtomicOp(const Operation &op) {

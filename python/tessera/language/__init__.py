@@ -146,6 +146,13 @@ from .hints import assume, debug_barrier, max_constancy, max_contiguous, multipl
 __all__ += ["assume", "debug_barrier", "max_constancy", "max_contiguous", "multiple_of"]
 __all__ += ["advance", "block_pointer", "load_tensor_descriptor", "make_block_ptr",
             "make_tensor_descriptor", "store_tensor_descriptor", "tensor_descriptor"]
+# External device functions: libdevice (tl.extra.cuda.libdevice, tl.extra.libdevice) and
+# Triton's generic extern call.
+from . import extra
+from .extern import extern, extern_elementwise
+
+__all__ += ["extra", "extern", "extern_elementwise"]
+
 # Shapes, sorting and the rest of Triton's standard library (shape.py, standard.py), then the
 # tensor methods, bound from one table (tensor_methods.py) once every function exists.
 # (`item` is only a method in Triton: not in __all__.)

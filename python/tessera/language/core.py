@@ -655,3 +655,7 @@ class range:
 from .dtype_table import install as _install_dtype_table  # noqa: E402 (needs the classes)
 
 _install_dtype_table()
+
+# Triton's core.extern / core.extern_elementwise, for user-written extern wrappers (extern.py;
+# imported last: it builds on the names above).
+from .extern import extern, extern_elementwise  # noqa: E402
