@@ -45,6 +45,36 @@ inline uint64_t keyWord(KeyTag tag, uint64_t payload = 0) {
   return static_cast<uint64_t>(tag) << 56 | (payload & ((uint64_t(1) << 56) - 1));
 }
 
+/// Per parameter, what @jit(do_not_specialize=..., do_not_specialize_on_alignment=...) leaves
+/// out of its key word (specialization.masked_key in Python): divisibility by 16 (and pointer
+/// alignment), equality to 1.
+enum SpecializeFlags : uint8_t { kNoDivisibility = 1, kNoEqualToOne = 2 };
+
+/// The Int payload's bits (specializeInt) and the tensors' alignment bit.
+constexpr uint64_t kIntDivisibleBit = uint64_t(1) << 2;
+constexpr uint64_t kIntEqualToOneBit = uint64_t(1) << 3;
+constexpr uint64_t kTensorAlignedBit = 1;
+
+inline uint64_t maskedWord(uint64_t word, uint8_t flags) {
+  if (flags == 0)
+    return word;
+  switch (static_cast<KeyTag>(word >> 56)) {
+  case KeyTag::Int:
+    if (flags & kNoDivisibility)
+      word &= ~kIntDivisibleBit;
+    if (flags & kNoEqualToOne)
+      word &= ~kIntEqualToOneBit;
+    break;
+  case KeyTag::DLPackTensor:
+  case KeyTag::DtypeTensor:
+    if (flags & kNoDivisibility)
+      word &= ~kTensorAlignedBit;
+    break;
+  default: break;
+  }
+  return word;
+}
+
 /// ("int", "i32" | "i64" | "u64", divisible by 16, equal to 1), as specialization.integer_code.
 inline bool specializeInt(PyObject *obj, uint64_t &word, ArgumentValue &value) {
   int overflow = 0;

@@ -69,6 +69,9 @@ KNOBS = {
     "autotune_progress": Knob("TESSERA_AUTOTUNE_PROGRESS", None, _parse_bool,
                               "Show the autotuner's progress bar on stderr (unset: only when "
                               "stderr is a terminal)."),
+    "debug": Knob("TESSERA_DEBUG", False, _parse_bool,
+                  "Compile device asserts into every kernel, as @jit(debug=True) (Triton's "
+                  "TRITON_DEBUG). Read when a kernel is launched through the Python path."),
 }
 
 

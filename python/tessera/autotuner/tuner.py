@@ -231,15 +231,13 @@ class Autotuner:
     # ------------------------------------------------------------------ tuning
 
     def _job(self, config: Config, args, kwargs, target) -> backends.CompileJob:
-        from ..compiler import CompileOptions
         final = {**kwargs, **config.all_kwargs()}
         for layer in self.heuristics:
             final = layer.apply(args, final)
-        num_warps = final.pop("num_warps", 4)
-        num_stages = final.pop("num_stages", 1)
+        launch, final, _ = self.jit_fn._split_launch(final)
         values, constexprs, keys = self.jit_fn._arguments(args, final)
-        options = CompileOptions(num_warps=num_warps, num_stages=num_stages, arch=target.arch)
-        return backends.CompileJob(self.jit_fn, (keys, constexprs, num_warps, num_stages),
+        options = launch.compile_options(target.arch)
+        return backends.CompileJob(self.jit_fn, (keys, constexprs, launch),
                                    values, constexprs, self.jit_fn._specialization(keys),
                                    options, target)
 

@@ -25,14 +25,15 @@ __all__ = ["build_module", "kernel_source_key", "kernel_parameters", "KernelPara
 def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, Any],
                  divisibility_16: AbstractSet[str] = frozenset(),
                  equal_to_1: AbstractSet[str] = frozenset(),
-                 kernel_name: Optional[str] = None) -> Any:
+                 kernel_name: Optional[str] = None, debug: bool = True) -> Any:
     """Compiles ``fn`` (a Python function or a JITFunction) to a verified tile-IR module.
 
     ``signature`` maps each runtime parameter to a type string ("*fp16", "i32", ...);
     ``constexprs`` gives the values of compile-time parameters; ``divisibility_16`` names the
     parameters known to be multiples of 16 (pointers: 16-byte aligned), recorded in the func's
     ``divisibility`` attribute; ``equal_to_1`` names int parameters equal to 1, whose uses
-    become the constant 1 while they stay in the signature.
+    become the constant 1 while they stay in the signature. ``debug``: compile
+    ``tl.device_assert`` (and ``assert``) in; off, they are dropped (Triton's debug=False).
     Raises tessera.CompilationError naming the kernel and the offending file:line:col.
     """
     fn = fn.fn if is_jit(fn) else fn
@@ -40,6 +41,7 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     parsed = parse_function(fn)
     builder = ir.Builder()
     ctx = make_context(name, builder)
+    ctx.semantic.debug = debug
     ctx.parsed[id(fn)] = parsed
     module = ir.Module()
     line, col = parsed.position(parsed.tree)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List
 
 from .. import errors
+from .._triton_api import is_triton_name
 from ..language import core as tl
 from ..language import matrix as tl_matrix
 from ..language.semantic import Semantic, is_number, normalize_number
@@ -273,8 +274,20 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
                 return getattr(value, node.attr)  # methods: x.sum(1), x.max(0), ...
             if node.attr == "T":  # as Triton: the transpose, tl.trans(x)
                 return tl_matrix.build_trans(self.semantic, value, ())
+            if is_triton_name("triton.language.tensor", node.attr):
+                raise errors.TritonAPINotSupported(f"tensor.{node.attr} (a method of "
+                                                   "triton.language.tensor)")
             raise AttributeError(f"tensor has no attribute '{node.attr}'")
-        result = getattr(value, node.attr)
+        try:
+            result = getattr(value, node.attr)
+        except errors.TritonAPINotSupported:
+            raise
+        except AttributeError:
+            if isinstance(value, tl.dtype) and is_triton_name("triton.language.dtype",
+                                                               node.attr):
+                raise errors.TritonAPINotSupported(
+                    f"dtype.{node.attr} (of triton.language.dtype)") from None
+            raise
         return normalize_number(result.value if isinstance(result, tl.constexpr) else result)
 
     # ---- expressions ---------------------------------------------------------------------

@@ -112,3 +112,10 @@ __all__ = [
     "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
     "atomic_xchg", "atomic_xor",
 ]
+
+
+def __getattr__(name: str):
+    """A Triton name Tessera lacks: TritonAPINotSupported (an AttributeError) that names it
+    as a Triton API not supported yet; the front end reports it at the kernel's line."""
+    from .._triton_api import missing_name_error
+    raise missing_name_error("triton.language", name, __name__)
