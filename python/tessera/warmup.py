@@ -89,9 +89,9 @@ def stand_in(arg: Any) -> Any:
         return TypedStandIn(code)
     if isinstance(arg, tl.dtype):
         return MockTensor(arg)
-    name = type(arg).__name__
-    module = type(arg).__module__.split(".", 1)[0]
-    if (name == "dtype" and module == "torch") or (module == "numpy" and name.startswith("dtype")):
+    import numpy as np
+    if isinstance(arg, np.dtype) or (type(arg).__name__ == "dtype" and
+                                     type(arg).__module__.split(".", 1)[0] == "torch"):
         return MockTensor(arg)
     return arg
 
