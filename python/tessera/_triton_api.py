@@ -93,11 +93,27 @@ def _tessera_object(namespace: str) -> Any:
     return getattr(module, attribute) if attribute else module
 
 
+def _instance_attributes(namespace: str) -> Tuple[str, ...]:
+    """Names that exist on instances only (a kernel's tensors, dtype objects)."""
+    if namespace == "triton.language.tensor":
+        from .frontend.code_generator import TENSOR_ATTRIBUTES
+        return TENSOR_ATTRIBUTES + ("T",)  # `.T`: the front end's transpose
+    if namespace == "triton.language.dtype":
+        from .language import core
+        names: set = set()
+        for example in (core.dtype("fp32"), core.dtype("int32")):
+            names.update(vars(example))
+        return tuple(names)
+    return ()
+
+
 def status(namespace: str, name: str) -> str:
     """"supported" when Tessera's counterpart object has ``name``, else "not yet"."""
     owner = _tessera_object(namespace)
     if owner is None:
         return "not yet"
+    if name in _instance_attributes(namespace):
+        return "supported"
     try:
         getattr(owner, name)
     except AttributeError:  # TritonAPINotSupported included

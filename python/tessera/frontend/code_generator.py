@@ -69,6 +69,10 @@ class CompileContext:
         return self.parsed[id(fn)]
 
 
+# Attributes of a tensor in a kernel besides its methods (tl.tensor's builtins) and `.T`.
+TENSOR_ATTRIBUTES = ("dtype", "shape", "type", "numel", "to")
+
+
 class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
     """Compiles one function body (the kernel's, or an inlined callee's) at the builder's
     insertion point. ``scope`` maps local names to tensors or Python values."""
@@ -268,7 +272,7 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         value = self.visit(node.value)
         if isinstance(value, tl.tensor):
-            if node.attr in ("dtype", "shape", "type", "numel", "to"):
+            if node.attr in TENSOR_ATTRIBUTES:
                 return getattr(value, node.attr)
             if tl.is_builtin(getattr(tl.tensor, node.attr, None)):
                 return getattr(value, node.attr)  # methods: x.sum(1), x.max(0), ...
@@ -434,6 +438,11 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
             return self.call_jit(node, function, args, kwargs)
         if function is getattr(sys.modules.get("tessera.jit"), "cdiv", None):
             function = tl.cdiv  # tessera.cdiv, the host helper: same meaning in a kernel
+        if function is getattr(sys.modules.get("tessera.jit"), "next_power_of_2", None):
+            if runtime:  # as Triton's constexpr_function: compile-time values only
+                raise TypeError("next_power_of_2() takes a compile-time int, not a runtime "
+                                "value")
+            return function(*args, **kwargs)
         if function is tl.constexpr:
             return normalize_number(tl.constexpr(*args, **kwargs).value)
         if tl.is_builtin(function):
