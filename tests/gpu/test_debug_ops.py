@@ -23,7 +23,7 @@ PROGRAM = textwrap.dedent("""
     import tessera
     import tessera.language as tl
 
-    @tessera.jit
+    @tessera.jit(debug=True)  # device asserts are compiled in only with debug, as Triton
     def debug_kernel(x_ptr, u_ptr, n, LIMIT: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         x = tl.load(x_ptr + offs, mask=offs < n, other=-1.0)

@@ -13,7 +13,7 @@ from tessera._tessera import ir
 from tessera.compiler import ptxas
 
 
-@tessera.jit
+@tessera.jit(debug=True)  # device asserts are compiled in only with debug, as Triton
 def debug_kernel(x_ptr, u_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0)
