@@ -55,10 +55,10 @@ def do_bench_cudagraph(fn: Callable[[], object], rep: float = 20,
     fill ``rep`` ms (as ``triton.testing.do_bench_cudagraph``; no launch overhead, no L2 flush).
     Runs on a side stream, which the graph capture needs; kernels launch on PyTorch's current
     stream, so they are captured."""
-    import torch
-
     if return_mode not in RETURN_MODES:
         raise ValueError(f"return_mode must be one of {RETURN_MODES}, got {return_mode!r}")
+    import torch
+
     with torch.cuda.stream(torch.cuda.Stream()):
         fn()
         for tensor in grad_to_none or ():
