@@ -30,14 +30,14 @@ __all__ = ["jit", "JITFunction", "cdiv", "language", "config", "testing", "Compi
 # runtime (driver.active), MockTensor.
 from . import runtime
 from .errors import InterpreterError, OutOfResources, TritonError
-from .jit import next_power_of_2
+from .jit import ConstexprFunction, constexpr_function, next_power_of_2
 from .triton_knobs import knobs
 from .warmup import MockTensor
 
 KernelInterface = JITFunction
 
-__all__ += ["InterpreterError", "KernelInterface", "MockTensor", "OutOfResources",
-            "TritonError", "knobs", "next_power_of_2", "runtime"]
+__all__ += ["ConstexprFunction", "constexpr_function", "InterpreterError", "KernelInterface",
+            "MockTensor", "OutOfResources", "TritonError", "knobs", "next_power_of_2", "runtime"]
 
 
 def __getattr__(name: str):

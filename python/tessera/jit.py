@@ -31,6 +31,35 @@ def cdiv(a, b):
     return (a + b - 1) // b
 
 
+class ConstexprFunction:
+    """A Python function a kernel may call on compile-time values (``triton.constexpr_function``):
+    the front end calls it while compiling and uses its result as a constexpr; on the host it
+    is the plain function. Example::
+
+        @tessera.constexpr_function
+        def block_for(n):
+            return min(1024, tessera.next_power_of_2(n))
+    """
+
+    __tessera_constexpr_function__ = True
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __get__(self, obj, objclass=None):
+        return self if obj is None else functools.partial(self, obj)
+
+
+def constexpr_function(fn: Callable) -> ConstexprFunction:
+    """Decorator: ``fn`` may be called inside kernels on compile-time values (see
+    :class:`ConstexprFunction`)."""
+    return ConstexprFunction(fn)
+
+
 def next_power_of_2(n: int) -> int:
     """The smallest power of 2 >= ``n``, exactly as ``triton.next_power_of_2``: the bits of
     ``n - 1`` smeared right over 64 bits, plus one; so 0 gives 0, 1 gives 1, 5 gives 8.
@@ -231,6 +260,9 @@ class JITFunction(_runtime.KernelDispatcher):
             raise TypeError(f"{self.__name__}: constexpr values must be hashable") from None
         if warmup:
             return self._warmup(keys, constexprs, options)
+        if grid is None:
+            raise TypeError(f"{self.__name__}: a launch needs a grid: "
+                            f"{self.__name__}[grid](...)")
         if callable(grid):
             grid = grid(dict(zip(self.runtime_names, values),
                              **dict(zip(self.constexpr_names, constexprs))))

@@ -438,11 +438,13 @@ class CodeGenerator(ControlFlowMixin, ast.NodeVisitor):
             return self.call_jit(node, function, args, kwargs)
         if function is getattr(sys.modules.get("tessera.jit"), "cdiv", None):
             function = tl.cdiv  # tessera.cdiv, the host helper: same meaning in a kernel
-        if function is getattr(sys.modules.get("tessera.jit"), "next_power_of_2", None):
+        if (function is getattr(sys.modules.get("tessera.jit"), "next_power_of_2", None)
+                or getattr(function, "__tessera_constexpr_function__", False)):
             if runtime:  # as Triton's constexpr_function: compile-time values only
-                raise TypeError("next_power_of_2() takes a compile-time int, not a runtime "
-                                "value")
-            return function(*args, **kwargs)
+                name = getattr(function, "__name__", "this function")
+                raise TypeError(f"{name}() runs at compile time: it takes constexpr values, "
+                                "not runtime tensors")
+            return normalize_number(function(*args, **kwargs))
         if function is tl.constexpr:
             return normalize_number(tl.constexpr(*args, **kwargs).value)
         if tl.is_builtin(function):

@@ -167,3 +167,28 @@ def test_runtime_exposes_triton_runtime_names():
     assert triton.runtime.Config is triton.Config and triton.runtime.autotune is triton.autotune
     assert triton.runtime.OutOfResources is triton.OutOfResources
     assert triton.runtime.MockTensor is triton.MockTensor
+
+
+def test_constexpr_function_runs_at_compile_time_in_kernels():
+    @triton.constexpr_function
+    def block_for(n, cap=64):
+        return min(cap, triton.next_power_of_2(n))
+
+    @triton.jit(interpret=True)
+    def fill(out_ptr, N: tl.constexpr):
+        BLOCK: tl.constexpr = block_for(N)
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.full((BLOCK,), BLOCK, tl.int32), mask=offs < N)
+
+    assert block_for(100) == 64 and block_for(3, cap=2) == 2    # plain call on the host
+    for n in (3, 40, 64):
+        out = np.zeros(n, np.int32)
+        fill[(1,)](out, N=n)
+        np.testing.assert_array_equal(out, np.full(n, min(64, reference_next_power_of_2(n))))
+
+    @triton.jit(interpret=True)
+    def runtime_arg(out_ptr, n):
+        tl.store(out_ptr, block_for(tl.load(out_ptr)))
+
+    with pytest.raises(triton.CompilationError, match="block_for.*compile time"):
+        runtime_arg[(1,)](np.zeros(1, np.int32), 1)
