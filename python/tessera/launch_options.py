@@ -59,7 +59,8 @@ def parse_options(kernel: str, given: Dict[str, Any], jit_debug: Optional[bool])
     if isinstance(num_warps, bool) or not isinstance(num_warps, int) or num_warps < 1 or \
             num_warps & (num_warps - 1):
         raise ValueError(f"{kernel}: num_warps must be a power of two, got {num_warps!r}")
-    num_stages = _check_int(kernel, "num_stages", given.get("num_stages", 1), 1, 64)
+    # 0 and 1 both mean "no software pipelining" (as Triton's pipeliner): one kernel.
+    num_stages = max(1, _check_int(kernel, "num_stages", given.get("num_stages", 1), 0, 64))
     num_ctas = given.get("num_ctas", 1)
     if num_ctas != 1 or isinstance(num_ctas, bool):
         raise ValueError(f"{kernel}: num_ctas={num_ctas!r}: thread-block clusters (num_ctas > 1) "

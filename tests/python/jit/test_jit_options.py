@@ -242,3 +242,21 @@ def test_noinline_repr_and_launch_metadata_are_kept():
     x = np.arange(8, dtype=np.float32)
     outer[(1,)](x, BLOCK=8)     # a noinline helper still runs (inlined: Tessera has no calls)
     np.testing.assert_array_equal(x, 3 * np.arange(8, dtype=np.float32))
+
+
+def test_launch_options_are_normalized_and_checked():
+    from tessera.launch_options import LaunchOptions, parse_options, split_launch_kwargs
+    assert parse_options("k", {}, None) == LaunchOptions()
+    assert parse_options("k", {"num_stages": 0}, None) == LaunchOptions(num_stages=1)
+    assert parse_options("k", {"debug": None}, True).debug is True
+    assert parse_options("k", {"debug": False}, True).debug is False
+    assert parse_options("k", {"enable_fp_fusion": None}, None).enable_fp_fusion is True
+    with pytest.raises(ValueError, match="k: num_warps must be a power of two, got 3"):
+        parse_options("k", {"num_warps": 3}, None)
+    with pytest.raises(ValueError, match="num_ctas=True"):
+        parse_options("k", {"num_ctas": True}, None)
+    options, rest = split_launch_kwargs("k", {"x", "num_warps"},
+                                        {"x": 1, "num_warps": 8, "maxnreg": 32,
+                                         "launch_cooperative_grid": False})
+    assert options == {"num_warps": 8, "maxnreg": 32}
+    assert rest == {"x": 1, "num_warps": 8}
