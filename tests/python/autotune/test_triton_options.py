@@ -107,3 +107,16 @@ def test_do_bench_is_used_as_given():
     kernel[lambda meta: (tessera.cdiv(n, meta["BLOCK"]),)](x, x, out, n)
     assert len(calls) == 2 and all(tuple(q) == (0.5, 0.2, 0.8) for q in calls)
     np.testing.assert_array_equal(out, np.full(n, 3.0, np.float32))
+
+
+@pytest.mark.skipif(ptxas.find_ptxas() is None, reason="ptxas not installed")
+def test_heuristics_warmup_fills_in_its_values():
+    @tessera.heuristics({"BLOCK": lambda args: tessera.next_power_of_2(args["n"])})
+    @tessera.jit
+    def copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    compiled = copy.warmup("*fp32", "*fp32", 100, grid=(1,))
+    assert "<128x" in compiled.asm["tir"] and "<256x" not in compiled.asm["tir"]
+    assert compiled.name == "copy"
