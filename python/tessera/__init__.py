@@ -41,6 +41,11 @@ __all__ += ["ConstexprFunction", "constexpr_function", "InterpreterError", "Kern
 
 
 def __getattr__(name: str):
-    """Triton names Tessera does not provide yet: an error that says so (see _triton_api)."""
+    """Subpackages not imported yet (``tessera.compiler.errors``, as ``triton.compiler``), else
+    a Triton name Tessera does not provide yet: an error that says so (see _triton_api)."""
+    import importlib
+    import importlib.util
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
     from ._triton_api import missing_name_error
     raise missing_name_error("triton", name, __name__)

@@ -192,3 +192,19 @@ def test_constexpr_function_runs_at_compile_time_in_kernels():
 
     with pytest.raises(triton.CompilationError, match="block_for.*compile time"):
         runtime_arg[(1,)](np.zeros(1, np.int32), 1)
+
+
+def test_subpackages_are_reachable_as_attributes_in_a_fresh_process():
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    code = ("import tessera as triton\n"
+            "assert triton.compiler.errors.CompilationError is triton.CompilationError\n"
+            "assert triton.runtime.driver.active is triton.runtime.driver.default\n"
+            "assert triton.runtime.errors.OutOfResources is triton.OutOfResources\n"
+            "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.path.join(root, "python")})
+    assert done.stdout.strip() == "ok", done.stderr
