@@ -110,8 +110,24 @@ bool packValue(ArgKind kind, const ArgumentValue &value, uint64_t &slot) {
   case ValueKind::UInt:
     return kind != ArgKind::Pointer && !runtime::isFloatKind(kind) &&
            runtime::storeUnsigned(kind, value.bits, slot);
+  case ValueKind::None: return false; // never a parameter (packValues skips it)
   }
   return false;
+}
+
+bool packValues(const KernelLauncher &launcher, const ArgumentValue *values, size_t count,
+                ArgumentBuffer &buffer) {
+  const auto &signature = launcher.signature();
+  size_t packed = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (values[i].kind == ValueKind::None)
+      continue;
+    if (packed >= signature.size() || !packValue(signature[packed], values[i],
+                                                 buffer.slot(packed)))
+      return false;
+    ++packed;
+  }
+  return packed == signature.size();
 }
 
 namespace {
@@ -223,12 +239,11 @@ Outcome launchOrRecord(DispatcherState &state, const LaunchTarget &target, const
   const size_t count = state.runtimeIndices.size();
   const bool recording = launcher.function() == nullptr;
   ArgumentBuffer buffer(count);
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < count; ++i)
     if (values[i].onHost && !recording)
       return Outcome::Fallback; // the Python path names the argument in its error
-    if (!packValue(launcher.signature()[i], values[i], buffer.slot(i)))
-      return Outcome::Fallback;
-  }
+  if (!packValues(launcher, values, count, buffer))
+    return Outcome::Fallback;
   if (grid.empty())
     return Outcome::Launched;
   uint64_t stream = 0;
@@ -238,7 +253,7 @@ Outcome launchOrRecord(DispatcherState &state, const LaunchTarget &target, const
     LaunchRecord &record = state.recorded;
     record.grid = grid;
     record.stream = stream;
-    for (size_t i = 0; i < count; ++i)
+    for (size_t i = 0; i < launcher.signature().size(); ++i)
       record.slots[i] = buffer.slot(i);
     if (record.launchable != target.launchable) {
       Py_XSETREF(record.launchable, Py_NewRef(target.launchable));

@@ -152,10 +152,10 @@ bool makeTarget(PyObject *launchable, const ArgumentValue *values, size_t count,
   }
   Py_XDECREF(device);
   PyErr_Clear();
-  bool usable = target.launcher != nullptr && target.launcher->signature().size() == count;
-  for (size_t i = 0; usable && i < count; ++i) {
-    uint64_t slot;
-    usable = packValue(target.launcher->signature()[i], values[i], slot);
+  bool usable = false;
+  if (target.launcher != nullptr) {
+    runtime::ArgumentBuffer buffer(count);
+    usable = packValues(*target.launcher, values, count, buffer);
   }
   if (usable && streamSource(launchable, target)) {
     target.launchable = Py_NewRef(launchable);

@@ -124,6 +124,12 @@ struct BoundLaunchObject {
 bool packValue(runtime::ArgKind kind, const runtime::python::ArgumentValue &value,
                uint64_t &slot);
 
+/// Packs the runtime values the kernel takes (those passed None are constexprs of the compiled
+/// kernel: skipped) into `buffer`; false unless they match `launcher`'s signature exactly.
+bool packValues(const runtime::KernelLauncher &launcher,
+                const runtime::python::ArgumentValue *values, size_t count,
+                runtime::ArgumentBuffer &buffer);
+
 PyObject *boundLaunchCall(PyObject *callable, PyObject *const *args, size_t nargsf,
                           PyObject *kwnames);
 void boundLaunchDealloc(PyObject *self);

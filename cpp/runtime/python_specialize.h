@@ -16,8 +16,9 @@
 
 namespace tessera::runtime::python {
 
-/// What a runtime argument passes.
-enum class ValueKind : uint8_t { Int, UInt, Bool, Float, Address };
+/// What a runtime argument passes. None: nothing (as Triton, None specializes the parameter
+/// as a constexpr None, so the compiled kernel has no such parameter).
+enum class ValueKind : uint8_t { Int, UInt, Bool, Float, Address, None };
 
 /// No default member values: the fast path keeps 64 of these on the stack per call, and each
 /// is filled by specializeArgument before use.
@@ -188,6 +189,11 @@ inline bool specializeOtherTensor(PyObject *obj, const TypeStrategy &strategy, u
 
 /// The key word and value of one runtime argument; false: leave this call to the Python path.
 inline bool specializeArgument(PyObject *obj, uint64_t &word, ArgumentValue &value) {
+  if (obj == Py_None) { // specialization.py's ("none",)
+    value = {ValueKind::None, false, 0, 0};
+    word = keyWord(KeyTag::ConstNone);
+    return true;
+  }
   if (PyLong_CheckExact(obj))
     return specializeInt(obj, word, value);
   if (PyFloat_CheckExact(obj)) {

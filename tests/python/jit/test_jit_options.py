@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from launch_fakes import FakeGpu, fast_launch_count  # noqa: E402
+from launch_fakes import FakeGpu, expected_parameters, fast_launch_count  # noqa: E402
 
 import tessera  # noqa: E402
 import tessera.language as tl  # noqa: E402
@@ -195,6 +195,13 @@ def test_none_for_a_pointer_compiles_without_the_parameter(gpu):
     without = [k for k in gpu.prepared if "bias_ptr" not in k.prepared_for[0][0]]
     assert len(without) == 1 and without[0].prepared_for[1]["bias_ptr"] is None
     assert without[0].arg_names == ["x_ptr", "out_ptr", "n"]
+    # The C++ fast path takes None too (a key word of its own, no parameter packed): the
+    # second round of both calls launched from C++, each with its own kernel and parameters.
+    assert fast_launch_count(kernel) == 2
+    kernel[(1,)](x, None, x, 48, BLOCK=64)      # n % 16 == 0 as before: the same kernel
+    grid, _, parameters, launched, _ = kernel._dispatch_recorded()
+    assert launched is without[0]
+    assert parameters == expected_parameters([x, x, 48])
     # The tile IR of the None specialization has no bias load: the `if` folded.
     signature, div16, eq1 = without[0].prepared_for[0]
     from tessera.compiler import build_tile_ir
