@@ -19,6 +19,8 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 from . import config
 from ._tessera import runtime as _runtime
 from .config import knobs
+from .constexpr_functions import ConstexprFunction, constexpr_function, next_power_of_2  # noqa: F401
+from .jit_source import KernelTextAndWarmup
 from .launch_options import (LaunchOptions, fast_path_options, parse_options,
                              specialize_flags, split_launch_kwargs)
 from .specialization import argument_key, describe, masked_key
@@ -29,47 +31,6 @@ Grid = Union[Sequence[int], Callable[[Dict[str, Any]], Sequence[int]]]
 def cdiv(a, b):
     """Ceiling division ``(a + b - 1) // b``, on Python ints (and inside kernels)."""
     return (a + b - 1) // b
-
-
-class ConstexprFunction:
-    """A Python function a kernel may call on compile-time values (``triton.constexpr_function``):
-    the front end calls it while compiling and uses its result as a constexpr; on the host it
-    is the plain function. Example::
-
-        @tessera.constexpr_function
-        def block_for(n):
-            return min(1024, tessera.next_power_of_2(n))
-    """
-
-    __tessera_constexpr_function__ = True
-
-    def __init__(self, fn: Callable) -> None:
-        self.fn = fn
-        functools.update_wrapper(self, fn)
-
-    def __call__(self, *args, **kwargs):
-        return self.fn(*args, **kwargs)
-
-    def __get__(self, obj, objclass=None):
-        return self if obj is None else functools.partial(self, obj)
-
-
-def constexpr_function(fn: Callable) -> ConstexprFunction:
-    """Decorator: ``fn`` may be called inside kernels on compile-time values (see
-    :class:`ConstexprFunction`)."""
-    return ConstexprFunction(fn)
-
-
-def next_power_of_2(n: int) -> int:
-    """The smallest power of 2 >= ``n``, exactly as ``triton.next_power_of_2``: the bits of
-    ``n - 1`` smeared right over 64 bits, plus one; so 0 gives 0, 1 gives 1, 5 gives 8.
-
-    Example: ``BLOCK = tessera.next_power_of_2(n_cols)``.
-    """
-    n -= 1
-    for shift in (1, 2, 4, 8, 16, 32):
-        n |= n >> shift
-    return n + 1
 
 
 def _is_constexpr_annotation(annotation: Any) -> bool:
@@ -92,7 +53,7 @@ _runtime.set_interpret_sources(knobs._overrides, config._RAW_ENVIRON,
                                os.fsencode(config.KNOBS["interpret"].name))
 
 
-class JITFunction(_runtime.KernelDispatcher):
+class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     """A kernel: call it as ``kernel[grid](*args, **constexprs)``; inspect it with ``asm``.
 
     ``kernel[grid]`` is implemented by the C++ base class (no ``__getitem__`` here): it launches
@@ -365,58 +326,6 @@ class JITFunction(_runtime.KernelDispatcher):
         signature, div16, eq1 = self._specialization(keys)
         return compile_kernel(self.fn, signature, self._constexpr_dict(constexprs, keys), div16,
                               eq1, options.compile_options(arch or launcher.default_arch()))
-
-    def warmup(self, *args, grid: Grid = None, **kwargs):
-        """Compiles for these arguments without launching, as Triton's ``kernel.warmup``;
-        returns the CompiledKernel (``name``, ``asm``, ``metadata``, ``n_regs``, ``n_spills``).
-
-        Arguments may be tensors, or stand-ins for them: a torch / NumPy dtype or a
-        ``tl.dtype`` (a 16-byte-aligned tensor of that dtype), or a type string such as
-        ``"*fp32"`` or ``"i32"``. Example::
-
-            compiled = kernel.warmup(torch.float32, torch.float32, 1024, BLOCK=256, grid=(1,))
-            print(compiled.n_regs, compiled.asm["ptx"])
-        """
-        from .warmup import stand_in
-        return self.run(*map(stand_in, args), grid=grid, warmup=True,
-                        **{k: stand_in(v) if k in self.runtime_names else v
-                           for k, v in kwargs.items()})
-
-    def _warmup(self, keys, constexprs, options: LaunchOptions):
-        from .warmup import warmup_kernel
-        return warmup_kernel(self, keys, constexprs, options)
-
-    # ------------------------------------------------------------------ source text
-
-    @property
-    def src(self) -> str:
-        """The kernel's source text (from ``def``), as Triton's ``JITFunction.src``; set it
-        with :meth:`_unsafe_update_src`."""
-        from .frontend.source import function_source_text
-        return function_source_text(self.fn)
-
-    @src.setter
-    def src(self, value: str) -> None:
-        raise AttributeError("Cannot set attribute 'src' directly: use _unsafe_update_src() "
-                             "(as Triton)")
-
-    def _unsafe_update_src(self, new_src: str) -> None:
-        """Compiles the kernel from ``new_src`` from now on (as Triton; its tests patch kernels
-        this way). Kernels that inline this one notice on their next Python-path launch."""
-        from .frontend.source import set_function_source
-        set_function_source(self.fn, new_src)
-        self.hash = None
-        self._kernels.clear()
-        self._tile_ir.clear()
-        self._tile_ir_source = None
-        self._source_key = None
-        self._dispatch_clear()
-        global _jit_generation
-        _jit_generation += 1
-        self._generation = _jit_generation
-        # Creating a dispatcher bumps the C++ fast path's generation: every kernel (those that
-        # inline this one too) takes the Python path once and checks its sources.
-        _runtime.KernelDispatcher()
 
     def asm(self, *args, **kwargs) -> Dict[str, Any]:
         """Every stage of the compiled kernel: "tir", "tgir", "llir", "ptx", "cubin"."""
