@@ -14,13 +14,14 @@ void bindCodegen(py::module_ &m) {
   m.def(
       "generate",
       [](const ir::Module &module, const std::string &arch, int numWarps, int optLevel,
-         bool enableFpFusion, const std::string &libdevicePath) {
+         bool enableFpFusion, const std::string &libdevicePath, int maxnreg) {
         codegen::CodegenOptions options;
         options.arch = arch;
         options.numWarps = numWarps;
         options.optLevel = optLevel;
         options.enableFpFusion = enableFpFusion;
         options.libdevicePath = libdevicePath;
+        options.maxnreg = maxnreg;
         codegen::CodegenResult result;
         {
           py::gil_scoped_release release; // LLVM's O3 + backend can take a while
@@ -37,10 +38,11 @@ void bindCodegen(py::module_ &m) {
       },
       py::arg("module"), py::arg("arch") = "sm_90a", py::arg("num_warps") = 4,
       py::arg("opt_level") = 3, py::arg("enable_fp_fusion") = true,
-      py::arg("libdevice_path") = "",
+      py::arg("libdevice_path") = "", py::arg("maxnreg") = 0,
       "Compiles the module's kernel to PTX. Returns a dict with llvm_ir (optimized), "
       "unoptimized_llvm_ir, ptx, kernel_name, shared_bytes and num_warps. libdevice_path: "
-      "libdevice.10.bc for the math ops that need it (empty: the CUDA default). Raises "
+      "libdevice.10.bc for the math ops that need it (empty: the CUDA default). maxnreg: "
+      "the PTX .maxnreg register cap (0: none). Raises "
       "ir.CompileError naming the op's location for anything unsupported.");
   m.def("llvm_version", &codegen::llvmVersion, "The LLVM version the core was built with.");
 }

@@ -112,8 +112,24 @@ bool packValue(ArgKind kind, const ArgumentValue &value, uint64_t &slot) {
   case ValueKind::UInt:
     return kind != ArgKind::Pointer && !runtime::isFloatKind(kind) &&
            runtime::storeUnsigned(kind, value.bits, slot);
+  case ValueKind::None: return false; // never a parameter (packValues skips it)
   }
   return false;
+}
+
+bool packValues(const KernelLauncher &launcher, const ArgumentValue *values, size_t count,
+                ArgumentBuffer &buffer) {
+  const auto &signature = launcher.signature();
+  size_t packed = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (values[i].kind == ValueKind::None)
+      continue;
+    if (packed >= signature.size() || !packValue(signature[packed], values[i],
+                                                 buffer.slot(packed)))
+      return false;
+    ++packed;
+  }
+  return packed == signature.size();
 }
 
 namespace {
@@ -168,9 +184,11 @@ bool sameName(PyObject *keyword, PyObject *interned) {
 enum class Outcome { Launched, Error, Fallback };
 
 /// Binds the call's arguments to parameters (borrowed references in `bound`), or fails.
+/// A launch option keyword that is also the name of a parameter binds both (as Triton passes
+/// it to the kernel and to the launch). `options` receives the other launch options.
 bool bindArguments(const DispatcherState &state, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, PyObject **bound, PyObject *&numWarps,
-                   PyObject *&numStages) {
+                   PyObject *&numStages, PyObject **options) {
   size_t count = state.parameters.size();
   if (static_cast<size_t>(nargs) > count)
     return false;
@@ -180,19 +198,29 @@ bool bindArguments(const DispatcherState &state, PyObject *const *args, Py_ssize
   for (Py_ssize_t k = 0; k < keywords; ++k) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, k);
     PyObject *value = args[nargs + k];
-    if (sameName(name, launchStrings().numWarps)) {
+    bool option = true;
+    if (sameName(name, launchStrings().numWarps))
       numWarps = value;
-      continue;
-    }
-    if (sameName(name, launchStrings().numStages)) {
+    else if (sameName(name, launchStrings().numStages))
       numStages = value;
-      continue;
+    else {
+      option = false;
+      for (size_t o = 0; o < kLaunchOptionCount && !option; ++o)
+        if (sameName(name, launchStrings().options[o])) {
+          options[o] = value;
+          option = true;
+        }
     }
     size_t index = count;
     for (size_t i = 0; i < count && index == count; ++i)
       if (sameName(name, state.parameters[i].name))
         index = i;
-    if (index == count || bound[index] != nullptr)
+    if (index == count) {
+      if (option)
+        continue;
+      return false;
+    }
+    if (bound[index] != nullptr)
       return false;
     bound[index] = value;
   }
@@ -213,12 +241,11 @@ Outcome launchOrRecord(DispatcherState &state, const LaunchTarget &target, const
   const size_t count = state.runtimeIndices.size();
   const bool recording = launcher.function() == nullptr;
   ArgumentBuffer buffer(count);
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < count; ++i)
     if (values[i].onHost && !recording)
       return Outcome::Fallback; // the Python path names the argument in its error
-    if (!packValue(launcher.signature()[i], values[i], buffer.slot(i)))
-      return Outcome::Fallback;
-  }
+  if (!packValues(launcher, values, count, buffer))
+    return Outcome::Fallback;
   if (grid.empty())
     return Outcome::Launched;
   uint64_t stream = 0;
@@ -228,7 +255,7 @@ Outcome launchOrRecord(DispatcherState &state, const LaunchTarget &target, const
     LaunchRecord &record = state.recorded;
     record.grid = grid;
     record.stream = stream;
-    for (size_t i = 0; i < count; ++i)
+    for (size_t i = 0; i < launcher.signature().size(); ++i)
       record.slots[i] = buffer.slot(i);
     if (record.launchable != target.launchable) {
       Py_XSETREF(record.launchable, Py_NewRef(target.launchable));
@@ -263,7 +290,8 @@ Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
     return Outcome::Fallback;
   PyObject *bound[kMaxFastParameters];
   PyObject *numWarps = launchStrings().defaultWarps, *numStages = launchStrings().defaultStages;
-  if (!bindArguments(state, args, nargs, kwnames, bound, numWarps, numStages))
+  PyObject *options[kLaunchOptionCount] = {};
+  if (!bindArguments(state, args, nargs, kwnames, bound, numWarps, numStages, options))
     return Outcome::Fallback;
   PyObject *runtimeValues[kMaxFastParameters], *constexprValues[kMaxFastParameters];
   const size_t runtimeCount = state.runtimeIndices.size();
@@ -276,7 +304,7 @@ Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
   LaunchKey key;
   ArgumentValue values[kMaxFastParameters];
   if (!state.table.makeKey(runtimeValues, runtimeCount, constexprValues, constexprCount,
-                           numWarps, numStages, key, values))
+                           numWarps, numStages, key, values, state.runtimeFlags.data(), options))
     return Outcome::Fallback;
   LaunchGrid parsedGrid;
   if (!parseGrid(grid, parsedGrid)) {

@@ -55,20 +55,26 @@ PyObject *dispatcherSubscript(PyObject *self, PyObject *grid) {
   return reinterpret_cast<PyObject *>(bound);
 }
 
-// _dispatch_configure(names: tuple[str], is_constexpr: tuple[bool], defaults: dict[str, Any])
+// _dispatch_configure(names: tuple[str], is_constexpr: tuple[bool], defaults: dict[str, Any],
+//                     specialize_flags: tuple[int] = ()): specialize_flags per parameter are
+// runtime::python::SpecializeFlags (do_not_specialize, do_not_specialize_on_alignment).
 PyObject *dispatcherConfigure(PyObject *self, PyObject *args) {
-  PyObject *names, *flags, *defaults;
-  if (!PyArg_ParseTuple(args, "O!O!O!:_dispatch_configure", &PyTuple_Type, &names, &PyTuple_Type,
-                        &flags, &PyDict_Type, &defaults))
+  PyObject *names, *flags, *defaults, *specialize = nullptr;
+  if (!PyArg_ParseTuple(args, "O!O!O!|O!:_dispatch_configure", &PyTuple_Type, &names,
+                        &PyTuple_Type, &flags, &PyDict_Type, &defaults, &PyTuple_Type,
+                        &specialize))
     return nullptr;
   DispatcherState &state = stateOf(self);
   state.clearParameters();
   state.table.clear();
   Py_ssize_t count = PyTuple_GET_SIZE(names);
-  if (PyTuple_GET_SIZE(flags) != count) {
+  if (PyTuple_GET_SIZE(flags) != count ||
+      (specialize != nullptr && PyTuple_GET_SIZE(specialize) != 0 &&
+       PyTuple_GET_SIZE(specialize) != count)) {
     PyErr_SetString(PyExc_ValueError, "_dispatch_configure: one flag per parameter");
     return nullptr;
   }
+  bool hasSpecialize = specialize != nullptr && PyTuple_GET_SIZE(specialize) == count;
   if (static_cast<size_t>(count) > kMaxFastParameters)
     Py_RETURN_NONE; // left unconfigured: every call takes the Python path
   for (Py_ssize_t i = 0; i < count; ++i) {
@@ -83,10 +89,15 @@ PyObject *dispatcherConfigure(PyObject *self, PyObject *args) {
     int flag = PyObject_IsTrue(PyTuple_GET_ITEM(flags, i));
     parameter.isConstexpr = flag > 0;
     parameter.defaultValue = Py_XNewRef(PyDict_GetItemWithError(defaults, parameter.name));
+    if (hasSpecialize)
+      parameter.specializeFlags =
+          static_cast<uint8_t>(PyLong_AsLong(PyTuple_GET_ITEM(specialize, i)) & 3);
     state.parameters.push_back(parameter);
     if (flag < 0 || PyErr_Occurred())
       return nullptr;
     (parameter.isConstexpr ? state.constexprIndices : state.runtimeIndices).push_back(i);
+    if (!parameter.isConstexpr)
+      state.runtimeFlags.push_back(parameter.specializeFlags);
   }
   state.configured = true;
   Py_RETURN_NONE;
@@ -141,10 +152,10 @@ bool makeTarget(PyObject *launchable, const ArgumentValue *values, size_t count,
   }
   Py_XDECREF(device);
   PyErr_Clear();
-  bool usable = target.launcher != nullptr && target.launcher->signature().size() == count;
-  for (size_t i = 0; usable && i < count; ++i) {
-    uint64_t slot;
-    usable = packValue(target.launcher->signature()[i], values[i], slot);
+  bool usable = false;
+  if (target.launcher != nullptr) {
+    runtime::ArgumentBuffer buffer(count);
+    usable = packValues(*target.launcher, values, count, buffer);
   }
   if (usable && streamSource(launchable, target)) {
     target.launchable = Py_NewRef(launchable);
@@ -154,14 +165,23 @@ bool makeTarget(PyObject *launchable, const ArgumentValue *values, size_t count,
   return false;
 }
 
-// _dispatch_register(values, constexprs, num_warps, num_stages, launchable) -> bool: after the
-// Python path launched `launchable` for these bound arguments, later calls with the same
-// specialization launch it from C++. False when the fast path cannot take these arguments.
+// _dispatch_register(values, constexprs, num_warps, num_stages, launchable, options=()) -> bool:
+// after the Python path launched `launchable` for these bound arguments, later calls with the
+// same specialization launch it from C++. False when the fast path cannot take these arguments.
+// `options`: the other launch options as the call gave them (num_ctas, maxnreg,
+// enable_fp_fusion, debug; None where absent), or () for none given.
 PyObject *dispatcherRegister(PyObject *self, PyObject *args) {
-  PyObject *values, *constexprs, *numWarps, *numStages, *launchable;
-  if (!PyArg_ParseTuple(args, "OOOOO:_dispatch_register", &values, &constexprs, &numWarps,
-                        &numStages, &launchable))
+  PyObject *values, *constexprs, *numWarps, *numStages, *launchable, *given = nullptr;
+  if (!PyArg_ParseTuple(args, "OOOOO|O!:_dispatch_register", &values, &constexprs, &numWarps,
+                        &numStages, &launchable, &PyTuple_Type, &given))
     return nullptr;
+  PyObject *options[kLaunchOptionCount] = {};
+  if (given != nullptr && PyTuple_GET_SIZE(given) != 0) {
+    if (static_cast<size_t>(PyTuple_GET_SIZE(given)) != kLaunchOptionCount)
+      Py_RETURN_FALSE;
+    for (size_t i = 0; i < kLaunchOptionCount; ++i)
+      options[i] = PyTuple_GET_ITEM(given, i);
+  }
   DispatcherState &state = stateOf(self);
   if (!state.configured || !PyTuple_Check(values) || !PyTuple_Check(constexprs))
     Py_RETURN_FALSE;
@@ -174,7 +194,7 @@ PyObject *dispatcherRegister(PyObject *self, PyObject *args) {
   ArgumentValue argumentValues[kMaxFastParameters];
   if (!state.table.makeKey(&PyTuple_GET_ITEM(values, 0), runtimeCount,
                            &PyTuple_GET_ITEM(constexprs, 0), constexprCount, numWarps, numStages,
-                           key, argumentValues))
+                           key, argumentValues, state.runtimeFlags.data(), options))
     Py_RETURN_FALSE;
   const LaunchEntry *known = state.table.find(key);
   if (known != nullptr && known->target.launchable == launchable)
@@ -218,11 +238,13 @@ PyObject *dispatcherRecorded(PyObject *self, PyObject *) {
 
 PyMethodDef dispatcherMethods[] = {
     {"_dispatch_configure", dispatcherConfigure, METH_VARARGS,
-     "_dispatch_configure(names, is_constexpr, defaults): the kernel's parameters, in order."},
+     "_dispatch_configure(names, is_constexpr, defaults, specialize_flags=()): the kernel's "
+     "parameters, in order."},
     {"_dispatch_interpret", dispatcherInterpret, METH_O,
      "_dispatch_interpret(interpret): True/False fixes the mode, None follows the knob."},
     {"_dispatch_register", dispatcherRegister, METH_VARARGS,
-     "_dispatch_register(values, constexprs, num_warps, num_stages, launchable) -> bool"},
+     "_dispatch_register(values, constexprs, num_warps, num_stages, launchable, options=()) "
+     "-> bool"},
     {"_dispatch_clear", dispatcherClear, METH_NOARGS, "Forgets every registered kernel."},
     {"_dispatch_validate", dispatcherValidate, METH_NOARGS,
      "Marks the kernel's sources as checked since the last @jit function was defined."},

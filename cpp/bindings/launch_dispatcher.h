@@ -21,6 +21,10 @@ void setCudaError(const runtime::CudaError &error);
 struct LaunchStrings {
   PyObject *numWarps = PyUnicode_InternFromString("num_warps");
   PyObject *numStages = PyUnicode_InternFromString("num_stages");
+  // The other launch options, in the key's order (launch_table.h, kLaunchOptionCount).
+  PyObject *options[kLaunchOptionCount] = {
+      PyUnicode_InternFromString("num_ctas"), PyUnicode_InternFromString("maxnreg"),
+      PyUnicode_InternFromString("enable_fp_fusion"), PyUnicode_InternFromString("debug")};
   PyObject *grid = PyUnicode_InternFromString("grid");
   PyObject *run = PyUnicode_InternFromString("run");
   PyObject *launcher = PyUnicode_InternFromString("launcher");
@@ -56,6 +60,7 @@ struct Parameter {
   PyObject *name = nullptr;         // strong
   PyObject *defaultValue = nullptr; // strong, null when required
   bool isConstexpr = false;
+  uint8_t specializeFlags = 0;      // runtime::python::SpecializeFlags
 };
 
 /// What the fast path would have launched, for a launcher without a kernel (tests, and
@@ -78,6 +83,7 @@ struct LaunchRecord {
 struct DispatcherState {
   std::vector<Parameter> parameters;
   std::vector<size_t> runtimeIndices, constexprIndices;
+  std::vector<uint8_t> runtimeFlags; // specializeFlags of each runtime parameter, in order
   InterpretMode interpret = InterpretMode::FromKnob;
   bool configured = false;
   uint64_t generation = 0;
@@ -91,6 +97,7 @@ struct DispatcherState {
     }
     parameters.clear();
     runtimeIndices.clear();
+    runtimeFlags.clear();
     constexprIndices.clear();
     configured = false;
   }
@@ -116,6 +123,12 @@ struct BoundLaunchObject {
 /// would convert differently or raise (then the call takes the Python path).
 bool packValue(runtime::ArgKind kind, const runtime::python::ArgumentValue &value,
                uint64_t &slot);
+
+/// Packs the runtime values the kernel takes (those passed None are constexprs of the compiled
+/// kernel: skipped) into `buffer`; false unless they match `launcher`'s signature exactly.
+bool packValues(const runtime::KernelLauncher &launcher,
+                const runtime::python::ArgumentValue *values, size_t count,
+                runtime::ArgumentBuffer &buffer);
 
 PyObject *boundLaunchCall(PyObject *callable, PyObject *const *args, size_t nargsf,
                           PyObject *kwnames);

@@ -16,10 +16,15 @@ namespace tessera::bindings {
 /// stack); wider kernels always take the Python path.
 constexpr size_t kMaxFastParameters = runtime::ArgumentBuffer::kInlineArguments;
 
-/// Specialization words of one call: num_warps, num_stages, one word per runtime argument, one
-/// or two per constexpr.
+/// Launch options besides num_warps and num_stages that the fast path takes as given, in the
+/// order of LaunchStrings::options: num_ctas, maxnreg, enable_fp_fusion, debug (JITFunction.run
+/// normalizes and checks them; here they only tell launches apart).
+constexpr size_t kLaunchOptionCount = 4;
+
+/// Specialization words of one call: num_warps, num_stages, one or two per other launch option,
+/// one word per runtime argument, one or two per constexpr.
 struct LaunchKey {
-  static constexpr size_t kCapacity = 2 + 2 * kMaxFastParameters;
+  static constexpr size_t kCapacity = 2 + 2 * kLaunchOptionCount + 2 * kMaxFastParameters;
   uint64_t words[kCapacity];
   size_t size = 0;
 
@@ -85,16 +90,23 @@ public:
 
   /// Words of (num_warps, num_stages, runtime values, constexpr values); `values` receives what
   /// each runtime argument passes. False (no Python error set): leave the call to Python.
+  /// `flags`: per runtime argument, the SpecializeFlags of its parameter (null: none);
+  /// `options`: the other launch options as given (kLaunchOptionCount; null: absent).
   bool makeKey(PyObject *const *runtime, size_t runtimeCount, PyObject *const *constexprs,
                size_t constexprCount, PyObject *numWarps, PyObject *numStages, LaunchKey &key,
-               runtime::python::ArgumentValue *values) {
+               runtime::python::ArgumentValue *values, const uint8_t *flags = nullptr,
+               PyObject *const *options = nullptr) {
     if (!smallInt(numWarps, key) || !smallInt(numStages, key))
       return false;
+    for (size_t i = 0; i < kLaunchOptionCount; ++i)
+      if (!constexprWords(options != nullptr && options[i] != nullptr ? options[i] : Py_None,
+                          key))
+        return false;
     for (size_t i = 0; i < runtimeCount; ++i) {
       uint64_t word;
       if (!runtime::python::specializeArgument(runtime[i], word, values[i]))
         return false;
-      key.push(word);
+      key.push(flags != nullptr ? runtime::python::maskedWord(word, flags[i]) : word);
     }
     for (size_t i = 0; i < constexprCount; ++i)
       if (!constexprWords(constexprs[i], key))

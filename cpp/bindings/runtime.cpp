@@ -145,6 +145,10 @@ py::dict deviceInfoDict(int device) {
   result["max_shared_memory_per_multiprocessor"] = info.maxSharedMemoryPerMultiprocessor;
   result["max_registers_per_multiprocessor"] = info.maxRegistersPerMultiprocessor;
   result["l2_cache_bytes"] = info.l2CacheBytes;
+  result["max_registers_per_block"] = info.maxRegistersPerBlock;
+  result["clock_rate_khz"] = info.clockRateKhz;
+  result["memory_clock_rate_khz"] = info.memoryClockRateKhz;
+  result["memory_bus_width_bits"] = info.memoryBusWidthBits;
   return result;
 }
 

@@ -75,6 +75,9 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   // The module's `wgmma_overlap` (the compiler sets it from knobs.wgmma_overlap); on if absent.
   lowering.setOverlapWgmma((allocated ? *allocated : module).intAttrOr("wgmma_overlap", 1) != 0);
   lowering.lowerFunction(func);
+  if (options.maxnreg > 0) // NVPTX prints it as the kernel's .maxnreg directive
+    if (llvm::Function *kernel = llvmModule.getFunction(result.kernelName))
+      kernel->addFnAttr("nvvm.maxnreg", std::to_string(options.maxnreg));
   result.sharedBytes = lowering.sharedBytes();
   result.unoptimizedLLVMIR = printModule(llvmModule);
   verifyModule(llvmModule, "after lowering");

@@ -21,6 +21,8 @@ struct CodegenOptions {
   int optLevel = 3;
   /// Contract a*b+c into fma, as Triton's default enable_fp_fusion=True.
   bool enableFpFusion = true;
+  /// Registers per thread the kernel may use (PTX .maxnreg, Triton's `maxnreg`); 0: no cap.
+  int maxnreg = 0;
   /// libdevice.10.bc, linked when a math op needs it (libdevice.h); empty: the default path.
   std::string libdevicePath;
 };

@@ -176,6 +176,10 @@ DeviceInfo deviceInfo(int ordinal) {
   info.maxSharedMemoryPerMultiprocessor = attribute(kAttrMaxSharedMemoryPerMultiprocessor);
   info.maxRegistersPerMultiprocessor = attribute(kAttrMaxRegistersPerMultiprocessor);
   info.l2CacheBytes = attribute(kAttrL2CacheSize);
+  info.maxRegistersPerBlock = attribute(kAttrMaxRegistersPerBlock);
+  info.clockRateKhz = attribute(kAttrClockRate);
+  info.memoryClockRateKhz = attribute(kAttrMemoryClockRate);
+  info.memoryBusWidthBits = attribute(kAttrGlobalMemoryBusWidth);
   return info;
 }
 

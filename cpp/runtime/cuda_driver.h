@@ -32,7 +32,11 @@ enum DeviceAttribute : int {
   kAttrMaxThreadsPerBlock = 1,
   kAttrMaxSharedMemoryPerBlock = 8,
   kAttrWarpSize = 10,
+  kAttrMaxRegistersPerBlock = 12,
+  kAttrClockRate = 13,
   kAttrMultiprocessorCount = 16,
+  kAttrMemoryClockRate = 36,
+  kAttrGlobalMemoryBusWidth = 37,
   kAttrL2CacheSize = 38,
   kAttrComputeCapabilityMajor = 75,
   kAttrComputeCapabilityMinor = 76,
@@ -150,6 +154,10 @@ struct DeviceInfo {
   int maxSharedMemoryPerMultiprocessor = 0;
   int maxRegistersPerMultiprocessor = 0;
   int l2CacheBytes = 0;
+  int maxRegistersPerBlock = 0;
+  int clockRateKhz = 0;       // SM clock
+  int memoryClockRateKhz = 0; // peak memory clock
+  int memoryBusWidthBits = 0;
 };
 DeviceInfo deviceInfo(int device);
 

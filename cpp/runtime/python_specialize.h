@@ -16,8 +16,9 @@
 
 namespace tessera::runtime::python {
 
-/// What a runtime argument passes.
-enum class ValueKind : uint8_t { Int, UInt, Bool, Float, Address };
+/// What a runtime argument passes. None: nothing (as Triton, None specializes the parameter
+/// as a constexpr None, so the compiled kernel has no such parameter).
+enum class ValueKind : uint8_t { Int, UInt, Bool, Float, Address, None };
 
 /// No default member values: the fast path keeps 64 of these on the stack per call, and each
 /// is filled by specializeArgument before use.
@@ -43,6 +44,36 @@ enum class KeyTag : uint64_t {
 
 inline uint64_t keyWord(KeyTag tag, uint64_t payload = 0) {
   return static_cast<uint64_t>(tag) << 56 | (payload & ((uint64_t(1) << 56) - 1));
+}
+
+/// Per parameter, what @jit(do_not_specialize=..., do_not_specialize_on_alignment=...) leaves
+/// out of its key word (specialization.masked_key in Python): divisibility by 16 (and pointer
+/// alignment), equality to 1.
+enum SpecializeFlags : uint8_t { kNoDivisibility = 1, kNoEqualToOne = 2 };
+
+/// The Int payload's bits (specializeInt) and the tensors' alignment bit.
+constexpr uint64_t kIntDivisibleBit = uint64_t(1) << 2;
+constexpr uint64_t kIntEqualToOneBit = uint64_t(1) << 3;
+constexpr uint64_t kTensorAlignedBit = 1;
+
+inline uint64_t maskedWord(uint64_t word, uint8_t flags) {
+  if (flags == 0)
+    return word;
+  switch (static_cast<KeyTag>(word >> 56)) {
+  case KeyTag::Int:
+    if (flags & kNoDivisibility)
+      word &= ~kIntDivisibleBit;
+    if (flags & kNoEqualToOne)
+      word &= ~kIntEqualToOneBit;
+    break;
+  case KeyTag::DLPackTensor:
+  case KeyTag::DtypeTensor:
+    if (flags & kNoDivisibility)
+      word &= ~kTensorAlignedBit;
+    break;
+  default: break;
+  }
+  return word;
 }
 
 /// ("int", "i32" | "i64" | "u64", divisible by 16, equal to 1), as specialization.integer_code.
@@ -158,6 +189,11 @@ inline bool specializeOtherTensor(PyObject *obj, const TypeStrategy &strategy, u
 
 /// The key word and value of one runtime argument; false: leave this call to the Python path.
 inline bool specializeArgument(PyObject *obj, uint64_t &word, ArgumentValue &value) {
+  if (obj == Py_None) { // specialization.py's ("none",)
+    value = {ValueKind::None, false, 0, 0};
+    word = keyWord(KeyTag::ConstNone);
+    return true;
+  }
   if (PyLong_CheckExact(obj))
     return specializeInt(obj, word, value);
   if (PyFloat_CheckExact(obj)) {

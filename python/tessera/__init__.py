@@ -9,6 +9,10 @@ The public API, re-exported here; everything else is private implementation::
     def kernel(x_ptr, n, BLOCK: tl.constexpr): ...
 
     kernel[(tessera.cdiv(n, 1024),)](x, n, BLOCK=1024)
+
+Triton code runs with ``import tessera as triton``: the names Triton's top-level package has
+are here with Triton's meaning; one Tessera lacks raises an AttributeError that says it is a
+Triton API not supported yet (the table: tessera/_triton_api.py, docs/triton-compat.md).
 """
 from . import config
 from . import language
@@ -25,3 +29,27 @@ __version__ = "0.1.0"
 __all__ = ["jit", "JITFunction", "cdiv", "language", "config", "testing", "CompilationError",
            "autotune", "Autotuner", "Config", "heuristics", "Heuristics", "ops", "__version__"]
 __all__ += ["set_allocator", "tools"]
+
+# Triton's host API: next_power_of_2, the exception classes Triton code catches, knobs,
+# runtime (driver.active), MockTensor.
+from . import runtime
+from .errors import InterpreterError, OutOfResources, TritonError
+from .jit import ConstexprFunction, constexpr_function, next_power_of_2
+from .triton_knobs import knobs
+from .warmup import MockTensor
+
+KernelInterface = JITFunction
+
+__all__ += ["ConstexprFunction", "constexpr_function", "InterpreterError", "KernelInterface",
+            "MockTensor", "OutOfResources", "TritonError", "knobs", "next_power_of_2", "runtime"]
+
+
+def __getattr__(name: str):
+    """Subpackages not imported yet (``tessera.compiler.errors``, as ``triton.compiler``), else
+    a Triton name Tessera does not provide yet: an error that says so (see _triton_api)."""
+    import importlib
+    import importlib.util
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    from ._triton_api import missing_name_error
+    raise missing_name_error("triton", name, __name__)

@@ -12,7 +12,16 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 
-class CompilationError(Exception):
+class TritonError(Exception):
+    """Base class of every error Tessera raises for a kernel (``triton.TritonError``), so that
+    Triton code catching it keeps working with ``import tessera as triton``."""
+
+
+class TesseraError(TritonError):
+    """Base class of Tessera's own errors; the same class as :class:`TritonError` for callers."""
+
+
+class CompilationError(TesseraError):
     """A kernel could not be compiled: a type or shape error, an unsupported construct, ...
 
     Attributes: ``kernel_name``, ``filename``, ``lineno`` (1-based), ``col`` (1-based),
@@ -80,6 +89,56 @@ class StaticAssertionError(Exception):
 class UnsupportedError(Exception):
     """Raised by language builtins for valid Python that Tessera does not support; the front end
     turns it into an :class:`UnsupportedLanguageConstruct` at the call's location."""
+
+
+class TritonAPINotSupported(AttributeError, UnsupportedError):
+    """A name of Triton's public API that Tessera does not provide yet (``tl.xxx``,
+    ``triton.xxx``). An AttributeError, so ``hasattr`` and ``getattr(m, name, default)`` keep
+    working; inside a kernel the front end reports it at the source line that uses it."""
+
+    def __init__(self, qualified_name: str, note: str = "") -> None:
+        self.qualified_name = qualified_name
+        text = f"{qualified_name} is a Triton API that Tessera does not support yet"
+        super().__init__(text + (f" ({note})" if note else ""))
+
+
+class OutOfResources(TesseraError):
+    """A kernel needs more of a resource (shared memory, registers, threads) than the device
+    has, as ``triton.OutOfResources``: ``required``, ``limit``, ``name``."""
+
+    def __init__(self, required: int, limit: int, name: str) -> None:
+        self.required = required
+        self.limit = limit
+        self.name = name
+        super().__init__(required, limit, name)
+
+    def __str__(self) -> str:
+        return (f"out of resource: {self.name}, Required: {self.required}, Hardware limit: "
+                f"{self.limit}. Reducing block sizes or `num_stages` may help.")
+
+    def __reduce__(self):
+        return type(self), (self.required, self.limit, self.name)
+
+
+class InterpreterError(TesseraError):
+    """``triton.InterpreterError``: Triton's interpreter raises it for errors in a kernel run on
+    the CPU. Tessera's interpreter raises KernelRuntimeError (a subclass) instead."""
+
+    def __init__(self, error_message: Optional[str] = None) -> None:
+        self.error_message = error_message
+        super().__init__(error_message or "")
+
+    def __str__(self) -> str:
+        message = getattr(self, "error_message", None)  # unset in subclasses with their own init
+        return message if message is not None else Exception.__str__(self)
+
+
+class PTXASError(TesseraError):
+    """``triton.runtime.errors.PTXASError``: ptxas refused the generated PTX."""
+
+
+class AutotunerError(TesseraError):
+    """``triton.runtime.errors.AutotunerError``: no config of an autotuned kernel could run."""
 
 
 def parse_location(text: str) -> Optional[tuple[str, int, int, str]]:

@@ -19,8 +19,12 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 from . import config
 from ._tessera import runtime as _runtime
 from .config import knobs
+from .constexpr_functions import ConstexprFunction, constexpr_function, next_power_of_2  # noqa: F401
+from .jit_source import KernelTextAndWarmup
+from .launch_options import (LaunchOptions, fast_path_options, parse_options,
+                             specialize_flags, split_launch_kwargs)
 from .runtime import descriptor_arguments
-from .specialization import argument_key, describe
+from .specialization import argument_key, describe, masked_key
 
 Grid = Union[Sequence[int], Callable[[Dict[str, Any]], Sequence[int]]]
 
@@ -50,7 +54,7 @@ _runtime.set_interpret_sources(knobs._overrides, config._RAW_ENVIRON,
                                os.fsencode(config.KNOBS["interpret"].name))
 
 
-class JITFunction(_runtime.KernelDispatcher):
+class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     """A kernel: call it as ``kernel[grid](*args, **constexprs)``; inspect it with ``asm``.
 
     ``kernel[grid]`` is implemented by the C++ base class (no ``__getitem__`` here): it launches
@@ -60,22 +64,43 @@ class JITFunction(_runtime.KernelDispatcher):
     __tessera_jit__ = True
 
     def __init__(self, fn: Callable, *, interpret: Optional[bool] = None,
-                 debug: Optional[bool] = None) -> None:
+                 do_not_specialize: Optional[Sequence[Union[int, str]]] = None,
+                 do_not_specialize_on_alignment: Optional[Sequence[Union[int, str]]] = None,
+                 debug: Optional[bool] = None, noinline: Optional[bool] = None,
+                 repr: Optional[Callable] = None, launch_metadata: Optional[Callable] = None,
+                 version: Any = None) -> None:
         self.fn = fn
         self.__name__ = fn.__name__
         self.interpret = interpret
-        self.debug = debug  # device asserts build code (or knobs.debug): compiler.debug_for
         self.signature = inspect.signature(fn)
         self.params = list(self.signature.parameters.values())
+        self.arg_names = [p.name for p in self.params]
         self.constexpr_names = [p.name for p in self.params
                                 if _is_constexpr_annotation(p.annotation)]
         self.runtime_names = [p.name for p in self.params
                               if p.name not in self.constexpr_names]
+        self.constexprs = [i for i, p in enumerate(self.params) if p.name in self.constexpr_names]
+        # Triton's @jit options: see jit() for their meaning here.
+        self.do_not_specialize = list(do_not_specialize or ())
+        self.do_not_specialize_on_alignment = list(do_not_specialize_on_alignment or ())
+        self.debug = debug
+        self.noinline = noinline
+        self._repr = repr
+        self.launch_metadata = launch_metadata
+        self.version = version
+        self.hash: Optional[str] = None  # as Triton's; callers of _unsafe_update_src reset it
+        flags = specialize_flags(self.arg_names, self.do_not_specialize,
+                                 self.do_not_specialize_on_alignment)
+        runtime_flags = tuple(f for p, f in zip(self.params, flags)
+                              if p.name not in self.constexpr_names)
+        self._runtime_flags = runtime_flags if any(runtime_flags) else None
+        self._parameter_names = frozenset(self.arg_names)
         self._bind = self._make_binder()
         self._dispatch_configure(
             tuple(p.name for p in self.params),
             tuple(p.name in self.constexpr_names for p in self.params),
-            {p.name: p.default for p in self.params if p.default is not inspect.Parameter.empty})
+            {p.name: p.default for p in self.params if p.default is not inspect.Parameter.empty},
+            flags)
         self._kernels: Dict[Any, Any] = {}      # specialization key -> launchable kernel
         self._tile_ir: Dict[Any, Any] = {}      # specialization key -> module (interpreter)
         self._tile_ir_source: Optional[str] = None  # the source key _tile_ir was built from
@@ -118,6 +143,16 @@ class JITFunction(_runtime.KernelDispatcher):
         raise RuntimeError(f"{self.__name__}: a @jit kernel is launched as "
                            f"{self.__name__}[grid](...); @jit functions it calls are inlined")
 
+    def __repr__(self) -> str:
+        return f"JITFunction({self.fn.__module__}:{self.fn.__qualname__})"
+
+    def repr(self, specialization: Any) -> str:
+        """The kernel's name in profiles and launch hooks: @jit(repr=f)'s f(specialization),
+        else the function's full name (as Triton)."""
+        if self._repr is None:
+            return f"{self.fn.__module__}.{self.fn.__qualname__}"
+        return self._repr(specialization)
+
     def _arguments(self, args: Sequence[Any], kwargs: Dict[str, Any]):
         """(runtime values, constexpr values, specialization key of the runtime values)."""
         try:
@@ -126,10 +161,13 @@ class JITFunction(_runtime.KernelDispatcher):
             raise TypeError(f"{self.__name__}: {e} (signature: {self.__name__}"
                             f"{self.signature})") from None
         try:
-            return values, constexprs, tuple(map(argument_key, values))
+            keys = tuple(map(argument_key, values))
         except TypeError as e:  # an argument of a kind no kernel can take
             raise TypeError(f"{self.__name__}: argument '{self._failing_argument(values)}': "
                             f"{e}") from None
+        if self._runtime_flags is not None:  # do_not_specialize parameters
+            keys = tuple(map(masked_key, keys, self._runtime_flags))
+        return values, constexprs, keys
 
     def _failing_argument(self, values) -> str:
         for name, value in zip(self.runtime_names, values):
@@ -140,41 +178,71 @@ class JITFunction(_runtime.KernelDispatcher):
         return "?"
 
     def _specialization(self, keys) -> Tuple[Dict[str, str], set, set]:
-        """The type strings and divisibility sets that the compiler sees (on a cache miss)."""
-        described = []
+        """The type strings and divisibility sets that the compiler sees (on a cache miss).
+        Runtime parameters passed None are left out: they are constexpr None
+        (:meth:`_constexpr_dict` gives them)."""
+        signature: Dict[str, str] = {}
+        div16, eq1 = set(), set()
         for name, key in zip(self.runtime_names, keys):
+            if key[0] == "none":
+                continue
             try:
-                described.append(describe(key))
+                code, divisible, one = describe(key)
             except TypeError as e:  # e.g. an array of an unsupported dtype
                 raise TypeError(f"{self.__name__}: argument '{name}': {e}") from None
-        signature = {n: d[0] for n, d in zip(self.runtime_names, described)}
-        div16 = {n for n, d in zip(self.runtime_names, described) if d[1]}
-        eq1 = {n for n, d in zip(self.runtime_names, described) if d[2]}
+            signature[name] = code
+            if divisible:
+                div16.add(name)
+            if one:
+                eq1.add(name)
         return signature, div16, eq1
 
-    def run(self, *args, grid: Grid, num_warps: int = 4, num_stages: int = 1, **kwargs) -> None:
-        """The Python path of ``kernel[grid](*args, **kwargs)`` (see the module docstring)."""
+    def _split_launch(self, kwargs: Dict[str, Any]) -> Tuple[LaunchOptions, Dict[str, Any], tuple]:
+        """(launch options, kernel keyword arguments, options as given for the C++ table)."""
+        given, kwargs = split_launch_kwargs(self.__name__, self._parameter_names, kwargs)
+        return parse_options(self.__name__, given, self.debug), kwargs, fast_path_options(given)
+
+    def _present(self, keys, values) -> Tuple[tuple, list]:
+        """The runtime values and names the compiled kernel takes (those passed None are
+        constexprs in it)."""
+        if not any(key[0] == "none" for key in keys):
+            return values, self.runtime_names
+        kept = [(v, n) for v, n, k in zip(values, self.runtime_names, keys) if k[0] != "none"]
+        return tuple(v for v, _ in kept), [n for _, n in kept]
+
+    def run(self, *args, grid: Grid = None, warmup: bool = False, **kwargs):
+        """The Python path of ``kernel[grid](*args, **kwargs)`` (see the module docstring).
+        ``warmup=True`` compiles and loads without launching (see :meth:`warmup`)."""
+        options, kwargs, given = self._split_launch(kwargs)
         values, constexprs, keys = self._arguments(args, kwargs)
-        key = (keys, constexprs, num_warps, num_stages)
+        key = (keys, constexprs, options)
         try:
             hash(key)
         except TypeError:
             raise TypeError(f"{self.__name__}: constexpr values must be hashable") from None
+        if warmup:
+            return self._warmup(keys, constexprs, options)
+        if grid is None:
+            raise TypeError(f"{self.__name__}: a launch needs a grid: "
+                            f"{self.__name__}[grid](...)")
         if callable(grid):
             grid = grid(dict(zip(self.runtime_names, values),
                              **dict(zip(self.constexpr_names, constexprs))))
         interpret = knobs.interpret if self.interpret is None else self.interpret
         if interpret:
-            return self._run_interpreted(key, values, constexprs, grid, num_warps)
+            return self._run_interpreted(key, values, constexprs, grid, options.num_warps,
+                                         options.debug)
         if self._generation != _jit_generation:
             self._check_redefinitions()
         kernel = self._kernels.get(key)
+        launched, _ = self._present(keys, values)
         if kernel is None:
-            kernel = self._prepare(key, values, constexprs, num_warps, num_stages)
-        kernel.launch(grid, values)
+            kernel = self._prepare(key, values, constexprs, options)
+        kernel.launch(grid, launched)
         # The next calls of this specialization launch from C++ (when it can take their
         # arguments: else they keep coming here).
-        self._dispatch_register(values, constexprs, num_warps, num_stages, kernel)
+        self._dispatch_register(values, constexprs, options.num_warps, options.num_stages,
+                                kernel, given)
 
     def _check_redefinitions(self) -> None:
         """Drops compiled kernels when a @jit function this kernel calls has changed."""
@@ -192,26 +260,33 @@ class JITFunction(_runtime.KernelDispatcher):
             self._kernels.clear()
             self._dispatch_clear()
 
-    def _constexpr_dict(self, constexprs) -> Dict[str, Any]:
-        return dict(zip(self.constexpr_names, constexprs))
+    def _constexpr_dict(self, constexprs, keys=()) -> Dict[str, Any]:
+        """Constexpr values by name, plus the runtime parameters passed None (``keys``)."""
+        named = dict(zip(self.constexpr_names, constexprs))
+        for name, key in zip(self.runtime_names, keys):
+            if key[0] == "none":
+                named[name] = None
+        return named
 
-    def _prepare(self, key, values, constexprs, num_warps, num_stages, built=None):
-        """Loads the kernel of ``key``; ``built`` = (metadata, image) when compiled already
-        (the autotuner compiles configs in parallel, then installs each one here)."""
+    def _prepare(self, key, values, constexprs, options: LaunchOptions, built=None):
+        """Loads the kernel of ``key`` = (argument keys, constexprs, options); ``built`` =
+        (metadata, image) when compiled already (the autotuner compiles configs in parallel,
+        then installs each one here)."""
         from .runtime import launcher
         try:
             hash(key)
         except TypeError:
             raise TypeError(f"{self.__name__}: constexpr values must be hashable") from None
-        kernel = launcher.prepare(self, values, self._specialization(key[0]),
-                                  self._constexpr_dict(constexprs), num_warps, num_stages,
-                                  built)
+        launched, names = self._present(key[0], values)
+        kernel = launcher.prepare(self, launched, self._specialization(key[0]),
+                                  self._constexpr_dict(constexprs, key[0]), options, built,
+                                  names=names)
         self._kernels[key] = kernel
         return kernel
 
-    def _run_interpreted(self, key, values, constexprs, grid, num_warps):
+    def _run_interpreted(self, key, values, constexprs, grid, num_warps, debug):
         from . import interpreter
-        from .compiler import build_tile_ir, debug_for
+        from .compiler import build_tile_ir
         from .frontend import kernel_source_key
         # A @jit helper or a tl.constexpr global redefined since (a notebook cell run again)
         # must take effect: check the sources on every interpreted launch (~0.5 ms, small next
@@ -223,17 +298,18 @@ class JITFunction(_runtime.KernelDispatcher):
         if source != self._tile_ir_source:
             self._tile_ir.clear()
             self._tile_ir_source = source
-        debug = debug_for(self)  # device asserts on or off: a module for each
-        module = self._tile_ir.get((key, debug))
+        module = self._tile_ir.get(key)  # the key holds the launch options, debug included
         if module is None:
             signature, div16, eq1 = self._specialization(key[0])
-            module = build_tile_ir(self.fn, signature, self._constexpr_dict(constexprs), div16,
-                                   eq1, num_warps, debug)
-            self._tile_ir[(key, debug)] = module
-        # The grid as given (not padded to 3 dims): error messages show program ids like it.
+            module = build_tile_ir(self.fn, signature, self._constexpr_dict(constexprs, key[0]),
+                                   div16, eq1, num_warps, debug)
+            self._tile_ir[key] = module
+        launched, names = self._present(key[0], values)
         # TensorDescriptor arguments expand to their parts (runtime/descriptor_arguments.py).
-        names, values = descriptor_arguments.flatten(self.runtime_names, values)
-        interpreter.run(module, grid, values, kernel_name=self.__name__, arg_names=names)
+        names, launched = descriptor_arguments.flatten(names, launched)
+        # The grid as given (not padded to 3 dims): error messages show program ids like it.
+        interpreter.run(module, grid, list(launched), kernel_name=self.__name__,
+                        arg_names=names)
 
     # ------------------------------------------------------------------ inspection
 
@@ -244,17 +320,16 @@ class JITFunction(_runtime.KernelDispatcher):
             self._source_key = kernel_source_key(self.fn)
         return self._source_key
 
-    def compile(self, *args, arch: Optional[str] = None, num_warps: int = 4,
-                num_stages: int = 1, **kwargs):
-        """Compiles for these arguments without launching; returns the CompiledKernel."""
-        from .compiler import CompileOptions, compile_kernel, debug_for
+    def compile(self, *args, arch: Optional[str] = None, **kwargs):
+        """Compiles for these arguments without launching; returns the CompiledKernel.
+        Takes the launch options (num_warps, maxnreg, ...) as a launch does."""
+        from .compiler import compile_kernel
         from .runtime import launcher
+        options, kwargs, _ = self._split_launch(kwargs)
         _values, constexprs, keys = self._arguments(args, kwargs)
         signature, div16, eq1 = self._specialization(keys)
-        options = CompileOptions(num_warps=num_warps, num_stages=num_stages,
-                                 arch=arch or launcher.default_arch(), debug=debug_for(self))
-        return compile_kernel(self.fn, signature, self._constexpr_dict(constexprs), div16, eq1,
-                              options)
+        return compile_kernel(self.fn, signature, self._constexpr_dict(constexprs, keys), div16,
+                              eq1, options.compile_options(arch or launcher.default_arch()))
 
     def asm(self, *args, **kwargs) -> Dict[str, Any]:
         """Every stage of the compiled kernel: "tir", "tgir", "llir", "ptx", "cubin"."""
@@ -262,12 +337,32 @@ class JITFunction(_runtime.KernelDispatcher):
 
 
 def jit(fn: Optional[Callable] = None, *, interpret: Optional[bool] = None,
-        debug: Optional[bool] = None):
+        version: Any = None, repr: Optional[Callable] = None,
+        launch_metadata: Optional[Callable] = None,
+        do_not_specialize: Optional[Sequence[Union[int, str]]] = None,
+        do_not_specialize_on_alignment: Optional[Sequence[Union[int, str]]] = None,
+        debug: Optional[bool] = None, noinline: Optional[bool] = None):
     """Decorator: compile a Python function as a Tessera kernel.
+
+    Options, as Triton's ``@triton.jit``:
+
+    * ``do_not_specialize``: parameters (names or indices) never specialized on their value:
+      an int is not specialized on being 1 or a multiple of 16, a pointer not on 16-byte
+      alignment, so new values never compile a new kernel. ``do_not_specialize_on_alignment``
+      drops only the divisibility / alignment part.
+    * ``debug``: compile ``tl.device_assert`` and ``assert`` in (off by default, as Triton;
+      also the launch option ``debug=`` and ``TESSERA_DEBUG``). The interpreter follows the
+      same switch, so a kernel behaves alike on both.
+    * ``noinline``: kept for Triton code; Tessera inlines every @jit function it calls (its
+      IR has no calls), which gives the same results.
+    * ``repr``: ``f(specialization) -> str``, the kernel's name for profilers
+      (:meth:`JITFunction.repr`); ``launch_metadata``: stored, as Triton's, for profiler
+      hooks (Tessera has no launch hooks that call it yet). ``version``: accepted, unused.
+    * ``interpret``: True runs on the CPU interpreter, False never, None as TESSERA_INTERPRET.
 
     Example::
 
-        @tessera.jit
+        @tessera.jit(do_not_specialize=["n"])
         def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
             offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
             mask = offs < n
@@ -275,10 +370,13 @@ def jit(fn: Optional[Callable] = None, *, interpret: Optional[bool] = None,
             tl.store(out_ptr + offs, x + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
         add_kernel[(tessera.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
-
-    ``debug=True`` compiles the kernel's ``tl.device_assert`` and ``assert`` statements (as
-    Triton, they build nothing unless this or the ``TESSERA_DEBUG`` knob is on).
     """
+    def decorate(f: Callable) -> JITFunction:
+        return JITFunction(f, interpret=interpret, do_not_specialize=do_not_specialize,
+                           do_not_specialize_on_alignment=do_not_specialize_on_alignment,
+                           debug=debug, noinline=noinline, repr=repr,
+                           launch_metadata=launch_metadata, version=version)
+
     if fn is None:
-        return lambda f: JITFunction(f, interpret=interpret, debug=debug)
-    return JITFunction(fn, interpret=interpret, debug=debug)
+        return decorate
+    return decorate(fn)

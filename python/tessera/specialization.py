@@ -70,7 +70,11 @@ def _key_torch(v) -> tuple:
 
 
 def _key_cuda_array_interface(v) -> tuple:
-    return ("tensor", v.dtype, v.__cuda_array_interface__["data"][0] % 16 == 0)
+    try:
+        pointer = v.__cuda_array_interface__["data"][0]
+    except Exception:  # noqa: BLE001 - a class whose host buffers refuse the CUDA interface
+        pointer = _host_or_device_pointer(v)
+    return ("tensor", v.dtype, pointer % 16 == 0)
 
 
 def _key_numpy(v) -> tuple:
@@ -83,6 +87,43 @@ def _key_numpy_scalar(v) -> tuple:
     return ("scalar", v.dtype)
 
 
+def _key_none(v) -> tuple:
+    # As Triton: None for a runtime parameter specializes it as a constexpr None, so that
+    # `if ptr is not None:` folds in the kernel.
+    return ("none",)
+
+
+def _host_or_device_pointer(v) -> int:
+    """The address of an array whose class offers __cuda_array_interface__ but whose object may
+    live on the host (a JAX CPU array raises for it): the CUDA interface, else DLPack, else
+    the NumPy array interface."""
+    try:
+        return v.__cuda_array_interface__["data"][0]
+    except Exception:  # noqa: BLE001 - any framework's "not a CUDA buffer" error
+        pass
+    pointer = getattr(v, "unsafe_buffer_pointer", None)  # JAX
+    if pointer is not None:
+        try:
+            return int(pointer())
+        except Exception:  # noqa: BLE001
+            pass
+    if hasattr(v, "__dlpack__"):
+        from .runtime import driver
+        try:
+            return driver.tensor_info(v)[0]
+        except Exception:  # noqa: BLE001
+            pass
+    interface = getattr(v, "__array_interface__", None)
+    if interface is not None:
+        return interface["data"][0]
+    raise TypeError(f"cannot find the memory of this {type(v).__name__}: it has neither a "
+                    "usable __cuda_array_interface__, DLPack nor __array_interface__")
+
+
+def _key_array_any_device(v) -> tuple:
+    return ("tensor", v.dtype, _host_or_device_pointer(v) % 16 == 0)
+
+
 def _key_dlpack(v) -> tuple:
     from .runtime import driver          # only for exotic tensor types
     ptr = driver.tensor_info(v)[0]
@@ -90,8 +131,6 @@ def _key_dlpack(v) -> tuple:
 
 
 def _key_unsupported(v) -> tuple:
-    if v is None:
-        raise TypeError("None can only be passed to a tl.constexpr parameter")
     raise TypeError(f"unsupported argument of type {type(v).__name__}")
 
 
@@ -102,6 +141,10 @@ def _key_function_for(cls: type) -> Callable[[Any], tuple]:
         return descriptor_arguments.key
     if cls is bool:
         return _key_bool
+    if cls is type(None):
+        return _key_none
+    if getattr(cls, "__tessera_stand_in__", False):  # kernel.warmup's stand-ins (warmup.py)
+        return cls.specialization_key
     if issubclass(cls, int):
         return _key_int
     if issubclass(cls, float):
@@ -112,6 +155,8 @@ def _key_function_for(cls: type) -> Callable[[Any], tuple]:
     if module == "numpy":
         return _key_numpy if hasattr(cls, "__array_interface__") and cls.__name__ == "ndarray" \
             else _key_numpy_scalar
+    if module in ("jax", "jaxlib"):
+        return _key_array_any_device  # one class for CPU and GPU buffers
     if hasattr(cls, "__cuda_array_interface__"):
         return _key_cuda_array_interface
     if hasattr(cls, "__dlpack__") and hasattr(cls, "dtype"):
@@ -130,11 +175,24 @@ def argument_key(value: Any) -> tuple:
     return fn(value)
 
 
+def masked_key(key: tuple, flags: int) -> tuple:
+    """``key`` without what @jit(do_not_specialize...) leaves out (launch_options.
+    specialize_flags: 1 = divisibility / alignment, 2 = equality to 1)."""
+    kind = key[0]
+    if kind == "int":
+        return ("int", key[1], key[2] and not flags & 1, key[3] and not flags & 2)
+    if kind in ("tensor", "typed"):
+        return (kind, key[1], key[2] and not flags & 1)
+    return key
+
+
 def describe(key: tuple) -> Tuple[str, bool, bool]:
     """(type string such as "*fp16" or "i32", divisible by 16, equal to 1) of an argument key."""
     kind = key[0]
     if kind == "int":
         return key[1], key[2], key[3]
+    if kind == "typed":  # a warmup stand-in: (type string, 16-byte aligned)
+        return key[1], key[2], False
     if kind == "bool":
         return "i1", False, False
     if kind == "float":

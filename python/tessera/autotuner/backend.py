@@ -39,7 +39,8 @@ class CompileJob:
 
     @property
     def constexpr_dict(self) -> Dict[str, Any]:
-        return dict(zip(self.jit_fn.constexpr_names, self.constexprs))
+        """Constexprs by name, runtime parameters passed None included (as constexpr None)."""
+        return self.jit_fn._constexpr_dict(self.constexprs, self.kernel_key[0])
 
 
 @dataclass
@@ -72,7 +73,7 @@ def compile_one(job: CompileJob) -> Outcome:
     signature, div16, eq1 = job.specialization
     try:
         module = build_tile_ir(job.jit_fn.fn, signature, job.constexpr_dict, div16, eq1,
-                               job.options.num_warps, job.options.debug)
+                               job.options.num_warps, debug=job.options.debug)
         reason = resources.why_not_fit_before_compile(module, job.options.num_warps,
                                                       job.options.num_stages, props)
         if reason is not None:
@@ -111,8 +112,8 @@ class TuningBackend:
 
     def install(self, job: CompileJob, outcome: Outcome) -> None:
         """Loads a compiled config so that launches with its arguments find it."""
-        job.jit_fn._prepare(job.kernel_key, job.values, job.constexprs,
-                            job.options.num_warps, job.options.num_stages, outcome.built)
+        job.jit_fn._prepare(job.kernel_key, job.values, job.constexprs, job.kernel_key[2],
+                            outcome.built)
 
     def bench(self, call: Callable[[], None], config, do_bench: Callable) -> float:
         """Milliseconds per launch of ``call`` (the median)."""

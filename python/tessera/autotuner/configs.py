@@ -18,8 +18,8 @@ class Config:
         tessera.Config({"BLOCK": 1024}, num_warps=4, num_stages=3)
 
     ``pre_hook(kwargs)`` runs before each launch with this config (kwargs: every argument by
-    name plus the config's values). ``num_ctas`` > 1 (thread-block clusters) and ``maxnreg``
-    are accepted for Triton compatibility but not supported yet: they raise.
+    name plus the config's values). ``maxnreg`` caps the registers per thread (PTX .maxnreg),
+    as Triton's; ``num_ctas`` > 1 (thread-block clusters) is not supported yet: it raises.
     """
 
     def __init__(self, kwargs: Dict[str, Any], num_warps: int = 4, num_stages: int = 3,
@@ -34,9 +34,9 @@ class Config:
         if num_ctas != 1:
             raise NotImplementedError("Config(num_ctas > 1): thread-block clusters are not "
                                       "supported by Tessera yet")
-        if maxnreg is not None:
-            raise NotImplementedError("Config(maxnreg=...): register caps are not supported by "
-                                      "Tessera yet")
+        if maxnreg is not None and (isinstance(maxnreg, bool) or not isinstance(maxnreg, int)
+                                    or not 1 <= maxnreg <= 255):
+            raise ValueError(f"Config(maxnreg=...) must be an int in [1, 255], got {maxnreg!r}")
         self.kwargs = dict(kwargs)
         self.num_warps = num_warps
         self.num_stages = num_stages
@@ -46,11 +46,14 @@ class Config:
 
     def all_kwargs(self) -> Dict[str, Any]:
         """The meta-parameters and launch options, as passed to ``kernel[grid](...)``."""
-        return {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+        options = {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        if self.maxnreg is not None:
+            options["maxnreg"] = self.maxnreg
+        return {**self.kwargs, **options}
 
     def _identity(self) -> tuple:
         return (tuple(sorted(self.kwargs.items())), self.num_warps, self.num_stages,
-                self.pre_hook)
+                self.maxnreg, self.pre_hook)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Config) and self._identity() == other._identity()
@@ -64,11 +67,14 @@ class Config:
     def __str__(self) -> str:
         parts = [f"{k}: {v}" for k, v in self.kwargs.items()]
         parts += [f"num_warps: {self.num_warps}", f"num_stages: {self.num_stages}"]
+        if self.maxnreg is not None:
+            parts.append(f"maxnreg: {self.maxnreg}")
         return ", ".join(parts)
 
     def __repr__(self) -> str:
+        extra = f", maxnreg={self.maxnreg}" if self.maxnreg is not None else ""
         return (f"Config({self.kwargs!r}, num_warps={self.num_warps}, "
-                f"num_stages={self.num_stages})")
+                f"num_stages={self.num_stages}{extra})")
 
     # ------------------------------------------------------------------ persistence
 
@@ -77,6 +83,8 @@ class Config:
         such a config is tuned again in every process)."""
         record = {"kwargs": self.kwargs, "num_warps": self.num_warps,
                   "num_stages": self.num_stages}
+        if self.maxnreg is not None:  # absent otherwise: records stored before stay valid
+            record["maxnreg"] = self.maxnreg
         try:
             text = json.dumps(record, sort_keys=True)
         except (TypeError, ValueError):

@@ -43,6 +43,10 @@ class Heuristics:
     def run(self, *args, grid, **kwargs):
         return self.fn.run(*args, grid=grid, **self.apply(args, kwargs))
 
+    def warmup(self, *args, grid=None, **kwargs):
+        """Compiles for these arguments (heuristic values filled in) without launching."""
+        return self.fn.warmup(*args, grid=grid, **self.apply(args, kwargs))
+
     def __getitem__(self, grid):
         return functools.partial(self.run, grid=grid)
 

@@ -20,6 +20,7 @@ import functools
 import inspect
 import logging
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -76,7 +77,9 @@ class Autotuner:
                  reset_to_zero: Optional[Sequence[str]] = None,
                  restore_value: Optional[Sequence[str]] = None,
                  pre_hook: Optional[Callable] = None, post_hook: Optional[Callable] = None,
-                 do_bench: Optional[Callable] = None, cache_results: bool = True) -> None:
+                 do_bench: Optional[Callable] = None, cache_results: bool = True,
+                 warmup: Optional[float] = None, rep: Optional[float] = None,
+                 use_cuda_graph: bool = False) -> None:
         chain = decorator_chain(fn)
         if any(isinstance(layer, Autotuner) for layer in chain):
             raise TypeError("@autotune cannot be stacked above another @autotune")
@@ -107,9 +110,9 @@ class Autotuner:
         self.restore_value = list(restore_value or ())
         self.pre_hook = pre_hook or self._reset_arguments
         self.post_hook = post_hook or self._restore_arguments
+        self.num_warmups, self.num_reps, self.use_cuda_graph = warmup, rep, use_cuda_graph
         if do_bench is None:
-            from ..testing import do_bench as bench
-            do_bench = functools.partial(bench, warmup=10, rep=40)
+            do_bench = _benchmarker(warmup, rep, use_cuda_graph)
         self.do_bench = do_bench
         self.cache_results = cache_results
         self.backend = backends.TuningBackend()
@@ -124,6 +127,17 @@ class Autotuner:
         self._restore_copies: Dict[str, Any] = {}
 
     # ------------------------------------------------------------------ launching
+
+    def warmup(self, *args, **kwargs) -> list:
+        """Compiles every config (after pruning) for these arguments without launching, as
+        Triton's ``Autotuner.warmup``; returns the compiled kernels."""
+        compiled = []
+        for config in self.prune_configs(kwargs, dict(zip(self.arg_names, args))):
+            final = {**kwargs, **config.all_kwargs()}
+            for layer in self.heuristics:
+                final = layer.apply(args, final)
+            compiled.append(self.jit_fn.warmup(*args, **final))
+        return compiled
 
     def __getitem__(self, grid):
         return functools.partial(self.run, grid=grid)
@@ -234,16 +248,13 @@ class Autotuner:
     # ------------------------------------------------------------------ tuning
 
     def _job(self, config: Config, args, kwargs, target) -> backends.CompileJob:
-        from ..compiler import CompileOptions, debug_for
         final = {**kwargs, **config.all_kwargs()}
         for layer in self.heuristics:
             final = layer.apply(args, final)
-        num_warps = final.pop("num_warps", 4)
-        num_stages = final.pop("num_stages", 1)
+        launch, final, _ = self.jit_fn._split_launch(final)
         values, constexprs, keys = self.jit_fn._arguments(args, final)
-        options = CompileOptions(num_warps=num_warps, num_stages=num_stages, arch=target.arch,
-                                 debug=debug_for(self.jit_fn))
-        return backends.CompileJob(self.jit_fn, (keys, constexprs, num_warps, num_stages),
+        options = launch.compile_options(target.arch)
+        return backends.CompileJob(self.jit_fn, (keys, constexprs, launch),
                                    values, constexprs, self.jit_fn._specialization(keys),
                                    options, target)
 
@@ -358,17 +369,38 @@ class Autotuner:
             _restore(kwargs[name], saved)
 
 
+def _benchmarker(warmup: Optional[float], rep: Optional[float], use_cuda_graph: bool):
+    """The timing function of ``autotune(warmup=, rep=, use_cuda_graph=)``: as Triton, these
+    (deprecated there) choose do_bench with those budgets, or do_bench_cudagraph; by default
+    do_bench with Tessera's shorter budgets (10 ms warmup, 40 ms timed)."""
+    from .. import testing
+    if warmup is not None or rep is not None or use_cuda_graph:
+        warnings.warn("autotune(warmup=, rep=, use_cuda_graph=) are deprecated in Triton; pass "
+                      "do_bench= instead", DeprecationWarning, stacklevel=3)
+        if use_cuda_graph:
+            return functools.partial(testing.do_bench_cudagraph,
+                                     rep=rep if rep is not None else 100)
+        return functools.partial(testing.do_bench, warmup=warmup if warmup is not None else 25,
+                                 rep=rep if rep is not None else 100)
+    return functools.partial(testing.do_bench, warmup=10, rep=40)
+
+
 def autotune(configs: Sequence[Config], key: Sequence[str],
              prune_configs_by: Optional[Dict[str, Any]] = None,
              reset_to_zero: Optional[Sequence[str]] = None,
              restore_value: Optional[Sequence[str]] = None,
              pre_hook: Optional[Callable] = None, post_hook: Optional[Callable] = None,
-             do_bench: Optional[Callable] = None, cache_results: bool = True):
+             do_bench: Optional[Callable] = None, cache_results: bool = True,
+             warmup: Optional[float] = None, rep: Optional[float] = None,
+             use_cuda_graph: bool = False):
     """Decorator: tune a @jit kernel over ``configs`` for each value of the ``key`` arguments.
 
     As ``triton.autotune``; ``cache_results`` (default on, unlike Triton) keeps results on
     disk. ``reset_to_zero``/``restore_value`` name arguments zeroed before each timed launch /
     restored after it, for kernels that accumulate into or update their inputs.
+    ``do_bench(fn, quantiles=...)`` times one config; ``warmup``/``rep`` (ms) or
+    ``use_cuda_graph`` choose testing.do_bench / do_bench_cudagraph instead (deprecated in
+    Triton, with the same meaning).
 
     Example::
 
@@ -382,5 +414,6 @@ def autotune(configs: Sequence[Config], key: Sequence[str],
     """
     def decorate(fn):
         return Autotuner(fn, configs, key, prune_configs_by, reset_to_zero, restore_value,
-                         pre_hook, post_hook, do_bench, cache_results)
+                         pre_hook, post_hook, do_bench, cache_results, warmup, rep,
+                         use_cuda_graph)
     return decorate

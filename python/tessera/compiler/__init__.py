@@ -1,6 +1,6 @@
 """The compiler driver: named stages from a @jit function to a cubin (see compiler.py)."""
 from .compiler import CompileOptions, CompiledKernel, compile_kernel, build_tile_ir, PIPELINES
-from .compiler import debug_for
+from .errors import CompilationError
 
 __all__ = ["CompileOptions", "CompiledKernel", "compile_kernel", "build_tile_ir", "PIPELINES",
-           "debug_for"]
+           "CompilationError"]

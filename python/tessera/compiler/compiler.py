@@ -44,19 +44,66 @@ class CompileOptions:
     wgmma: bool = field(default_factory=lambda: bool(knobs.wgmma))
     # wgmma waits at the first use of a dot's result, not right after it (knobs.wgmma_overlap).
     wgmma_overlap: bool = field(default_factory=lambda: bool(knobs.wgmma_overlap))
-    # tl.device_assert builds code (knobs.debug; a kernel's @jit(debug=True) also turns it on).
+    # Triton's launch options that change the code: a register cap per thread (PTX .maxnreg),
+    # contracting a*b+c into fma (off: no fusion in LLVM nor in ptxas, --fmad=false), and
+    # debug (tl.device_assert and `assert` in kernels are compiled in only when it is on; the
+    # default is the knob, TESSERA_DEBUG; a kernel's @jit(debug=True) also turns it on).
+    maxnreg: Optional[int] = None
+    enable_fp_fusion: bool = True
     debug: bool = field(default_factory=lambda: bool(knobs.debug))
 
     def key(self) -> str:
         return repr(dataclasses.astuple(self))
 
 
+class KernelAsm(dict):
+    """The stages of a compiled kernel by name; Triton's names of the first two stages
+    ("ttir", "ttgir") read Tessera's ("tir", "tgir")."""
+
+    _ALIASES = {"ttir": "tir", "ttgir": "tgir"}
+
+    def __missing__(self, key):
+        alias = self._ALIASES.get(key)
+        if alias is not None and alias in self:
+            return self[alias]
+        raise KeyError(key)
+
+
+class KernelMetadata(dict):
+    """The metadata dict, also readable as attributes as Triton's (``metadata.num_warps``,
+    ``metadata.shared``: the dynamic plus static shared memory in bytes)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "shared":
+            return self.get("shared_bytes", 0) + self.get("static_shared_bytes", 0)
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"kernel metadata has no field '{name}'") from None
+
+
 @dataclass
 class CompiledKernel:
-    """One specialization of a kernel compiled for one arch: its stages and its metadata."""
+    """One specialization of a kernel compiled for one arch: its stages and its metadata.
+
+    As Triton's CompiledKernel: ``name``, ``asm`` (also "ttir"/"ttgir"), ``metadata``,
+    ``n_regs`` and ``n_spills`` (from ptxas; ``n_spills`` is the local memory per thread in
+    4-byte words, as Triton reads it from the driver)."""
     name: str
     asm: Dict[str, Any]                 # "tir", "tgir", "llir", "ptx" (text), "cubin" (bytes)
     metadata: Dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.asm = KernelAsm(self.asm)
+        self.metadata = KernelMetadata(self.metadata)
+
+    @property
+    def n_regs(self) -> int:
+        return int(self.metadata.get("registers", 0))
+
+    @property
+    def n_spills(self) -> int:
+        return int(self.metadata.get("stack_bytes", 0)) // 4
 
 
 def _dump_names() -> List[str]:
@@ -80,12 +127,6 @@ def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     module.set_attr("num_warps", num_warps)
     _run_pipeline(module, "tir")
     return module
-
-
-def debug_for(jit_fn: Any) -> bool:
-    """Whether a kernel's device asserts build code: its ``@jit(debug=True)`` or the global
-    knob (TESSERA_DEBUG), as Triton's ``debug`` option or TRITON_DEBUG."""
-    return bool(getattr(jit_fn, "debug", None)) or bool(knobs.debug)
 
 
 def libdevice_path() -> str:
@@ -117,7 +158,9 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     _run_pipeline(module, "tgir")
     asm["tgir"] = module.str()
     generated = _codegen.generate(module, arch=options.arch, num_warps=options.num_warps,
-                                  opt_level=options.opt_level, libdevice_path=libdevice_path())
+                                  opt_level=options.opt_level, libdevice_path=libdevice_path(),
+                                  enable_fp_fusion=options.enable_fp_fusion,
+                                  maxnreg=options.maxnreg or 0)
     asm["llir"] = generated["llvm_ir"]
     asm["ptx"] = generated["ptx"]
     metadata: Dict[str, Any] = {
@@ -127,7 +170,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         "arch": options.arch,
         "signature": dict(signature),
     }
-    assembled = ptxas.assemble(asm["ptx"], options.arch)
+    assembled = ptxas.assemble(asm["ptx"], options.arch,
+                               options=() if options.enable_fp_fusion else ("--fmad=false",))
     if assembled is not None:
         asm["cubin"] = assembled.cubin
         # ptxas reports static shared memory; "shared_bytes" stays the dynamic amount the

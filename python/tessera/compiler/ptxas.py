@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
+from ..errors import PTXASError
+
 from ..config import knobs
 
 _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
@@ -41,8 +43,9 @@ _USED = re.compile(r"Used (\d+) registers")
 _SMEM = re.compile(r"(\d+) bytes smem")
 
 
-class PtxasError(RuntimeError):
-    """ptxas rejected the PTX; the message holds ptxas's own output."""
+class PtxasError(RuntimeError, PTXASError):
+    """ptxas rejected the PTX; the message holds ptxas's own output (also
+    ``triton.runtime.errors.PTXASError``)."""
 
     def __init__(self, message: str, log: str = "") -> None:
         super().__init__(message)

@@ -35,7 +35,7 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     parameters known to be multiples of 16 (pointers: 16-byte aligned), recorded in the func's
     ``divisibility`` attribute; ``equal_to_1`` names int parameters equal to 1, whose uses
     become the constant 1 while they stay in the signature. ``debug``: tl.device_assert and
-    ``assert`` build code (None: as knobs.debug; compiler.debug_for gives a JITFunction's).
+    ``assert`` build code (None: as knobs.debug; a launch passes its options' debug).
     Raises tessera.CompilationError naming the kernel and the offending file:line:col.
     """
     fn = fn.fn if is_jit(fn) else fn

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List
 
 from .. import errors
+from .._triton_api import is_triton_name
 from ..language import core as tl
 from ..language import matrix as tl_matrix
 from ..language import tensor_methods
@@ -73,6 +74,10 @@ class CompileContext:
         if id(fn) not in self.parsed:
             self.parsed[id(fn)] = parse_function(fn)
         return self.parsed[id(fn)]
+
+
+# Attributes of a tensor in a kernel besides its methods (tl.tensor's builtins) and `.T`.
+TENSOR_ATTRIBUTES = ("dtype", "shape", "type", "numel", "to")
 
 
 class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
@@ -284,7 +289,7 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         value = self.visit(node.value)
         if isinstance(value, tl.tensor):
-            if node.attr in ("dtype", "shape", "type", "numel", "to"):
+            if node.attr in TENSOR_ATTRIBUTES:
                 return getattr(value, node.attr)
             if tl.is_builtin(getattr(tl.tensor, node.attr, None)):
                 return getattr(value, node.attr)  # methods: x.sum(1), x.max(0), ...
@@ -292,8 +297,20 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
                 return tl_matrix.build_trans(self.semantic, value, (1, 0))
             if node.attr in tensor_methods.NOT_ON_CLASS:  # x.__lt__(y), ...: as the operator
                 return tensor_methods.BoundOperator(value, node.attr)
+            if is_triton_name("triton.language.tensor", node.attr):
+                raise errors.TritonAPINotSupported(f"tensor.{node.attr} (a method of "
+                                                   "triton.language.tensor)")
             raise AttributeError(f"tensor has no attribute '{node.attr}'")
-        result = getattr(value, node.attr)
+        try:
+            result = getattr(value, node.attr)
+        except errors.TritonAPINotSupported:
+            raise
+        except AttributeError:
+            if isinstance(value, tl.dtype) and is_triton_name("triton.language.dtype",
+                                                               node.attr):
+                raise errors.TritonAPINotSupported(
+                    f"dtype.{node.attr} (of triton.language.dtype)") from None
+            raise
         return normalize_number(result.value if isinstance(result, tl.constexpr) else result)
 
     # ---- expressions ---------------------------------------------------------------------
@@ -435,6 +452,13 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
             return self.call_jit(node, function, args, kwargs)
         if function is getattr(sys.modules.get("tessera.jit"), "cdiv", None):
             function = tl.cdiv  # tessera.cdiv, the host helper: same meaning in a kernel
+        if (function is getattr(sys.modules.get("tessera.jit"), "next_power_of_2", None)
+                or getattr(function, "__tessera_constexpr_function__", False)):
+            if runtime:  # as Triton's constexpr_function: compile-time values only
+                name = getattr(function, "__name__", "this function")
+                raise TypeError(f"{name}() runs at compile time: it takes constexpr values, "
+                                "not runtime tensors")
+            return normalize_number(function(*args, **kwargs))
         if function is tl.constexpr:
             return normalize_number(tl.constexpr(*args, **kwargs).value)
         if tl.is_builtin(function):

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import textwrap
 import types
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Tuple
 
@@ -73,11 +75,45 @@ class ParsedFunction:
         return self.lines[index].rstrip("\n") if 0 <= index < len(self.lines) else ""
 
 
+# Source text given for a function (JITFunction._unsafe_update_src, or a function made with
+# exec whose text inspect cannot find): used instead of the file's.
+_GIVEN_SOURCES: "weakref.WeakKeyDictionary[Callable, str]" = weakref.WeakKeyDictionary()
+
+
+def set_function_source(fn: Callable, text: str) -> None:
+    """Compile ``fn`` from ``text`` (a ``def`` of the same name) from now on."""
+    if not isinstance(text, str):
+        raise TypeError(f"the source of {fn.__name__} must be a str, got {type(text).__name__}")
+    _GIVEN_SOURCES[fn] = text
+
+
+def function_source(fn: Callable) -> Tuple[List[str], int]:
+    """(source lines, first line number) of ``fn``: the given text, else the file's."""
+    text = _GIVEN_SOURCES.get(fn)
+    if text is not None:
+        return text.splitlines(True), fn.__code__.co_firstlineno
+    try:
+        return inspect.getsourcelines(fn)
+    except (OSError, TypeError) as error:
+        raise OSError(f"cannot read the source of {fn!r}: {error}. A function made with exec "
+                      f"needs its text: kernel._unsafe_update_src(text), or register it in "
+                      f"linecache under the filename given to compile()") from error
+
+
+def function_source_text(fn: Callable) -> str:
+    """The dedented source of ``fn`` from its ``def`` line (decorators left out), as
+    Triton's ``JITFunction.src``."""
+    lines, _ = function_source(fn)
+    text = textwrap.dedent("".join(lines))
+    match = re.search(r"^def\s+\w+\s*\(", text, re.MULTILINE)
+    return text[match.start():] if match else text
+
+
 def parse_function(fn: Callable) -> ParsedFunction:
     try:
-        lines, start = inspect.getsourcelines(fn)
-    except (OSError, TypeError) as error:
-        raise ValueError(f"cannot read the source of {fn!r}: {error}") from error
+        lines, start = function_source(fn)
+    except OSError as error:
+        raise ValueError(str(error)) from error
     source = "".join(lines)
     dedented = textwrap.dedent(source)
     removed = len(lines[0]) - len(dedented.splitlines(True)[0])
@@ -139,7 +175,7 @@ def kernel_source_key(fn: Callable) -> str:
         if id(f) in seen:
             return
         seen[id(f)] = True
-        source = textwrap.dedent(inspect.getsource(f))
+        source = textwrap.dedent("".join(function_source(f)[0]))
         parts.append(f"# {f.__module__}.{f.__qualname__}\n{source}")
         for dotted in _dotted_names(ast.parse(source)):
             value = _resolve(f, dotted)

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+from ..errors import InterpreterError
 
-class KernelRuntimeError(RuntimeError):
+
+class KernelRuntimeError(RuntimeError, InterpreterError):
     """A kernel did something undefined while interpreted (out-of-bounds access, division by
     zero, ...), or could not be interpreted at all.
 
+    Also ``triton.InterpreterError``, which Triton's interpreter raises for the same failures.
     Attributes: kernel (name), pid (the program id tuple, None before any program ran),
     op (the op's name), location ("file:line:col", may be empty), reason (the message alone).
     """

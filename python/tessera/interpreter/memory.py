@@ -145,7 +145,7 @@ class AddressSpace:
         for buffer, select, index in self._resolve(flat, lanes, addresses.shape, vals.dtype,
                                                    "store"):
             if not buffer.writable:
-                raise AccessError(f"store into argument #{buffer.arg_index} "
+                raise AccessError(f"store into {buffer.name} "
                                   f"({buffer.description}), which is read-only (a read-only "
                                   "array, or a read-only DLPack export such as a JAX array); "
                                   "pass a writable array")

@@ -178,3 +178,14 @@ __all__ += [
     "view", "TRITON_MAX_TENSOR_NUMEL", "add", "bitonic_merge", "flip", "mul", "reduce_or", "sort",
     "sub", "swizzle2d", "topk",
 ]
+
+def __getattr__(name: str):
+    """Submodules not imported yet (``tl.extra``), else a Triton name Tessera lacks:
+    TritonAPINotSupported (an AttributeError) that names it as a Triton API not supported
+    yet; the front end reports it at the kernel's line."""
+    import importlib
+    import importlib.util
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")
+    from .._triton_api import missing_name_error
+    raise missing_name_error("triton.language", name, __name__)

@@ -1,4 +1,26 @@
 """Running compiled kernels: the CUDA driver (driver.py) and the on-disk kernel cache (cache.py).
 
 ``driver`` loads libcuda at run time, so importing it needs no GPU; ``cache`` needs no binding.
+As ``triton.runtime``, this package also gives ``driver.active`` (active_driver.py), the
+autotuning decorators, JITFunction, MockTensor and the error classes (errors.py).
 """
+import importlib
+
+_FROM_PACKAGE = {"autotune": "autotuner", "Autotuner": "autotuner", "Config": "autotuner",
+                 "heuristics": "autotuner", "Heuristics": "autotuner", "JITFunction": "jit",
+                 "KernelInterface": "jit", "jit": "jit", "MockTensor": "warmup",
+                 "OutOfResources": "errors", "InterpreterError": "errors",
+                 "TritonError": "errors"}
+_SUBMODULES = ("driver", "cache", "launcher", "errors", "active_driver")
+
+
+def __getattr__(name: str):
+    # Lazy: importing tessera.runtime must not import the compiler (and the binding's driver
+    # module loads only when used).
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _FROM_PACKAGE:
+        module = importlib.import_module(f"tessera.{_FROM_PACKAGE[name]}")
+        return getattr(module, "JITFunction" if name == "KernelInterface" else name)
+    from .._triton_api import missing_name_error
+    raise missing_name_error("triton.runtime", name, __name__)

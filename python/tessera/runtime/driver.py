@@ -62,6 +62,10 @@ class DeviceProperties:
     max_shared_memory_per_multiprocessor: int
     max_registers_per_multiprocessor: int
     l2_cache_bytes: int
+    max_registers_per_block: int = 65536
+    clock_rate_khz: int = 0
+    memory_clock_rate_khz: int = 0
+    memory_bus_width_bits: int = 0
 
 
 @functools.lru_cache(maxsize=None)
@@ -150,3 +154,24 @@ def device_and_stream(args: Sequence[Any]) -> Tuple[int, int]:
         device = torch.cuda.current_device()
         return device, _torch_stream(device)
     return 0, 0
+
+
+# ------------------------------------------------------------------------- triton's driver.active
+# Triton code reads the device through ``triton.runtime.driver.active`` (SM counts, shared
+# memory, the target arch); the same object lives here (active_driver.py).
+
+from .active_driver import CudaDriver, GPUTarget  # noqa: E402
+
+default = CudaDriver()
+active = default
+
+
+def set_active(new_driver) -> None:
+    """Makes ``new_driver`` what ``driver.active`` returns (as Triton's DriverConfig)."""
+    global active
+    active = new_driver
+
+
+def reset_active() -> None:
+    global active
+    active = default

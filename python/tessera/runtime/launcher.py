@@ -135,13 +135,21 @@ def build(jit_fn, specialization, constexprs: Dict[str, Any], options,
     Needs no GPU: the autotuner runs this in worker processes to compile configs in parallel,
     passing the ``tile_ir`` it already built (compile_kernel then skips the front end).
     """
-    from ..compiler import compile_kernel
-
     cache = KernelCache()
     disk_key = kernel_cache_key(jit_fn, specialization, constexprs, options)
     entry = cache.get(disk_key)
     if entry is not None:
         return json.loads(entry["metadata.json"]), entry.get("kernel.cubin") or entry["kernel.ptx"]
+    compiled = compile_and_store(jit_fn, specialization, constexprs, options, tile_ir)
+    return dict(compiled.metadata), compiled.asm.get("cubin") or compiled.asm["ptx"]
+
+
+def compile_and_store(jit_fn, specialization, constexprs: Dict[str, Any], options,
+                      tile_ir=None):
+    """Compiles one specialization (every stage kept: the CompiledKernel) and stores its
+    cubin in the disk cache, where the next :func:`build` of it finds it."""
+    from ..compiler import compile_kernel
+
     signature, div16, eq1 = specialization
     compiled = compile_kernel(jit_fn.fn, signature, constexprs, div16, eq1, options,
                               tile_ir=tile_ir)
@@ -149,30 +157,30 @@ def build(jit_fn, specialization, constexprs: Dict[str, Any], options,
              "kernel.ptx": compiled.asm["ptx"].encode()}
     if "cubin" in compiled.asm:
         files["kernel.cubin"] = compiled.asm["cubin"]
-    cache.put(disk_key, files)
-    return compiled.metadata, files.get("kernel.cubin") or files["kernel.ptx"]
+    KernelCache().put(kernel_cache_key(jit_fn, specialization, constexprs, options), files)
+    return compiled
 
 
 def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any],
-            num_warps: int, num_stages: int, built: Optional[Tuple[Dict, bytes]] = None
-            ) -> Launchable:
+            launch_options, built: Optional[Tuple[Dict, bytes]] = None,
+            names: Optional[Sequence[str]] = None) -> Launchable:
     """Finds or compiles the cubin for this specialization and loads it on the device.
 
-    ``built``: (metadata, image) from :func:`build` when the caller compiled it already (the
-    autotuner compiles its configs in parallel, then loads each one here).
+    ``launch_options``: a launch_options.LaunchOptions; ``built``: (metadata, image) from
+    :func:`build` when the caller compiled it already (the autotuner compiles its configs in
+    parallel, then loads each one here); ``names``: the runtime parameters ``values`` are
+    for (default: all of them; parameters passed None are constexprs of the kernel).
     """
-    from ..compiler import CompileOptions, debug_for
-
     kernel = jit_fn.__name__
-    names, values = descriptor_arguments.flatten(jit_fn.runtime_names, values)
+    names, values = descriptor_arguments.flatten(
+        list(jit_fn.runtime_names if names is None else names), values)
     ok, why = driver.driver_available()
     if not ok:
         raise RuntimeError(f"{kernel}: no CUDA driver ({why}); run on a GPU machine, or set "
                            f"TESSERA_INTERPRET=1 (or @tessera.jit(interpret=True)) to run on "
                            f"the CPU")
     device, framework = _device_and_framework(kernel, names, values)
-    options = CompileOptions(num_warps=num_warps, num_stages=num_stages, arch=arch_of(device),
-                             debug=debug_for(jit_fn))
+    options = launch_options.compile_options(arch_of(device))
     if built is None:
         built = build(jit_fn, specialization, constexprs, options)
     metadata, image = built

@@ -5,3 +5,13 @@ from .perf_report import Benchmark, Mark, Table, perf_report
 
 __all__ = ["Benchmark", "Mark", "Table", "do_bench", "gpu_available", "perf_report",
            "relative_error"]
+
+# triton.testing's checking and CUDA-graph timing (compat.py)
+from .compat import assert_close, do_bench_cudagraph  # noqa: E402
+
+__all__ += ["assert_close", "do_bench_cudagraph"]
+
+
+def __getattr__(name: str):
+    from .._triton_api import missing_name_error
+    raise missing_name_error("triton.testing", name, __name__)

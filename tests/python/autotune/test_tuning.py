@@ -288,8 +288,10 @@ def test_misuse_is_reported_clearly():
         tessera.autotune(configs=configs, key=["n"], prune_configs_by={"topk": 2})(add_kernel)
     with pytest.raises(TypeError, match="stacked above another"):
         tessera.autotune(configs=configs, key=["n"])(kernel)
-    with pytest.raises(NotImplementedError):
-        tessera.Config({"BLOCK": 128}, maxnreg=128)
+    with pytest.raises(NotImplementedError, match="num_ctas"):
+        tessera.Config({"BLOCK": 128}, num_ctas=2)
+    with pytest.raises(ValueError, match="maxnreg"):
+        tessera.Config({"BLOCK": 128}, maxnreg=0)
 
 
 def test_knob_off_uses_the_first_config_and_a_bad_value_is_an_error():

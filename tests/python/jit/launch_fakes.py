@@ -15,12 +15,16 @@ class RecordingLaunchable(launcher.Launchable):
     """A prepared kernel without a GPU: remembers what it was prepared for and what the Python
     path launched; the fast path's launches land in JITFunction._dispatch_recorded()."""
 
-    def __init__(self, jit_fn, specialization, constexprs, num_warps, num_stages) -> None:
-        signature = [launcher._launcher_kind(specialization[0][n]) for n in jit_fn.runtime_names]
-        super().__init__(jit_fn.__name__, driver.KernelLauncher(signature, None, num_warps),
-                         0, "other", jit_fn.runtime_names, {})
+    def __init__(self, jit_fn, specialization, constexprs, options, names=None) -> None:
+        names = list(jit_fn.runtime_names if names is None else names)
+        signature = [launcher._launcher_kind(specialization[0][n]) for n in names]
+        super().__init__(jit_fn.__name__,
+                         driver.KernelLauncher(signature, None, options.num_warps),
+                         0, "other", names, {})
         self.current_stream = lambda: STREAM
-        self.prepared_for = (specialization, dict(constexprs), num_warps, num_stages)
+        self.options = options
+        self.prepared_for = (specialization, dict(constexprs), options.num_warps,
+                             options.num_stages)
         self.python_launches: List[tuple] = []
 
     def launch(self, grid, args) -> None:
@@ -49,9 +53,9 @@ class FakeGpu:
         self.prepared: List[RecordingLaunchable] = []
         monkeypatch.setattr(launcher, "prepare", self.prepare)
 
-    def prepare(self, jit_fn, values, specialization, constexprs, num_warps, num_stages,
-                built=None):
-        kernel = RecordingLaunchable(jit_fn, specialization, constexprs, num_warps, num_stages)
+    def prepare(self, jit_fn, values, specialization, constexprs, options, built=None,
+                names=None):
+        kernel = RecordingLaunchable(jit_fn, specialization, constexprs, options, names)
         self.prepared.append(kernel)
         return kernel
 

@@ -194,8 +194,6 @@ def test_errors_name_the_kernel_and_the_argument(gpu):
             mixed[1](x, x, 10, 1.0, True, BLOCK=128, bogus=1)
         with pytest.raises(TypeError, match=r"mixed: argument 'y_ptr': unsupported .*str"):
             mixed[1](x, "y", 10, 1.0, True, BLOCK=128)
-        with pytest.raises(TypeError, match=r"mixed: argument 'n': None can only"):
-            mixed[1](x, x, None, 1.0, True, BLOCK=128)
         with pytest.raises(OverflowError):
             mixed[1](x, x, 2**64, 1.0, True, BLOCK=128)
         with pytest.raises(TypeError, match="mixed: constexpr values must be hashable"):

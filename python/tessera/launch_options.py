@@ -1,0 +1,131 @@
+"""Launch options of ``kernel[grid](..., num_warps=4, maxnreg=128, ...)`` and the @jit options
+that decide how arguments are specialized, with Triton's meaning.
+
+A launch keyword that is a launch option (``num_warps``, ``num_stages``, ``num_ctas``,
+``maxnreg``, ``enable_fp_fusion``, ``debug``) goes to the compiler; when the kernel also has a
+parameter of that name, the value goes to both (as Triton). Options that change the generated
+code are part of the kernel's cache key (:class:`LaunchOptions` is hashable).
+
+Example::
+
+    kernel[grid](x, y, n, BLOCK=1024, num_warps=8, maxnreg=128, enable_fp_fusion=False)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
+
+from .config import knobs
+
+# The options JITFunction.run takes (the C++ fast path knows the same names, in this order
+# after num_warps and num_stages: cpp/bindings/launch_dispatcher.h).
+OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug")
+FAST_PATH_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion", "debug")
+
+# Triton launch options Tessera accepts only at Triton's default value (anything else is a
+# feature Tessera lacks: an error that says so, not a silently different kernel).
+_DEFAULT_ONLY = {"launch_cooperative_grid": False, "launch_pdl": False, "warp_size": 32,
+                 "extern_libs": None, "sanitize_overflow": True, "instrumentation_mode": ""}
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What a launch asks of the compiler, normalized (part of the in-memory kernel key)."""
+    num_warps: int = 4
+    num_stages: int = 1
+    maxnreg: Optional[int] = None
+    enable_fp_fusion: bool = True
+    debug: bool = False
+
+    def compile_options(self, arch: str):
+        """The CompileOptions of this launch for ``arch``."""
+        from .compiler import CompileOptions
+        return CompileOptions(num_warps=self.num_warps, num_stages=self.num_stages, arch=arch,
+                              maxnreg=self.maxnreg, enable_fp_fusion=self.enable_fp_fusion,
+                              debug=self.debug)
+
+
+def _check_int(kernel: str, name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{kernel}: launch option {name}={value!r}: expected an int in "
+                         f"[{low}, {high}]")
+    return value
+
+
+def parse_options(kernel: str, given: Dict[str, Any], jit_debug: Optional[bool]) -> LaunchOptions:
+    """Normalizes and checks the launch options of one call (``given``: name -> value as the
+    call passed them). ``jit_debug``: @jit(debug=...); the TESSERA_DEBUG knob fills in."""
+    num_warps = given.get("num_warps", 4)
+    if isinstance(num_warps, bool) or not isinstance(num_warps, int) or num_warps < 1 or \
+            num_warps & (num_warps - 1):
+        raise ValueError(f"{kernel}: num_warps must be a power of two, got {num_warps!r}")
+    # 0 and 1 both mean "no software pipelining" (as Triton's pipeliner): one kernel.
+    num_stages = max(1, _check_int(kernel, "num_stages", given.get("num_stages", 1), 0, 64))
+    num_ctas = given.get("num_ctas", 1)
+    if num_ctas != 1 or isinstance(num_ctas, bool):
+        raise ValueError(f"{kernel}: num_ctas={num_ctas!r}: thread-block clusters (num_ctas > 1) "
+                         "are not supported by Tessera yet; launch with num_ctas=1")
+    maxnreg = given.get("maxnreg")
+    if maxnreg is not None:
+        maxnreg = _check_int(kernel, "maxnreg", maxnreg, 1, 255)  # PTX .maxnreg's range
+    fusion = given.get("enable_fp_fusion")
+    debug = given.get("debug")
+    if debug is None:
+        debug = jit_debug
+    return LaunchOptions(num_warps, num_stages, maxnreg,
+                         True if fusion is None else bool(fusion),
+                         bool(debug) or bool(knobs.debug))
+
+
+def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dict[str, Any]
+                        ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """(launch options given, keyword arguments for the kernel's parameters). A name that is
+    both goes to both; Triton-only options at their default value are dropped."""
+    options: Dict[str, Any] = {}
+    rest: Dict[str, Any] = {}
+    names = parameter_names if isinstance(parameter_names, (set, frozenset)) \
+        else set(parameter_names)
+    for key, value in kwargs.items():
+        if key in OPTION_NAMES:
+            options[key] = value
+            if key in names:
+                rest[key] = value
+        elif key in _DEFAULT_ONLY and key not in names:
+            if value != _DEFAULT_ONLY[key]:
+                raise ValueError(f"{kernel}: launch option {key}={value!r} is a Triton option "
+                                 f"that Tessera does not support yet (only "
+                                 f"{key}={_DEFAULT_ONLY[key]!r})")
+        else:
+            rest[key] = value
+    return options, rest
+
+
+def fast_path_options(options: Dict[str, Any]) -> tuple:
+    """The options besides num_warps/num_stages as the call gave them, for the C++ launch table
+    (None where absent; () when none was given)."""
+    if not any(name in options for name in FAST_PATH_OPTIONS):
+        return ()
+    return tuple(options.get(name) for name in FAST_PATH_OPTIONS)
+
+
+# ------------------------------------------------------------------- do_not_specialize flags
+# Bit values as runtime::python::SpecializeFlags (cpp/runtime/python_specialize.h).
+NO_DIVISIBILITY = 1
+NO_EQUAL_TO_ONE = 2
+
+
+def specialize_flags(parameter_names: Sequence[str], do_not_specialize: Iterable,
+                     do_not_specialize_on_alignment: Iterable) -> Tuple[int, ...]:
+    """Per parameter (by position), what its key leaves out: a do_not_specialize parameter
+    (named or by index) is never specialized on divisibility nor on == 1; one in
+    do_not_specialize_on_alignment only not on divisibility (as Triton)."""
+    flags = [0] * len(parameter_names)
+    # As Triton, entries that name no parameter are ignored (a kernel that runs on Triton must
+    # run here unchanged).
+    for group, bits in ((do_not_specialize, NO_DIVISIBILITY | NO_EQUAL_TO_ONE),
+                        (do_not_specialize_on_alignment, NO_DIVISIBILITY)):
+        group = list(group or ())
+        for index, name in enumerate(parameter_names):
+            if index in group or name in group:
+                flags[index] |= bits
+    return tuple(flags)
