@@ -38,7 +38,10 @@ void linkLibdevice(llvm::Module &module, const std::string &path) {
   if (!libdevice)
     throw ir::CompileError("codegen: " + needed + " needs libdevice, which could not be read "
                            "from '" + file + "': " + diagnostic.getMessage().str() +
-                           " (set TESSERA_LIBDEVICE to the path of libdevice.10.bc)");
+                           " (set TESSERA_LIBDEVICE, or tessera-opt's --libdevice=, to the path of "
+                           "libdevice.10.bc; it comes with the CUDA toolkit in nvvm/libdevice/ "
+                           "and with NVIDIA's wheels: `pip install nvidia-nvvm` for CUDA 13, "
+                           "`pip install nvidia-cuda-nvcc-cu12` for CUDA 12)");
   // libdevice says nvptx64-nvidia-gpulibs; take the kernel's triple and layout to link quietly.
   libdevice->setTargetTriple(module.getTargetTriple());
   libdevice->setDataLayout(module.getDataLayout());

@@ -3,7 +3,6 @@ writes to the process's C stdout; a failed device assert leaves the CUDA context
 the GPU prints the same lines as the interpreter (in another order), and an assert that fails
 stops the kernel with the CUDA runtime's message naming the file, line and message.
 """
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,7 +13,7 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU", allow_module_level=True)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tessera.testing.environment import child_env  # noqa: E402
 
 PROGRAM = textwrap.dedent("""
     import sys
@@ -48,7 +47,7 @@ PROGRAM = textwrap.dedent("""
 def run(where: str, limit: float, directory) -> subprocess.CompletedProcess:
     script = directory / "debug_program.py"  # a file: the front end reads kernel source
     script.write_text(PROGRAM)
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env = child_env()
     return subprocess.run([sys.executable, str(script), where, str(limit)], env=env,
                           capture_output=True, text=True, timeout=300)
 

@@ -21,7 +21,7 @@ from .. import frontend
 from .._tessera import codegen as _codegen
 from .._tessera import passes as _passes
 from ..config import knobs
-from . import ptxas
+from . import cuda_paths, ptxas
 
 # The default pipeline, by stage. Pass names are the registered names (one name per pass file).
 PIPELINES: Dict[str, List[str]] = {
@@ -47,6 +47,25 @@ class CompileOptions:
 
     def key(self) -> str:
         return repr(dataclasses.astuple(self))
+
+
+class MissingStage(KeyError):
+    """A stage that was not made, with the reason (KeyError prints its message quoted)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class Stages(dict):
+    """``CompiledKernel.asm``: stage name -> text (or bytes). Without ptxas there is no "cubin"
+    (the driver assembles the PTX when the kernel is loaded on a GPU); asking for one says
+    what is missing and how to get it."""
+
+    def __missing__(self, key: str):
+        if key == "cubin":
+            raise MissingStage(f"no 'cubin' stage: {cuda_paths.ptxas_missing_message()}; on a "
+                               "GPU the driver assembles the 'ptx' stage when the kernel loads")
+        raise KeyError(key)
 
 
 @dataclass
@@ -80,11 +99,11 @@ def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
 
 def libdevice_path() -> str:
     """libdevice.10.bc for the math ops that need it (codegen links it only then):
-    TESSERA_LIBDEVICE, else the CUDA toolkit's ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda);
+    TESSERA_LIBDEVICE, else a CUDA toolkit's or NVIDIA wheel's (compiler/cuda_paths.py);
     "" when none exists, and codegen reports a missing libdevice if a kernel needs it."""
     if knobs.libdevice:
         return knobs.libdevice
-    for bin_dir in ptxas._toolkit_directories():  # CUDA_HOME, CUDA_PATH, /usr/local/cuda
+    for bin_dir in ptxas._toolkit_directories():  # each root's bin/; nvvm/ is its sibling
         candidate = os.path.join(os.path.dirname(bin_dir), "nvvm", "libdevice", "libdevice.10.bc")
         if os.path.isfile(candidate):
             return candidate
@@ -100,7 +119,7 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     consumed) instead of running the front end again (the autotuner reads it first)."""
     module = tile_ir if tile_ir is not None else build_tile_ir(
         fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps)
-    asm: Dict[str, Any] = {"tir": module.str()}
+    asm: Dict[str, Any] = Stages(tir=module.str())
     module.set_attr("num_stages", options.num_stages)  # the pipeliner's default depth
     module.set_attr("wgmma", int(options.wgmma and options.arch == "sm_90a"))
     module.set_attr("wgmma_overlap", int(options.wgmma_overlap))

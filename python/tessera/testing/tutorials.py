@@ -17,6 +17,28 @@ from typing import Optional
 TUTORIALS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))), "tutorials")
 
+
+def _find_tutorial(filename: str, caller: Optional[str]) -> str:
+    """tutorials/<filename> of the checkout: beside python/ for an in-tree build; for an
+    installed package (which holds no tutorials), the first tutorials/ found upward from the
+    calling test or benchmark, then from the current directory."""
+    starts = [os.path.dirname(os.path.abspath(caller))] if caller else []
+    starts.append(os.getcwd())
+    candidates = [os.path.join(TUTORIALS, filename)]
+    for start in starts:
+        folder = start
+        while True:
+            candidates.append(os.path.join(folder, "tutorials", filename))
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(f"tutorials/{filename} not found beside the tessera package, above "
+                            f"{starts[0]} or the current directory")
+
 _PRELUDE = "import numpy as np\nimport tessera\nimport tessera.language as tl\n"
 
 
@@ -24,7 +46,7 @@ def load_tutorial_section(filename: str, start: str, end: str,
                           after: Optional[str] = None) -> types.ModuleType:
     """Imports tutorials/<filename> from the first ``start`` marker (searched from ``after``
     when given) up to the next ``end`` marker, with numpy, tessera and tl imported."""
-    with open(os.path.join(TUTORIALS, filename)) as f:
+    with open(_find_tutorial(filename, sys._getframe(1).f_globals.get("__file__"))) as f:
         source = f.read()
     begin = source.index(start)
     stop = source.index(end, source.index(after) if after else begin)
