@@ -12,7 +12,8 @@ PYTHON=${PYTHON:-python3}
 make build BUILD_DIR="$BUILD_DIR" >/dev/null
 staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
-sdist=$("$PYTHON" -c "from scikit_build_core.build import build_sdist; print(build_sdist('$staging'))")
+# The PEP 517 hook itself (no `build` frontend needed); it logs to stdout, the name comes last.
+sdist=$("$PYTHON" -c "from scikit_build_core.build import build_sdist; print(build_sdist('$staging'))" | tail -1)
 tar xzf "$staging/$sdist" -C "$staging"
 root="$staging/${sdist%.tar.gz}"
 mkdir -p "$root/prebuilt" .carry

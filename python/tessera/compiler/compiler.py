@@ -104,7 +104,7 @@ def libdevice_path() -> str:
     if knobs.libdevice:
         return knobs.libdevice
     for bin_dir in ptxas._toolkit_directories():  # each root's bin/; nvvm/ is its sibling
-        candidate = os.path.join(os.path.dirname(bin_dir), "nvvm", "libdevice", "libdevice.10.bc")
+        candidate = os.path.join(os.path.dirname(bin_dir), cuda_paths.LIBDEVICE)
         if os.path.isfile(candidate):
             return candidate
     return ""
@@ -125,8 +125,10 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     module.set_attr("wgmma_overlap", int(options.wgmma_overlap))
     _run_pipeline(module, "tgir")
     asm["tgir"] = module.str()
+    # None found: codegen names the default place in its error, if the kernel needs libdevice.
+    libdevice = libdevice_path() or os.path.join(cuda_paths.DEFAULT_TOOLKIT, cuda_paths.LIBDEVICE)
     generated = _codegen.generate(module, arch=options.arch, num_warps=options.num_warps,
-                                  opt_level=options.opt_level, libdevice_path=libdevice_path())
+                                  opt_level=options.opt_level, libdevice_path=libdevice)
     asm["llir"] = generated["llvm_ir"]
     asm["ptx"] = generated["ptx"]
     metadata: Dict[str, Any] = {

@@ -25,6 +25,8 @@ from typing import List
 
 # Where the CUDA toolkit installs itself by default.
 DEFAULT_TOOLKIT = "/usr/local/cuda"
+# libdevice's place under a CUDA root.
+LIBDEVICE = os.path.join("nvvm", "libdevice", "libdevice.10.bc")
 # Folders under site-packages/nvidia/ that hold a toolkit's bin/ and nvvm/, newest CUDA first.
 WHEEL_LAYOUTS = ("cu13", "cuda_nvcc")
 
