@@ -4,14 +4,17 @@
 # benchmarks against the installed package (no PYTHONPATH). Results go to $OUT (or ./gpu-results).
 #
 # The artifact: on the LLVM machine run `scripts/pack_core.sh`, which writes
-# .carry/tessera-<version>.tar.gz (the sdist plus the prebuilt core, ~15 MB); pass carry=[".carry"]
+# .carry/tessera-<version>.tar.gz (the sdist plus the prebuilt core, ~19 MB); pass carry=[".carry"]
 # to the device tool. Here `pip install --no-index --no-build-isolation` of it builds only the
 # binding and tessera-opt for this machine's Python (no LLVM, no registry) and installs them.
 #
 # Everything at once takes longer than one 10-minute device call (the tests take about 3 minutes,
 # tutorial 06 autotunes and benchmarks 16 cases): split it with TUTORIALS=" " / BENCHMARKS=" "
 # (or lists of files), GPU_TESTS (test paths, default tests/gpu) and PYTEST_ARGS, e.g.
-# BENCHMARKS=" " TUTORIALS=" " for the tests alone.
+# BENCHMARKS=" " TUTORIALS=" " for the tests alone. Device tool calls, after pack_core.sh here:
+#   command: BENCHMARKS=" " TUTORIALS=" " scripts/gpu.sh      carry: [".carry"]
+#   command: GPU_TESTS=" " BENCHMARKS=" " scripts/gpu.sh      carry: [".carry"]   (tutorials)
+#   command: GPU_TESTS=" " TUTORIALS=" " scripts/gpu.sh       carry: [".carry"]   (benchmarks)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-results}
@@ -31,7 +34,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 status=0
 step() { echo; echo "=== $*"; "$@" || status=1; }
 # From the checkout's root python/ is not on the path: the tests import the installed package.
-step "$PYTHON" -m pytest -q -rs ${GPU_TESTS:-tests/gpu} ${PYTEST_ARGS:-}
+gpu_tests=${GPU_TESTS:-tests/gpu}
+[ -z "${gpu_tests// }" ] || step "$PYTHON" -m pytest -q -rs $gpu_tests ${PYTEST_ARGS:-}
 for t in ${TUTORIALS:-tutorials/[0-9]*.py}; do step "$PYTHON" "$t"; done
 for b in ${BENCHMARKS:-benchmarks/*.py}; do
   extra=()  # attention.py's full sweeps outlast one device call: --quick here (its docstring)
