@@ -1,24 +1,52 @@
 # One entry point for humans and CI. `make help` lists the targets.
+#
+# `make test` and `make tutorial` test what users get: scripts/setup.sh makes the virtual
+# environment $(VENV), `pip install` builds this checkout into it (CMake build kept in
+# $(PIP_BUILD_DIR), so a reinstall is incremental and the C++ test binaries come from the same
+# build), and the tests import the installed package (no PYTHONPATH).
+# In-tree development: `make build` builds into $(BUILD_DIR) and copies the core and binding into
+# python/tessera; test-cpp, test-lit and test-python test that build (PYTHONPATH=python).
 BUILD_DIR ?= build
+PIP_BUILD_DIR ?= build-pip
+VENV ?= .venv
 PYTHON ?= python3
 JOBS ?= $(shell nproc)
+VPY := $(VENV)/bin/python
 # ccache, where installed, makes rebuilds in other checkouts (git worktrees beside this one) cheap.
 CCACHE := $(shell command -v ccache 2>/dev/null)
 CMAKE_ARGS ?= $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+PIP_CMAKE_ARGS ?= $(if $(CCACHE),-C cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 export CCACHE_BASEDIR ?= $(abspath $(CURDIR)/..)
-export PYTHONPATH := $(CURDIR)/python:$(PYTHONPATH)
+IN_TREE := PYTHONPATH=$(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
+LIT := -c "from lit.main import main; main()" -sv tests/lit
 
-.PHONY: help setup build test test-cpp test-lit test-python tutorial gpu clean
+.PHONY: help setup install build test test-cpp test-lit test-python tutorial gpu clean
 
 help:
-	@echo "make setup      install system and Python dependencies (apt + pip; idempotent)"
-	@echo "make build      configure and build the C++ core, tessera-opt and the Python module"
-	@echo "make test       build, then run C++ unit tests, lit text tests and Python tests (CPU)"
-	@echo "make tutorial   build, then run tutorials/01-vector-add.py (GPU if present, else interpreter)"
-	@echo "make gpu        (GPU machine) build the binding, run GPU tests and benchmarks"
+	@echo "make setup      install system packages (apt) and make the virtual environment $(VENV)"
+	@echo "make install    pip install this checkout into $(VENV) (builds the C++ core with CMake)"
+	@echo "make test       install, then C++ unit tests, lit tests and Python tests against it (CI)"
+	@echo "make tutorial   install, then tutorials/01-vector-add.py (GPU if present, else interpreter)"
+	@echo "make build      in-tree development build (python/tessera; run with PYTHONPATH=python)"
+	@echo "make test-cpp|test-lit|test-python   the tests against the in-tree build"
+	@echo "make gpu        (GPU machine) install the carried artifact, run GPU tests and benchmarks"
 
 setup:
-	./scripts/setup.sh
+	VENV=$(VENV) ./scripts/setup.sh
+
+install: setup
+	$(VPY) -m pip install --no-build-isolation -C build-dir=$(PIP_BUILD_DIR) \
+	    -C cmake.define.TESSERA_BUILD_TESTS=ON $(PIP_CMAKE_ARGS) .
+	@cd / && env -u PYTHONPATH $(abspath $(VPY)) -c \
+	    "import tessera; print('installed tessera', tessera.__version__, 'at', tessera.__file__)"
+
+test: install
+	$(PIP_BUILD_DIR)/bin/tessera-cpp-tests --gtest_brief=1
+	env -u PYTHONPATH $(VPY) $(LIT) --param tessera_opt=$(abspath $(VENV))/bin/tessera-opt
+	env -u PYTHONPATH $(VPY) -m pytest -q tests/python
+
+tutorial: install
+	env -u PYTHONPATH $(VPY) tutorials/01-vector-add.py
 
 build:
 	cmake -S . -B $(BUILD_DIR) -G Ninja $(CMAKE_ARGS) >/dev/null
@@ -28,19 +56,13 @@ test-cpp: build
 	$(BUILD_DIR)/bin/tessera-cpp-tests --gtest_brief=1
 
 test-lit: build
-	$(PYTHON) -c "from lit.main import main; main()" -sv tests/lit --param tessera_opt=$(abspath $(BUILD_DIR))/bin/tessera-opt
+	$(PYTHON) $(LIT) --param tessera_opt=$(abspath $(BUILD_DIR))/bin/tessera-opt
 
 test-python: build
-	$(PYTHON) -m pytest -q tests/python
-
-test: setup
-	$(MAKE) test-cpp test-lit test-python
-
-tutorial: setup build
-	$(PYTHON) tutorials/01-vector-add.py
+	$(IN_TREE) $(PYTHON) -m pytest -q tests/python
 
 gpu:
 	./scripts/gpu.sh
 
 clean:
-	rm -rf $(BUILD_DIR) python/tessera/_lib python/tessera/_tessera*.so
+	rm -rf $(BUILD_DIR) $(PIP_BUILD_DIR) python/tessera/_lib python/tessera/_tessera*.so

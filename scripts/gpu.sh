@@ -1,32 +1,45 @@
 #!/usr/bin/env bash
-# GPU machine entry point (one call of the device tool does it all): rebuild the thin Python
-# binding against the prebuilt core carried from the LLVM machine, then run the GPU tests,
-# the tutorial and the benchmarks. Results go to $OUT (or ./gpu-results) when set.
+# GPU machine entry point (one call of the device tool does it all): pip-install Tessera from the
+# artifact carried from the LLVM machine, then run the GPU tests, the tutorials and the
+# benchmarks against the installed package (no PYTHONPATH). Results go to $OUT (or ./gpu-results).
 #
-# Carried: .carry/core.tar.gz holding python/tessera/_lib/libtessera_core.so (scripts/pack_core.sh).
+# The artifact: on the LLVM machine run `scripts/pack_core.sh`, which writes
+# .carry/tessera-<version>.tar.gz (the sdist plus the prebuilt core, ~19 MB); pass carry=[".carry"]
+# to the device tool. Here `pip install --no-index --no-build-isolation` of it builds only the
+# binding and tessera-opt for this machine's Python (no LLVM, no registry) and installs them.
+#
 # Everything at once takes longer than one 10-minute device call (the tests take about 3 minutes,
 # tutorial 06 autotunes and benchmarks 16 cases): split it with TUTORIALS=" " / BENCHMARKS=" "
 # (or lists of files), GPU_TESTS (test paths, default tests/gpu) and PYTEST_ARGS, e.g.
-# BENCHMARKS=" " TUTORIALS=" " for the tests alone.
+# BENCHMARKS=" " TUTORIALS=" " for the tests alone. Device tool calls, after pack_core.sh here:
+#   command: BENCHMARKS=" " TUTORIALS=" " scripts/gpu.sh      carry: [".carry"]
+#   command: GPU_TESTS=" " BENCHMARKS=" " scripts/gpu.sh      carry: [".carry"]   (tutorials)
+#   command: GPU_TESTS=" " TUTORIALS=" " scripts/gpu.sh       carry: [".carry"]   (benchmarks)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-results}
+PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python TESSERA_CACHE_DIR=${TESSERA_CACHE_DIR:-/tmp/tessera-cache}
+unset PYTHONPATH
+export PYTHONUNBUFFERED=1 TESSERA_CACHE_DIR=${TESSERA_CACHE_DIR:-/tmp/tessera-cache}
 
-if [ -f .carry/core.tar.gz ]; then tar xzf .carry/core.tar.gz; fi
-[ -f python/tessera/_lib/libtessera_core.so ] || { echo "no prebuilt core: run scripts/pack_core.sh"; exit 2; }
-cmake -S . -B build-gpu -DTESSERA_BUILD_CORE=OFF -DTESSERA_PREBUILT_CORE=$PWD/python/tessera/_lib \
-      -DTESSERA_BUILD_TESTS=OFF >/dev/null && cmake --build build-gpu -j 16 >/dev/null || exit 3
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+artifact=$(ls -t .carry/tessera-*.tar.gz 2>/dev/null | head -1)
+[ -n "$artifact" ] || { echo "no .carry/tessera-*.tar.gz: run scripts/pack_core.sh, carry .carry"; exit 2; }
+"$PYTHON" -m pip uninstall -y -q tessera >/dev/null 2>&1  # a warm machine may hold an older one
+"$PYTHON" -m pip install --no-index --no-build-isolation "$artifact" >"$OUT/install.log" 2>&1 ||
+  { tail -40 "$OUT/install.log"; exit 3; }
+(cd / && "$PYTHON" -c "import tessera; print('tessera', tessera.__version__, 'at', tessera.__file__)") || exit 3
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
 status=0
 step() { echo; echo "=== $*"; "$@" || status=1; }
-step python3 -m pytest -q -rs ${GPU_TESTS:-tests/gpu} ${PYTEST_ARGS:-}
-for t in ${TUTORIALS:-tutorials/[0-9]*.py}; do step python3 "$t"; done
+# From the checkout's root python/ is not on the path: the tests import the installed package.
+gpu_tests=${GPU_TESTS:-tests/gpu}
+[ -z "${gpu_tests// }" ] || step "$PYTHON" -m pytest -q -rs $gpu_tests ${PYTEST_ARGS:-}
+for t in ${TUTORIALS:-tutorials/[0-9]*.py}; do step "$PYTHON" "$t"; done
 for b in ${BENCHMARKS:-benchmarks/*.py}; do
   extra=()  # attention.py's full sweeps outlast one device call: --quick here (its docstring)
   case $b in *attention.py) extra=(--quick --plot "$OUT/attention.png");; esac
-  step python3 "$b" --json "$OUT/$(basename "$b" .py).json" "${extra[@]}"
+  step "$PYTHON" "$b" --json "$OUT/$(basename "$b" .py).json" "${extra[@]}"
 done
 exit $status

@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
-# Packs the built core library (a stripped copy) into .carry/core.tar.gz for the GPU machine,
-# where scripts/gpu.sh unpacks it into python/tessera/_lib and builds only the binding.
+# Makes the artifact for machines without LLVM (the GPU machines): .carry/tessera-<version>.tar.gz,
+# Tessera's sdist with the prebuilt core (LLVM linked statically, stripped) in prebuilt/.
+# `pip install --no-build-isolation --no-index .carry/tessera-<version>.tar.gz` there compiles only
+# the pybind11 binding and tessera-opt for that machine's Python (CMake finds prebuilt/ and skips
+# the core; no LLVM needed) and installs the package (docs/install.md).
+# Carry it with the device tool's carry=[".carry"]; scripts/gpu.sh installs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
+PYTHON=${PYTHON:-python3}
 make build BUILD_DIR="$BUILD_DIR" >/dev/null
 staging=$(mktemp -d)
-mkdir -p "$staging/python/tessera/_lib" .carry
-strip --strip-unneeded -o "$staging/python/tessera/_lib/libtessera_core.so" "$BUILD_DIR/lib/libtessera_core.so"
-tar czf .carry/core.tar.gz -C "$staging" python
-rm -rf "$staging"
-ls -la .carry/core.tar.gz
+trap 'rm -rf "$staging"' EXIT
+# The PEP 517 hook itself (no `build` frontend needed); it logs to stdout, the name comes last.
+sdist=$("$PYTHON" -c "from scikit_build_core.build import build_sdist; print(build_sdist('$staging'))" | tail -1)
+tar xzf "$staging/$sdist" -C "$staging"
+root="$staging/${sdist%.tar.gz}"
+mkdir -p "$root/prebuilt" .carry
+strip --strip-unneeded -o "$root/prebuilt/libtessera_core.so" "$BUILD_DIR/lib/libtessera_core.so"
+rm -f .carry/tessera-*.tar.gz
+tar czf ".carry/$sdist" -C "$staging" "${sdist%.tar.gz}"
+ls -la ".carry/$sdist"

@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
 # Installs what Tessera needs on a fresh Debian 12 machine (CI's and developers'): LLVM 22
-# (static libraries + FileCheck), GoogleTest, Ninja, and the Python test dependencies.
+# (static libraries + FileCheck), GoogleTest, CMake, Ninja, a C++ compiler, then the virtual
+# environment $VENV (default .venv; it sees the system's Python packages) with the build and
+# test dependencies (requirements-dev.txt). `make install` then pip-installs Tessera into it.
 # Idempotent: does nothing that is already done.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
 
 need_apt=()
 command -v llvm-config-22 >/dev/null || need_apt+=(llvm-22-dev)
 [ -x /usr/lib/llvm-22/bin/FileCheck ] || need_apt+=(llvm-22-tools)
 [ -f /usr/lib/x86_64-linux-gnu/libgtest.a ] || [ -f /usr/lib/libgtest.a ] || need_apt+=(libgtest-dev)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v g++ >/dev/null || need_apt+=(g++)
 [ -f /usr/include/zstd.h ] || need_apt+=(libzstd-dev)
 [ -f /usr/include/zlib.h ] || need_apt+=(zlib1g-dev)
+# Debian's own python3 makes virtual environments only with python3-venv.
+if [ "$(command -v python3)" = /usr/bin/python3 ] && command -v dpkg >/dev/null &&
+   ! dpkg -s python3-venv >/dev/null 2>&1; then
+  need_apt+=(python3-venv)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-python3 - <<'PY' || python3 -m pip install -q -r requirements-dev.txt
-import importlib, sys
-for name in ("numpy", "pybind11", "pytest", "hypothesis", "lit", "ml_dtypes", "mpmath", "scipy",
-             "nbclient", "nbformat", "ipykernel"):
+[ -x "$VENV/bin/python" ] || python3 -m venv --system-site-packages "$VENV"
+"$VENV/bin/python" - <<'PY' || "$VENV/bin/python" -m pip install -q -r requirements-dev.txt
+import importlib
+for name in ("numpy", "pybind11", "scikit_build_core", "pytest", "hypothesis", "lit",
+             "ml_dtypes", "mpmath", "scipy", "nbclient", "nbformat", "ipykernel"):
     importlib.import_module(name)
 PY

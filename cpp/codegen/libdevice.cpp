@@ -67,7 +67,10 @@ void linkLibdevice(llvm::Module &module, const std::string &path) {
     return;
   std::string file = path.empty() ? kDefaultLibdevicePath : path;
   linkBitcode(module, file,
-              needed + " needs libdevice (set TESSERA_LIBDEVICE to the path of libdevice.10.bc)");
+              needed + " needs libdevice (set TESSERA_LIBDEVICE, or tessera-opt's --libdevice=, to "
+                       "the path of libdevice.10.bc; it comes with the CUDA toolkit in "
+                       "nvvm/libdevice/ and with NVIDIA's wheels: `pip install nvidia-nvvm` for "
+                       "CUDA 13, `pip install nvidia-cuda-nvcc-cu12` for CUDA 12)");
   for (llvm::Function &function : module)
     if (function.isDeclaration() && isLibdeviceName(function))
       throw ir::CompileError("codegen: libdevice at '" + file + "' has no function " +

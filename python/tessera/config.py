@@ -10,7 +10,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Generic, Optional, TypeVar
+from typing import Callable, Generic, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
 
@@ -35,11 +35,15 @@ class Knob(Generic[T]):
     default: T
     parse: Callable[[str], T]
     doc: str
+    # A default computed when the knob is read (``default`` is then only its description),
+    # from the environment variables named in ``reads``.
+    default_factory: Optional[Callable[[], T]] = None
+    reads: Tuple[str, ...] = ()
 
     def get(self) -> T:
         text = os.environ.get(self.name)
         if text is None or text == "":
-            return self.default
+            return self.default if self.default_factory is None else self.default_factory()
         try:
             return self.parse(text)
         except ValueError as error:
@@ -53,12 +57,17 @@ _RAW_ENVIRON = getattr(os.environ, "_data", None)
 
 
 def _default_cache_dir() -> str:
-    return str(Path.home() / ".cache" / "tessera")
+    """$XDG_CACHE_HOME/tessera (the XDG base directory spec ignores relative paths there),
+    else ~/.cache/tessera."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return str(base / "tessera")
 
 
 KNOBS = {
-    "cache_dir": Knob("TESSERA_CACHE_DIR", _default_cache_dir(), str,
-                      "Directory of the on-disk cache (cubins, metadata, tuning results)."),
+    "cache_dir": Knob("TESSERA_CACHE_DIR", "$XDG_CACHE_HOME/tessera or ~/.cache/tessera", str,
+                      "Directory of the on-disk cache (cubins, metadata, tuning results).",
+                      default_factory=_default_cache_dir, reads=("XDG_CACHE_HOME", "HOME")),
     "interpret": Knob("TESSERA_INTERPRET", False, _parse_bool,
                       "Run every @jit kernel on the CPU through the tile-IR interpreter."),
     "dump": Knob("TESSERA_DUMP", "", str,
@@ -119,6 +128,8 @@ class _Knobs:
         if _RAW_ENVIRON is None:
             return knob.get()
         raw = _RAW_ENVIRON.get(_encoded(knob.name))
+        if knob.reads:  # a default computed from other variables: they are part of the key
+            raw = (raw, *(_RAW_ENVIRON.get(_encoded(name)) for name in knob.reads))
         parsed = self._parsed.get(key)
         if parsed is None or parsed[0] != raw:
             parsed = (raw, knob.get())

@@ -25,8 +25,8 @@ from tessera.compiler import CompileOptions, compile_kernel  # noqa: E402
 from tessera.config import knobs  # noqa: E402
 from tessera.runtime import launcher  # noqa: E402
 from tessera.testing import do_bench  # noqa: E402
+from tessera.testing.environment import child_env  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # 8 configs; BLOCK 128..4096, num_warps 1..8.
 EIGHT = [tessera.Config({"BLOCK": b}, num_warps=w, num_stages=1)
@@ -134,8 +134,7 @@ print("benched", Counting.benched, "compiled", Counting.compiled)
 def test_a_fresh_process_reuses_the_tuning(tmp_path):
     script = tmp_path / "child_autotune.py"
     script.write_text(textwrap.dedent(CHILD))
-    env = dict(os.environ, TESSERA_CACHE_DIR=str(tmp_path / "child-cache"),
-               PYTHONPATH=os.path.join(ROOT, "python"))
+    env = child_env(TESSERA_CACHE_DIR=str(tmp_path / "child-cache"))
 
     def run():
         done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,

@@ -4,7 +4,6 @@ the GPU prints the same lines as the interpreter (in another order), and an asse
 stops the kernel with the CUDA runtime's message naming the file, line and message; in debug
 mode only (@jit(debug=True) or TESSERA_DEBUG=1), as Triton.
 """
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,7 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU", allow_module_level=True)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tessera.testing.environment import child_env  # noqa: E402
 
 PROGRAM = textwrap.dedent("""
     import sys
@@ -51,7 +50,7 @@ def run(where: str, limit: float, directory, debug: bool = True) -> subprocess.C
     # debug=False: the kernel without @jit(debug=True), its assert compiled to nothing
     script.write_text(PROGRAM if debug else PROGRAM.replace("@tessera.jit(debug=True)",
                                                             "@tessera.jit"))
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TESSERA_DEBUG="0")
+    env = dict(child_env(), TESSERA_DEBUG="0")
     return subprocess.run([sys.executable, str(script), where, str(limit)], env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -81,8 +80,7 @@ def test_device_assert_builds_nothing_without_debug(tmp_path):
         assert result.returncode == 0, result.stderr
         assert "x over the limit" not in result.stdout + result.stderr
     script = tmp_path / "debug_program.py"
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), TESSERA_DEBUG="1",
-               TESSERA_CACHE_DIR=str(tmp_path / "cache"))
+    env = child_env(TESSERA_DEBUG="1", TESSERA_CACHE_DIR=str(tmp_path / "cache"))
     knob = subprocess.run([sys.executable, str(script), "gpu", "0.0"], env=env,
                           capture_output=True, text=True, timeout=300)
     assert knob.returncode != 0 and "x over the limit" in knob.stdout + knob.stderr

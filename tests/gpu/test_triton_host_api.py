@@ -19,6 +19,7 @@ import tessera as triton  # noqa: E402
 import tessera.language as tl  # noqa: E402
 from tessera.config import knobs  # noqa: E402
 from tessera.jit import JITFunction  # noqa: E402
+from tessera.testing.environment import child_env
 
 
 @pytest.fixture
@@ -217,9 +218,7 @@ def test_debug_assert_fires_only_with_debug(tmp_path):
 
 
 def _env():
-    import os
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return {**os.environ, "PYTHONPATH": os.path.join(root, "python")}
+    return child_env()
 
 
 def test_do_bench_cudagraph_times_a_kernel():

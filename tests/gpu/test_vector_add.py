@@ -1,5 +1,4 @@
 """Vector add on the GPU: correctness with PyTorch, CuPy and JAX tensors, bad input, the cache."""
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,8 +12,8 @@ if not torch.cuda.is_available():
 
 import tessera
 import tessera.language as tl
+from tessera.testing.environment import child_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @tessera.jit
@@ -109,8 +108,7 @@ def test_missing_constexpr():
 def _run_child(code: str, cache_dir) -> subprocess.CompletedProcess:
     script = cache_dir / "child.py"        # a file: kernels need readable source
     script.write_text(textwrap.dedent(code))
-    env = dict(os.environ, TESSERA_CACHE_DIR=str(cache_dir / "cache"),
-               PYTHONPATH=os.path.join(ROOT, "python"))
+    env = child_env(TESSERA_CACHE_DIR=str(cache_dir / "cache"))
     return subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                           text=True, timeout=300)
 

@@ -1,6 +1,15 @@
-# Tests import the in-tree package (python/tessera) with the module built by `make build`.
+# Tests run against the Tessera that Python imports: the installed package (pip install; what
+# `make test` and CI test) or, with PYTHONPATH=python, the in-tree build of `make build`. Only
+# when neither is importable does the checkout's python/ go on the path. The header says which.
+import importlib.util
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+if importlib.util.find_spec("tessera") is None:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+
+
+def pytest_report_header(config):
+    import tessera
+    return f"tessera {tessera.__version__} from {os.path.dirname(tessera.__file__)}"

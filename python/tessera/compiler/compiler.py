@@ -21,7 +21,7 @@ from .. import frontend
 from .._tessera import codegen as _codegen
 from .._tessera import passes as _passes
 from ..config import knobs
-from . import ptxas
+from . import cuda_paths, ptxas
 
 # The default pipeline, by stage. Pass names are the registered names (one name per pass file).
 PIPELINES: Dict[str, List[str]] = {
@@ -56,9 +56,18 @@ class CompileOptions:
         return repr(dataclasses.astuple(self))
 
 
+class MissingStage(KeyError):
+    """A stage that was not made, with the reason (KeyError prints its message quoted)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class KernelAsm(dict):
-    """The stages of a compiled kernel by name; Triton's names of the first two stages
-    ("ttir", "ttgir") read Tessera's ("tir", "tgir")."""
+    """``CompiledKernel.asm``: stage name -> text (or bytes). Triton's names of the first two
+    stages ("ttir", "ttgir") read Tessera's ("tir", "tgir"). Without ptxas there is no "cubin"
+    (the driver assembles the PTX when the kernel is loaded on a GPU); asking for one says
+    what is missing and how to get it."""
 
     _ALIASES = {"ttir": "tir", "ttgir": "tgir"}
 
@@ -66,6 +75,9 @@ class KernelAsm(dict):
         alias = self._ALIASES.get(key)
         if alias is not None and alias in self:
             return self[alias]
+        if key == "cubin":
+            raise MissingStage(f"no 'cubin' stage: {cuda_paths.ptxas_missing_message()}; on a "
+                               "GPU the driver assembles the 'ptx' stage when the kernel loads")
         raise KeyError(key)
 
 
@@ -131,12 +143,12 @@ def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
 
 def libdevice_path() -> str:
     """libdevice.10.bc for the math ops that need it (codegen links it only then):
-    TESSERA_LIBDEVICE, else the CUDA toolkit's ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda);
+    TESSERA_LIBDEVICE, else a CUDA toolkit's or NVIDIA wheel's (compiler/cuda_paths.py);
     "" when none exists, and codegen reports a missing libdevice if a kernel needs it."""
     if knobs.libdevice:
         return knobs.libdevice
-    for bin_dir in ptxas._toolkit_directories():  # CUDA_HOME, CUDA_PATH, /usr/local/cuda
-        candidate = os.path.join(os.path.dirname(bin_dir), "nvvm", "libdevice", "libdevice.10.bc")
+    for bin_dir in ptxas._toolkit_directories():  # each root's bin/; nvvm/ is its sibling
+        candidate = os.path.join(os.path.dirname(bin_dir), cuda_paths.LIBDEVICE)
         if os.path.isfile(candidate):
             return candidate
     return ""
@@ -151,14 +163,16 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     consumed) instead of running the front end again (the autotuner reads it first)."""
     module = tile_ir if tile_ir is not None else build_tile_ir(
         fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps, options.debug)
-    asm: Dict[str, Any] = {"tir": module.str()}
+    asm: Dict[str, Any] = KernelAsm(tir=module.str())
     module.set_attr("num_stages", options.num_stages)  # the pipeliner's default depth
     module.set_attr("wgmma", int(options.wgmma and options.arch == "sm_90a"))
     module.set_attr("wgmma_overlap", int(options.wgmma_overlap))
     _run_pipeline(module, "tgir")
     asm["tgir"] = module.str()
+    # None found: codegen names the default place in its error, if the kernel needs libdevice.
+    libdevice = libdevice_path() or os.path.join(cuda_paths.DEFAULT_TOOLKIT, cuda_paths.LIBDEVICE)
     generated = _codegen.generate(module, arch=options.arch, num_warps=options.num_warps,
-                                  opt_level=options.opt_level, libdevice_path=libdevice_path(),
+                                  opt_level=options.opt_level, libdevice_path=libdevice,
                                   enable_fp_fusion=options.enable_fp_fusion,
                                   maxnreg=options.maxnreg or 0)
     asm["llir"] = generated["llvm_ir"]

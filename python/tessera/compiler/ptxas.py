@@ -1,9 +1,9 @@
 """ptxas: PTX text -> cubin for one exact arch, with the resources each kernel uses.
 
 The last compile stage. ptxas is looked for in ``knobs.ptxas`` (TESSERA_PTXAS), then PATH, then
-$CUDA_HOME/bin and /usr/local/cuda/bin. When it is not installed, :func:`assemble` returns None
-and the caller lets the driver's JIT linker make the cubin on the GPU machine
-(``tessera.runtime.driver.jit_ptx_to_cubin``).
+the CUDA toolkits and NVIDIA's pip wheels (cuda_paths.py says where). When it is not installed,
+:func:`assemble` returns None and the caller lets the driver's JIT linker make the cubin on the
+GPU machine (``tessera.runtime.driver.jit_ptx_to_cubin``).
 
 Example::
 
@@ -27,6 +27,7 @@ from typing import Dict, Optional, Sequence
 from ..errors import PTXASError
 
 from ..config import knobs
+from . import cuda_paths
 
 _ARCH = re.compile(r"^sm_\d{2,3}[af]?$")
 _REPORT_FIELDS = ("registers", "spill_stores", "spill_loads", "stack_bytes", "shared_bytes")
@@ -71,10 +72,8 @@ class PtxasResult:
 
 
 def _toolkit_directories() -> Sequence[str]:
-    """Where a CUDA toolkit's ptxas lives when it is not on PATH."""
-    # CUDA_HOME / CUDA_PATH are the CUDA toolkit's own conventions, not Tessera knobs.
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    return [os.path.join(home, "bin") for home in homes if home]
+    """Where a CUDA toolkit's (or NVIDIA wheel's) ptxas lives when it is not on PATH."""
+    return [os.path.join(root, "bin") for root in cuda_paths.cuda_roots()]
 
 
 def find_ptxas() -> Optional[str]:
@@ -82,7 +81,8 @@ def find_ptxas() -> Optional[str]:
     configured = knobs.ptxas
     if configured:
         if not (os.path.isfile(configured) and os.access(configured, os.X_OK)):
-            raise PtxasError(f"TESSERA_PTXAS={configured!r} is not an executable file")
+            raise PtxasError(f"TESSERA_PTXAS={configured!r} is not an executable file; "
+                             "point it at ptxas or unset it to search for one")
         return configured
     found = shutil.which("ptxas")
     if found:

@@ -30,7 +30,8 @@ def compiler_build_id() -> str:
     digest = hashlib.sha256()
     assembler = ptxas.find_ptxas()
     digest.update(f"ptxas {ptxas.version(assembler) if assembler else 'driver-jit'}".encode())
-    core = _PACKAGE / "_lib" / "libtessera_core.so"
+    from .. import _tessera  # the core sits beside the binding (elsewhere in editable installs)
+    core = Path(_tessera.__file__).resolve().parent / "_lib" / "libtessera_core.so"
     if core.exists():
         stat = core.stat()
         digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())

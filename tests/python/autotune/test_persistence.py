@@ -14,9 +14,9 @@ from fakes import FakeBackend
 from tessera.autotuner import Target, results
 from tessera.config import knobs
 from tessera.runtime.cache import KernelCache
+from tessera.testing.environment import child_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 
 @tessera.jit(interpret=True)
@@ -131,8 +131,7 @@ print("benched", len(add_kernel.backend.benched), "compiled", len(add_kernel.bac
 def run_child(tmp_path, **env):
     script = tmp_path / "child_kernel.py"            # a file: kernels need readable source
     script.write_text(textwrap.dedent(CHILD))
-    environment = dict(os.environ, TESSERA_CACHE_DIR=str(tmp_path / "child-cache"),
-                       PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), HERE]), **env)
+    environment = child_env([HERE], TESSERA_CACHE_DIR=str(tmp_path / "child-cache"), **env)
     done = subprocess.run([sys.executable, str(script)], env=environment, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -9,8 +9,8 @@ import time
 import pytest
 from tessera import cache as cli
 from tessera.runtime.cache import KernelCache
+from tessera.testing.environment import child_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 KERNEL_KEY = "aa" + "1" * 62
 DAMAGED_KEY = "ab" + "2" * 62
 TUNING_KEY = "cd" + "3" * 62
@@ -80,8 +80,7 @@ def test_clear_by_kind_then_all(directory):
 
 
 def test_module_entry_point(directory):
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"),
-               TESSERA_CACHE_DIR=str(directory))
+    env = child_env(TESSERA_CACHE_DIR=str(directory))
     done = subprocess.run([sys.executable, "-m", "tessera.cache", "size"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from tessera.testing.environment import child_env
 
 if importlib.util.find_spec("jax") is None:
     pytest.skip("jax is not installed (pip install jax jaxlib)", allow_module_level=True)
@@ -74,7 +75,7 @@ CHECKS = textwrap.dedent("""
 def test_jax_cpu_arrays(tmp_path, check):
     script = tmp_path / "jax_checks.py"
     script.write_text(CHECKS)
-    env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "python"), "JAX_PLATFORMS": "cpu"}
+    env = child_env(JAX_PLATFORMS="cpu")
     done = subprocess.run([sys.executable, str(script), check], capture_output=True, text=True,
                           env=env, timeout=300)
     assert done.returncode == 0 and f"passed {check}" in done.stdout, done.stdout + done.stderr

@@ -2,20 +2,19 @@
 # interpret mode; redefining it, or a @jit helper it calls, or a tl.constexpr global it reads,
 # in a later cell takes effect on the next launch. Kernels defined in cells have readable source
 # (IPython registers each cell's text in linecache), and errors point into the cell.
-from pathlib import Path
-
 import pytest
 
 nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed (make setup)")
 nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed (make setup)")
 pytest.importorskip("ipykernel", reason="ipykernel is not installed (make setup)")
+from tessera.testing.environment import package_root  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[3]
+PATHS = [root] if (root := package_root()) else []
 
 CELLS = [
     # 0: setup
     f"""import sys
-sys.path.insert(0, {str(ROOT / 'python')!r})
+sys.path[:0] = {PATHS!r}  # where this process found tessera, if not installed
 import inspect
 import numpy as np
 import tessera

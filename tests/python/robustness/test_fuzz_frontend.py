@@ -6,6 +6,7 @@ import os
 import random
 import subprocess
 import sys
+from tessera.testing.environment import child_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -17,7 +18,7 @@ def test_random_kernels_never_crash_hang_or_fail_internally():
     result = subprocess.run([sys.executable, os.path.join(HERE, "fuzz_frontend.py"),
                              "--examples", str(examples), "--seed", str(seed)],
                             capture_output=True, text=True, timeout=60 + examples * 0.05,
-                            env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+                            env=child_env())
     assert result.returncode == 0, (f"seed {seed}: exit {result.returncode}\n"
                                     f"{result.stdout[-6000:]}\n{result.stderr[-3000:]}")
     assert f"{examples} examples" in result.stdout

@@ -12,6 +12,7 @@ import tessera
 import tessera.language as tl
 from tessera import _triton_api
 from tessera.errors import UnsupportedLanguageConstruct
+from tessera.testing.environment import child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -20,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 def test_the_doc_page_is_current():
     done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen_triton_compat.py"),
                            "--check"], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "python")})
+                          env=child_env())
     assert done.returncode == 0, done.stderr + " (run scripts/gen_triton_compat.py)"
 
 

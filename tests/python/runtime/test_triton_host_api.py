@@ -13,6 +13,7 @@ from tessera import _triton_api
 from tessera.config import knobs
 from tessera.errors import TritonAPINotSupported
 from tessera.runtime import driver
+from tessera.testing.environment import child_env
 
 
 def reference_next_power_of_2(n: int) -> int:
@@ -198,13 +199,11 @@ def test_subpackages_are_reachable_as_attributes_in_a_fresh_process():
     import os
     import subprocess
     import sys
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
     code = ("import tessera as triton\n"
             "assert triton.compiler.errors.CompilationError is triton.CompilationError\n"
             "assert triton.runtime.driver.active is triton.runtime.driver.default\n"
             "assert triton.runtime.errors.OutOfResources is triton.OutOfResources\n"
             "print('ok')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.path.join(root, "python")})
+                          env=child_env())
     assert done.stdout.strip() == "ok", done.stderr
