@@ -28,6 +28,7 @@ machine without a GPU; ``--json``).
 from __future__ import annotations
 
 import argparse
+import contextvars
 import importlib
 import json
 import runpy
@@ -58,6 +59,11 @@ _ARCH_PROPERTIES = {  # as the driver reports them for those devices
                                233472, 65536, 52428800),
 }
 _ARCH_PROPERTIES["sm_90"] = _ARCH_PROPERTIES["sm_90a"]
+
+# The arch a static report compiles for, while an autotuner's pruning runs for it: configs
+# that depend on the arguments' GPU (the attention kernels' wgmma tiles) read it for
+# arguments on no GPU (``static_arch.get("")``).
+static_arch: contextvars.ContextVar[str] = contextvars.ContextVar("static_arch", default="")
 
 
 def peaks(device_name: str) -> Optional[Tuple[float, float]]:
@@ -157,7 +163,7 @@ def _on_gpu(args) -> bool:
     return any(getattr(getattr(a, "device", None), "type", None) == "cuda" for a in args)
 
 
-def _chosen(kernel, args, kwargs, grid, measure: bool):
+def _chosen(kernel, args, kwargs, grid, measure: bool, arch: str):
     """(jit function, kwargs with the config's meta-parameters, config dict): an Autotuner's
     tuned choice (it launches once to tune when `measure`), else its untuned first config."""
     from .autotuner.tuner import Autotuner
@@ -168,7 +174,11 @@ def _chosen(kernel, args, kwargs, grid, measure: bool):
         config = kernel.best_config
     else:
         named = {**kernel._defaults, **dict(zip(kernel.arg_names, args)), **kwargs}
-        kept = kernel.prune_configs(kwargs, named)
+        token = static_arch.set(arch)
+        try:
+            kept = kernel.prune_configs(kwargs, named)
+        finally:
+            static_arch.reset(token)
         config = kept[0] if kept else kernel.configs[0]
     meta = config.all_kwargs()
     return kernel.jit_fn, {**kwargs, **meta}, {k: v for k, v in meta.items()
@@ -203,7 +213,6 @@ def report(kernel, *args, grid, bytes: Model = None, flops: Model = None,
     from .runtime import driver
     if measure is None:
         measure = _on_gpu(args) and driver.driver_available()[0]
-    jit_fn, final, config = _chosen(kernel, args, kwargs, grid, measure)
     if measure:
         from .runtime.launcher import arch_of
         props = driver.get_device_properties(0)
@@ -211,9 +220,10 @@ def report(kernel, *args, grid, bytes: Model = None, flops: Model = None,
     else:
         arch = arch or "sm_90a"
         if arch not in _ARCH_PROPERTIES:
-            raise ValueError(f"report({jit_fn.__name__}): no device properties for arch "
+            raise ValueError(f"report({kernel.__name__}): no device properties for arch "
                              f"{arch!r} without a GPU; use one of {sorted(_ARCH_PROPERTIES)}")
         props = _ARCH_PROPERTIES[arch]
+    jit_fn, final, config = _chosen(kernel, args, kwargs, grid, measure, arch)
     num_warps, num_stages = final.pop("num_warps", 4), final.pop("num_stages", 1)
     for extra in ("num_ctas", "maxnreg"):
         final.pop(extra, None)
