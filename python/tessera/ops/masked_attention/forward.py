@@ -169,13 +169,22 @@ def attention_masked_forward(q, k, v, mask=None, bias=None, causal: bool = False
     B, H, Sq, D = q.shape
     out = _empty(q) if out is None else out
     lse = _empty(q, (B, H, Sq), fp32=True) if lse is None else lse
+    grid, args, kwargs = forward_launch(q, k, v, mask, bias, causal, sm_scale, out, lse)
+    _tuned_fwd[grid](*args, **kwargs)
+    return out, lse
+
+
+def forward_launch(q, k, v, mask, bias, causal, sm_scale, out, lse) -> tuple:
+    """(grid, args, kwargs) of the autotuned forward kernel for these inputs and outputs, as
+    attention_masked_forward launches it (``_tuned_fwd.report(*args, grid=grid, **kwargs)``
+    reports the config the autotuner picks)."""
+    B, H, Sq, D = q.shape
     sm_scale = D ** -0.5 if sm_scale is None else sm_scale
     mask_arg, bias_arg, lists, NQ, NK, list_b, list_h, bs, ms = prepare(
         q, k, mask, bias, causal)
-    _tuned_fwd[(lambda meta: (tessera.cdiv(Sq, meta["BLOCK_M"]), B * H))](
-        q, k, v, bias_arg, mask_arg, out, lse, *lists, sm_scale * LOG2E, H,
-        H // k.shape[1], Sq, k.shape[2], NQ, NK, list_b, list_h, *_strides(q)[:3],
-        *_strides(k)[:3], *_strides(v)[:3], *_strides(out)[:3], *bs, *ms, D=D, SUPER=SUPER,
-        CAUSAL=causal, HAS_MASK=mask is not None, HAS_BIAS=bias is not None,
-        RELOAD=reload_tiles(q))
-    return out, lse
+    args = (q, k, v, bias_arg, mask_arg, out, lse, *lists, sm_scale * LOG2E, H,
+            H // k.shape[1], Sq, k.shape[2], NQ, NK, list_b, list_h, *_strides(q)[:3],
+            *_strides(k)[:3], *_strides(v)[:3], *_strides(out)[:3], *bs, *ms)
+    kwargs = dict(D=D, SUPER=SUPER, CAUSAL=causal, HAS_MASK=mask is not None,
+                  HAS_BIAS=bias is not None, RELOAD=reload_tiles(q))
+    return (lambda meta: (tessera.cdiv(Sq, meta["BLOCK_M"]), B * H)), args, kwargs
