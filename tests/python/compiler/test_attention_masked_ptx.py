@@ -13,6 +13,7 @@ from tessera._tessera import ir
 from tessera.compiler import ptxas
 import tessera.ops.flash_attention as fa
 import tessera.ops.masked_attention as ma
+from tessera.ops.masked_attention.blocks import masked_candidates
 from tessera.ops.masked_attention.forward import prepare
 
 KERNELS = {"fwd": ma.attention_masked_fwd_kernel, "dkdv": ma.attention_masked_bwd_dkdv_kernel,
@@ -42,7 +43,7 @@ def arguments(name, q, k, v, o, lse, delta, do, grads, mask, bias, dbias, causal
 
 
 def compile_masked(name, args, D, causal, arch, dbias_mode=0):
-    block_m, block_n, num_warps, num_stages = fa.config(name, args[0], arch)
+    block_m, block_n, num_warps, num_stages = masked_candidates(name, args[0], arch)[0]
     extra = {"DBIAS": dbias_mode} if name == "dkdv" else {}
     return KERNELS[name].compile(*args, D=D, BLOCK_M=block_m, BLOCK_N=block_n, SUPER=ma.SUPER,
                                  CAUSAL=causal, HAS_MASK=True, HAS_BIAS=True, RELOAD=False,
@@ -76,7 +77,12 @@ def test_on_tensor_cores_and_pipelined(name, D, arch):
     assert "not pipelined" not in kernel.asm.get("pipeline", "")
     if ptxas.find_ptxas() is None:
         pytest.skip("ptxas not found: PTX not assembled")
-    assert kernel.metadata["registers"] > 0
+    # The defaults spill nothing, except dK/dV (mask and bias tiles beside four products'
+    # operands: on wgmma every candidate spills a few dozen bytes, sm_80 4 bytes with the
+    # per-column dBias; to be tuned).
+    limit = 64 if name == "dkdv" else 0
+    assert 0 < kernel.metadata["registers"] and kernel.metadata["spill_stores"] <= limit, (
+        kernel.metadata)
 
 
 @pytest.mark.parametrize("arch, D", [("sm_80", 64), ("sm_90a", 128)])

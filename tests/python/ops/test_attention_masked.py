@@ -218,3 +218,19 @@ def test_torch_ops_eager_autograd_and_opcheck():
     torch.library.opcheck(torch.ops.tessera.attention_masked_backward.default,
                           (*args[:3], o, lse, torch.ones_like(o), mask, bias.detach(), False,
                            0.2, True))
+
+
+def test_byte_and_flop_model(interpret):
+    from tessera.ops.masked_attention.model import model
+    B, H, S, D = 2, 4, 256, 64
+    q = np.zeros((B, H, S, D), np.float16)
+    mask = np.ones((1, 1, S, S), bool)
+    mask[..., :128, 128:] = False  # one of the four 128-blocks dead
+    table = block_table(mask, q.shape, S, False)
+    moved, flops = model(q, q, table, mask=None)
+    assert flops == 2 * 2 * B * H * (3 * 128 * 128) * D
+    assert moved == (2 * B * H * S * D + 2 * B * H * S * D) * 2 + B * H * S * 4
+    _, backward_flops = model(q, q, table, backward=True)
+    assert backward_flops == 5 / 2 * flops
+    with_bias, _ = model(q, q, table, mask=None, bias=np.zeros((1, H, 1, S), np.float32))
+    assert with_bias == moved + H * S * 4

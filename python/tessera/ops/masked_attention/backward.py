@@ -3,7 +3,8 @@ kernels walking the live-block lists of blocks.py instead of every block.
 
 With S = Q Kᵀ · sm_scale + bias (−inf where masked), P = softmax(S), O = P V:
 
-    dV = Pᵀ dO    dP = dO Vᵀ    dS = P ⊙ (dP − Δ)    dQ = dS K · sm_scale    dK = dSᵀ Q · sm_scale
+    dV = Pᵀ dO    dP = dO Vᵀ    dS = P ⊙ (dP − Δ)
+    dQ = dS K · sm_scale    dK = dSᵀ Q · sm_scale
     dBias = dS summed over the dims along which bias broadcasts
 
 1. Δ = rowsum(dO ⊙ O): the dense backward's preprocess kernel.
@@ -208,7 +209,8 @@ def attention_masked_bwd_dq_kernel(
              dq.to(dq_ptr.dtype.element_ty), mask=rows[:, None] < Sq)
 
 
-_tuned_dkdv = autotuned("dkdv", attention_masked_bwd_dkdv_kernel, reset=["dbias_ptr"])
+_tuned_dkdv = autotuned("dkdv", attention_masked_bwd_dkdv_kernel, reset=["dbias_ptr"],
+                        keys=["DBIAS"])
 _tuned_dq = autotuned("dq", attention_masked_bwd_dq_kernel)
 
 

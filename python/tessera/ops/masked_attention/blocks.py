@@ -152,7 +152,25 @@ def check(fn: str, q, k, v, mask, bias) -> None:
             raise ValueError(f"{fn}: {name} must be {' or '.join(kinds)}, got {x.dtype}")
 
 
-def autotuned(kernel: str, fn, reset=()):
+# The masked kernels hold the mask and bias tiles beside the dense kernels' tiles, so a dense
+# default may spill here: these candidates go first instead (ptxas, sm_80 / sm_90a, with mask
+# and bias; dK/dV on wgmma still spills 12-40 bytes in every candidate).
+# (kernel, D, wgmma table?) -> the default
+MASKED_DEFAULTS = {("dq", 128, True): (128, 32, 8, 2), ("dkdv", 64, True): (64, 128, 8, 2),
+                   ("dkdv", 64, False): (32, 64, 4, 3)}
+
+
+def masked_candidates(kernel: str, x, arch: str | None = None) -> list:
+    """candidates(kernel, x, arch) with MASKED_DEFAULTS' choice first."""
+    found = candidates(kernel, x, arch)
+    wgmma = any(found is table.get(x.shape[-1]) for table in (WGMMA_CONFIGS[kernel],))
+    first = MASKED_DEFAULTS.get((kernel, x.shape[-1], wgmma))
+    if first in found and not _is_fp32(x):
+        return [first] + [c for c in found if c != first]
+    return found
+
+
+def autotuned(kernel: str, fn, reset=(), keys=()):
     """`fn` autotuned over the dense attention kernels' candidates for `kernel` (the masked
     kernels keep their structure), keyed on lengths, head dim, causal and which inputs exist;
     the results stay on disk like every @tessera.autotune."""
@@ -162,10 +180,10 @@ def autotuned(kernel: str, fn, reset=()):
                                  num_stages=t[3]) for t in tuples}
 
     def for_this_launch(_configs, nargs, **kwargs):
-        return [configs[t] for t in candidates(kernel, nargs["q_ptr"])]
+        return [configs[t] for t in masked_candidates(kernel, nargs["q_ptr"])]
 
     return tessera.autotune(configs=list(configs.values()),
-                            key=["Sq", "Sk", "D", "CAUSAL", "HAS_MASK", "HAS_BIAS"],
+                            key=["Sq", "Sk", "D", "CAUSAL", "HAS_MASK", "HAS_BIAS", *keys],
                             reset_to_zero=list(reset),
                             prune_configs_by={"early_config_prune": for_this_launch})(fn)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .blocks import SUPER
+from .blocks import SUPER, masked_candidates
 
 
 def _count(table) -> tuple:
@@ -66,19 +66,25 @@ def report_cases(S: int = 4096, D: int = 128, live: float = 0.5, heads: int = 8)
     st = tuple(s // 2 for s in q.strides[:3])
     common = (heads, 1, S, S, NQ, NK, lb, lh)
     flags = dict(D=D, SUPER=SUPER, CAUSAL=False, HAS_MASK=True, HAS_BIAS=True, RELOAD=False)
+    from tessera.report import static_arch
+    arch = static_arch.get() or "sm_90a"
+    tiles = {name: dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"),
+                            masked_candidates(name, q, arch)[0]))
+             for name in ("fwd", "dkdv", "dq")}
     fwd = model(q, q, table, mask, bias)
     bwd = model(q, q, table, mask, bias, backward=True)
     dbias = np.zeros(bias.shape, np.float32)
     return [
         case(attention_masked_fwd_kernel, q, q, q, bias_arg, mask_arg, q, lse, *lists[:2],
-             0.1 * LOG2E, *common, *st * 4, *bs, *ms, grid=(S // 128, heads), bytes=fwd[0],
-             flops=fwd[1], BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2, **flags),
+             0.1 * LOG2E, *common, *st * 4, *bs, *ms,
+             grid=(S // tiles["fwd"]["BLOCK_M"], heads), bytes=fwd[0], flops=fwd[1],
+             **tiles["fwd"], **flags),
         case(attention_masked_bwd_dkdv_kernel, q, q, q, q, q, q, lse, lse, bias_arg, mask_arg,
              dbias, *lists[2:], 0.1, 0.1 * LOG2E, *common, *st * 6, *bs, *ms, 0, 0, 0, 1,
-             grid=(S // 64, heads), bytes=bwd[0] * 0.6, flops=bwd[1] * 0.8,  # 4 of 5 products BLOCK_M=32,
-             BLOCK_N=64, num_warps=4, num_stages=2, DBIAS=2, **flags),
+             grid=(S // tiles["dkdv"]["BLOCK_N"], heads), bytes=bwd[0] * 0.6,
+             flops=bwd[1] * 0.8, DBIAS=2, **tiles["dkdv"], **flags),  # 4 of the 5 products
         case(attention_masked_bwd_dq_kernel, q, q, q, q, q, lse, lse, bias_arg, mask_arg,
-             *lists[:2], 0.1, 0.1 * LOG2E, *common, *st * 5, *bs, *ms, grid=(S // 128, heads),
-             bytes=bwd[0] * 0.4, flops=bwd[1] * 0.6, BLOCK_M=128, BLOCK_N=64, num_warps=8,
-             num_stages=2, **flags),
+             *lists[:2], 0.1, 0.1 * LOG2E, *common, *st * 5, *bs, *ms,
+             grid=(S // tiles["dq"]["BLOCK_M"], heads), bytes=bwd[0] * 0.4, flops=bwd[1] * 0.6,
+             **tiles["dq"], **flags),  # 3 of the 5 products
     ]
