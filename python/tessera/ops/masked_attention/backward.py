@@ -226,7 +226,8 @@ def attention_masked_backward(q, k, v, o, lse, do, mask=None, bias=None, causal:
     v, mask, bias, causal, sm_scale)`` for the output gradient ``do``.
 
     Args:
-        q, k, v, mask, bias, causal, sm_scale: as given to the forward; o, lse: its outputs.
+        q, k, v, mask, bias, causal, sm_scale: as given to the forward (float16, bfloat16 or
+            float32 inputs); o, lse: its outputs.
         do: (B, Hq, Sq, D) like q (a last dim that is not contiguous is copied first).
         bias_grad: also compute dbias (else it is None).
 
