@@ -315,4 +315,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the importable module's main, not this __main__ copy: library code reads
+    # tessera.report.static_arch, which must be the one report() sets.
+    from tessera.report import main as _main
+    sys.exit(_main())

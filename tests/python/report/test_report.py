@@ -150,3 +150,24 @@ def test_command_line_reports_each_case(tmp_path):
     text = subprocess.run([sys.executable, "-m", "tessera.report", str(script), "--arch",
                            "sm_90a"], capture_output=True, text=True, env=env, check=True)
     assert text.stdout.count("registers/thread") == 2
+
+
+@needs_ptxas
+def test_library_kernels_report_their_arch_configs_without_spills():
+    # benchmarks/kernel_reports.py through the command line for sm_90a: the attention
+    # autotuners prune for the reported arch (wgmma tiles), and the library's default
+    # configs spill nothing (the masked dK/dV excepted: a few dozen bytes, to be tuned).
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-m", "tessera.report",
+                           os.path.join(root, "benchmarks", "kernel_reports.py"), "--arch",
+                           "sm_90a", "--json"], capture_output=True, text=True, env=env,
+                          check=True)
+    rows = {r["kernel"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert rows["attention_fwd_kernel"]["config"]["BLOCK_M"] == 128
+    for name, row in rows.items():
+        assert row["arch"] == "sm_90a" and row["bytes"] > 0 and row["flops"] > 0, name
+        limit = 64 if name == "attention_masked_bwd_dkdv_kernel" else 0
+        assert row["spill_stores"] <= limit, row
+    assert len(rows) == 8
