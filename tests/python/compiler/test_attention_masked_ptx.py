@@ -111,3 +111,17 @@ def test_compiled_ir_runs_in_the_interpreter(arch, D):
                      (dbias, grads_ref[3])):
         got, ref = got.astype(np.float64), ref.astype(np.float64)
         assert np.linalg.norm(got - ref) <= 2e-2 * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_live_block_table_kernel_compiles_without_spills(arch):
+    mask = np.zeros((1, 1, 300, 300), np.uint8)
+    table = np.zeros((1, 3, 3), np.int32)
+    kernel = ma.mask_blocks_kernel.compile(mask, table, 1, 300, 300, 3, 3, 0, 0, 300, 1,
+                                           HAS_MASK=True, CAUSAL=True, SUPER=ma.SUPER,
+                                           CHUNK=32, num_warps=4, arch=arch)
+    ptx = kernel.asm["ptx"]
+    assert "ld.global" in ptx and "st.global" in ptx
+    if ptxas.find_ptxas() is None:
+        pytest.skip("ptxas not found: PTX not assembled")
+    assert kernel.metadata["spill_stores"] == 0

@@ -1,8 +1,8 @@
 """Which blocks of a masked attention are worth visiting: the live-block table and its lists,
 plus the host helpers of the masked kernels (argument checks, broadcast strides, autotuning).
 
-The mask is known only at run time, so a first small kernel (`mask_blocks_kernel`) reads it
-once and classes every SUPER x SUPER tile (SUPER = 128 query rows x 128 keys, FlexAttention's
+The mask is known only at run time, so a first small kernel (`mask_blocks_kernel`, one
+program per tile) reads it once and classes every SUPER x SUPER tile (SUPER = 128 query rows x 128 keys, FlexAttention's
 block size) as dead (no visible pair: skipped), partial (some: the kernels load the mask tile
 and select) or full (every pair visible and inside Sq x Sk: no mask load, no select). Causal
 and the sequence ends enter the same table. The host then sorts each row of the table into a
@@ -32,25 +32,26 @@ def mask_blocks_kernel(mask_ptr, table_ptr, Hm, Sq, Sk, NQ, NK, stride_mb, strid
                        stride_mm, stride_mn, HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr,
                        SUPER: tl.constexpr, CHUNK: tl.constexpr):
     """table[l, qb, kb] = 0 (no visible pair), 1 (some) or 2 (all, and inside Sq x Sk) for the
-    SUPER x SUPER tile (qb, kb) of mask head l = b * Hm + h; CHUNK rows are read at a time."""
+    SUPER x SUPER tile (qb, kb) of mask head l = b * Hm + h, one program per tile (many small
+    programs: the mask, S² bytes, is read at full bandwidth); CHUNK rows are read at a time."""
     qb = tl.program_id(0)
-    head = tl.program_id(1)
+    kb = tl.program_id(1)
+    head = tl.program_id(2)
     base = mask_ptr + (head // Hm) * stride_mb + (head % Hm) * stride_mh
-    for kb in range(0, NK):
-        cols = kb * SUPER + tl.arange(0, SUPER)
-        live = 0
-        for r in range(0, SUPER, CHUNK):
-            rows = qb * SUPER + r + tl.arange(0, CHUNK)
-            keep = (rows[:, None] < Sq) & (cols[None, :] < Sk)
-            if CAUSAL:
-                keep = keep & (cols[None, :] <= rows[:, None])
-            if HAS_MASK:
-                bits = tl.load(base + rows[:, None] * stride_mm + cols[None, :] * stride_mn,
-                               mask=keep, other=0)
-                keep = keep & (bits != 0)
-            live += tl.sum(keep.to(tl.int32))
-        kind = tl.where(live == 0, 0, tl.where(live == SUPER * SUPER, 2, 1))
-        tl.store(table_ptr + (head * NQ + qb) * NK + kb, kind.to(tl.int32))
+    cols = kb * SUPER + tl.arange(0, SUPER)
+    live = 0
+    for r in range(0, SUPER, CHUNK):
+        rows = qb * SUPER + r + tl.arange(0, CHUNK)
+        keep = (rows[:, None] < Sq) & (cols[None, :] < Sk)
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= rows[:, None])
+        if HAS_MASK:
+            bits = tl.load(base + rows[:, None] * stride_mm + cols[None, :] * stride_mn,
+                           mask=keep, other=0)
+            keep = keep & (bits != 0)
+        live += tl.sum(keep.to(tl.int32))
+    kind = tl.where(live == 0, 0, tl.where(live == SUPER * SUPER, 2, 1))
+    tl.store(table_ptr + (head * NQ + qb) * NK + kb, kind.to(tl.int32))
 
 
 def _lists(table):
@@ -101,7 +102,7 @@ def block_table(mask, q_shape, Sk: int, causal: bool):
         mask_arg, strides = table, (0, 0, 0, 0)
     else:
         mask_arg, strides = as_bytes(mask), broadcast_strides(mask)
-    mask_blocks_kernel[(NQ, Bm * Hm)](mask_arg, table, Hm, Sq, Sk, NQ, NK, *strides,
+    mask_blocks_kernel[(NQ, NK, Bm * Hm)](mask_arg, table, Hm, Sq, Sk, NQ, NK, *strides,
                                       HAS_MASK=mask is not None, CAUSAL=causal, SUPER=SUPER,
                                       CHUNK=32, num_warps=4)
     return table
