@@ -43,8 +43,8 @@ except ImportError:
 # A tile of 128 query rows x 128 keys where the mask is false everywhere contributes nothing:
 # neither to O (its probabilities are 0) nor to any gradient. Finding those tiles needs the
 # mask, which changes from batch to batch, so a kernel reads it once: one program per
-# (mask head, 128 query rows), walking the key tiles 32 rows at a time and counting the
-# visible pairs. 0 visible: dead; all 128 x 128 (and inside the sequences): full, where the
+# tile and mask head (many small programs: the S² bytes of the mask are read by the whole
+# GPU), 32 rows at a time, counting the visible pairs. 0 visible: dead; all 128 x 128 (and inside the sequences): full, where the
 # attention kernel need not even load the mask; anything else: partial. Causal and the ends
 # of the sequences enter the same count.
 
@@ -55,20 +55,18 @@ SUPER = 128
 @tessera.jit
 def live_tiles_kernel(mask_ptr, table_ptr, Hm, Sq, Sk, NQ, NK, stride_mb, stride_mh,
                       stride_mm, stride_mn, SUPER: tl.constexpr, CHUNK: tl.constexpr):
-    qb = tl.program_id(0)
-    head = tl.program_id(1)
+    qb, kb, head = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     base = mask_ptr + (head // Hm) * stride_mb + (head % Hm) * stride_mh
-    for kb in range(0, NK):
-        cols = kb * SUPER + tl.arange(0, SUPER)
-        live = 0
-        for r in range(0, SUPER, CHUNK):
-            rows = qb * SUPER + r + tl.arange(0, CHUNK)
-            keep = (rows[:, None] < Sq) & (cols[None, :] < Sk)
-            bits = tl.load(base + rows[:, None] * stride_mm + cols[None, :] * stride_mn,
-                           mask=keep, other=0)
-            live += tl.sum((keep & (bits != 0)).to(tl.int32))
-        kind = tl.where(live == 0, 0, tl.where(live == SUPER * SUPER, 2, 1))
-        tl.store(table_ptr + (head * NQ + qb) * NK + kb, kind.to(tl.int32))
+    cols = kb * SUPER + tl.arange(0, SUPER)
+    live = 0
+    for r in range(0, SUPER, CHUNK):
+        rows = qb * SUPER + r + tl.arange(0, CHUNK)
+        keep = (rows[:, None] < Sq) & (cols[None, :] < Sk)
+        bits = tl.load(base + rows[:, None] * stride_mm + cols[None, :] * stride_mn,
+                       mask=keep, other=0)
+        live += tl.sum((keep & (bits != 0)).to(tl.int32))
+    kind = tl.where(live == 0, 0, tl.where(live == SUPER * SUPER, 2, 1))
+    tl.store(table_ptr + (head * NQ + qb) * NK + kb, kind.to(tl.int32))
 
 
 def strides0(x):
@@ -82,7 +80,7 @@ def live_lists(mask, Sq, Sk):
     Bm, Hm = mask.shape[:2]
     NQ, NK = tessera.cdiv(Sq, SUPER), tessera.cdiv(Sk, SUPER)
     table = np.empty((Bm * Hm, NQ, NK), np.int32)
-    live_tiles_kernel[(NQ, Bm * Hm)](mask.view(np.uint8), table, Hm, Sq, Sk, NQ, NK,
+    live_tiles_kernel[(NQ, NK, Bm * Hm)](mask.view(np.uint8), table, Hm, Sq, Sk, NQ, NK,
                                      *strides0(mask), SUPER=SUPER, CHUNK=32)
     order = np.argsort(-table, axis=-1, kind="stable").astype(np.int32)
     counts = np.stack([(table == 2).sum(-1), (table == 1).sum(-1)], -1).astype(np.int32)
