@@ -335,6 +335,13 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         """Every stage of the compiled kernel: "tir", "tgir", "llir", "ptx", "cubin"."""
         return self.compile(*args, **kwargs).asm
 
+    def report(self, *args, **kwargs):
+        """Registers, spills, shared memory, occupancy, time and roofline of this kernel for
+        these arguments: ``kernel.report(*args, grid=..., bytes=..., flops=...)``, see
+        :func:`tessera.report.report`."""
+        from .report import report_method
+        return report_method(self, *args, **kwargs)
+
 
 def jit(fn: Optional[Callable] = None, *, interpret: Optional[bool] = None,
         version: Any = None, repr: Optional[Callable] = None,

@@ -65,12 +65,24 @@ Value *binary(Builder &builder, OpCode code, Value *lhs, Value *rhs,
 }
 
 /// Clones the schedule's ahead ops at the builder; `mapping` holds the induction variable and
-/// carried values of the iteration and receives the clones' results.
-void cloneAhead(Builder &builder, const LoopSchedule &schedule, Mapping &mapping) {
+/// carried values of the iteration and receives the clones' results. A scalar load among them
+/// (an index read) is masked by `inRange`: iterations past the end read nothing (0).
+void cloneAhead(Builder &builder, const LoopSchedule &schedule, Mapping &mapping,
+                Value *inRange) {
   for (Operation *op : schedule.aheadOps) {
     std::vector<Value *> operands;
     for (Value *operand : op->operands())
       operands.push_back(mapped(mapping, operand));
+    if (op->code() == OpCode::Load) {
+      Type element = op->result()->type();
+      if (operands.size() == 1)
+        operands.push_back(inRange);
+      else
+        operands[1] = binary(builder, OpCode::AndI, operands[1], inRange);
+      if (operands.size() == 2)
+        operands.push_back(element.isFloat() ? builder.constantFloat(0.0, element)
+                                             : builder.constantInt(0, element));
+    }
     std::vector<Type> types;
     for (auto &result : op->results())
       types.push_back(result->type());
@@ -156,8 +168,8 @@ void pipelineLoop(const LoopSchedule &schedule) {
       iv = binary(builder, OpCode::AddI, iv, step);
     Mapping mapping = state;
     mapping[body.argument(0)] = iv;
-    cloneAhead(builder, schedule, mapping);
     Value *inRange = binary(builder, OpCode::CmpI, iv, upper, {{"predicate", std::string("slt")}});
+    cloneAhead(builder, schedule, mapping, inRange);
     issueCopies(builder, schedule, rings, mapping, constant(builder, j, Type::i32()), inRange);
     for (unsigned carried : schedule.aheadCarried)
       state[body.argument(carried + 1)] = mapped(mapping, yield->operand(carried));
@@ -187,9 +199,9 @@ void pipelineLoop(const LoopSchedule &schedule) {
   inside.create(OpCode::Barrier, {}, {});
   Value *aheadIv = binary(inside, OpCode::AddI, body.argument(0), aheadOffset);
   ahead[body.argument(0)] = aheadIv;
-  cloneAhead(inside, schedule, ahead);
   Value *inRange =
       binary(inside, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
+  cloneAhead(inside, schedule, ahead, inRange);
   issueCopies(inside, schedule, rings, ahead, writeSlot, inRange);
 
   for (size_t i = 0; i < schedule.loads.size(); ++i) {

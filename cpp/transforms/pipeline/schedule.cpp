@@ -163,7 +163,11 @@ std::string collectAheadSlice(LoopSchedule &schedule) {
       continue; // loop-invariant
     if (def->parentBlock() != &body)
       return "an address computed inside a nested region";
-    if (!def->hasTrait(trait::PURE) || def->numRegions() != 0)
+    // A scalar read that the address depends on (an index list, as block-sparse attention's)
+    // runs ahead too: its clones are predicated on the iteration being in range. Like the
+    // tiles' copies, it assumes no store of the loop writes what it reads.
+    bool scalarRead = def->code() == OpCode::Load && !def->result()->type().isTensor();
+    if ((!def->hasTrait(trait::PURE) && !scalarRead) || def->numRegions() != 0)
       return std::string("an address computed by '") + def->name() + "', which has effects";
     if (ops.insert(def).second)
       for (Value *operand : def->operands())

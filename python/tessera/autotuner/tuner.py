@@ -142,6 +142,12 @@ class Autotuner:
     def __getitem__(self, grid):
         return functools.partial(self.run, grid=grid)
 
+    def report(self, *args, **kwargs):
+        """The per-kernel report for the config this autotuner picks for these arguments
+        (see :func:`tessera.report.report`)."""
+        from ..report import report_method
+        return report_method(self, *args, **kwargs)
+
     def run(self, *args, grid, **kwargs):
         named = {**self._defaults, **dict(zip(self.arg_names, args)), **kwargs}
         if kwargs and not self._meta_names.isdisjoint(kwargs):

@@ -3,11 +3,13 @@
 a fused bias and activation. Each takes CUDA torch tensors (the GPU) or NumPy arrays (the
 interpreter), picks or autotunes its tiles, and documents its shapes and dtypes::
 
-    from tessera.ops import attention, layer_norm, matmul, rms_norm, softmax
+    from tessera.ops import attention, attention_masked, layer_norm, matmul, rms_norm, softmax
     o = attention(q, k, v, causal=True)       # (B, H, S, D) torch tensors, differentiable
+    o = attention_masked(q, k, v, mask=mask, bias=bias)  # run-time mask + learnable bias
 
 Names load on first use (PEP 562), so ``import tessera`` does not import PyTorch; the
-families are modules: ``flash_attention``, ``norms``, ``fused_softmax``, ``gemm``.
+families are modules: ``flash_attention``, ``masked_attention``, ``norms``, ``fused_softmax``,
+``gemm``.
 """
 import importlib
 
@@ -16,6 +18,9 @@ _EXPORTS = {
     "attention": "flash_attention",
     "attention_forward": "flash_attention",
     "attention_backward": "flash_attention",
+    "attention_masked": "masked_attention",
+    "attention_masked_forward": "masked_attention",
+    "attention_masked_backward": "masked_attention",
     "rms_norm": "norms",
     "rms_norm_backward": "norms",
     "layer_norm": "norms",

@@ -24,7 +24,8 @@ def test_names_resolve_to_their_family_modules():
     assert tessera.ops.attention_forward.__module__ == "tessera.ops.flash_attention.forward"
     assert sorted(tessera.ops.__all__) == sorted(
         ["attention", "attention_forward", "attention_backward", "rms_norm", "rms_norm_backward",
-         "layer_norm", "layer_norm_backward", "softmax", "matmul"])
+         "layer_norm", "layer_norm_backward", "softmax", "matmul", "attention_masked",
+         "attention_masked_forward", "attention_masked_backward"])
     assert set(tessera.ops.__all__) <= set(dir(tessera.ops))
 
 

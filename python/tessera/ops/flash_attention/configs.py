@@ -61,10 +61,12 @@ def _is_fp32(x) -> bool:
 
 
 def _arch(x) -> str:
-    """The target the kernels compile for: x's GPU (torch CUDA tensors), else none."""
+    """The target the kernels compile for: x's GPU (torch CUDA tensors), else none (or the
+    arch a static ``tessera.report`` compiles for)."""
     device = getattr(x, "device", None)
     if getattr(device, "type", None) != "cuda":
-        return ""
+        from tessera.report import static_arch
+        return static_arch.get()
     from tessera.runtime.launcher import arch_of
     return arch_of(device.index or 0)
 

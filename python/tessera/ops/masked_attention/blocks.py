@@ -1,0 +1,193 @@
+"""Which blocks of a masked attention are worth visiting: the live-block table and its lists,
+plus the host helpers of the masked kernels (argument checks, broadcast strides, autotuning).
+
+The mask is known only at run time, so a first small kernel (`mask_blocks_kernel`, one
+program per tile) reads it once and classes every SUPER x SUPER tile (SUPER = 128 query rows x 128 keys, FlexAttention's
+block size) as dead (no visible pair: skipped), partial (some: the kernels load the mask tile
+and select) or full (every pair visible and inside Sq x Sk: no mask load, no select). Causal
+and the sequence ends enter the same table. The host then sorts each row of the table into a
+list of block indices, full ones first, then partial ones, and counts them. The attention
+kernels walk only those lists: a loop whose trip count is the number of live blocks and whose
+body is the same as the dense one (so it pipelines as the dense kernel does), instead of a
+test inside the loop before the loads. The table is 128-granular whatever the kernel's tiles
+(all of them divide 128), so one table serves every autotuned config; a kernel with smaller
+tiles visits a live 128-tile whole (its own sub-tiles masked by the element-level mask).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import tessera
+import tessera.language as tl
+
+from ..flash_attention.configs import (CONFIGS, WGMMA_CONFIGS, _is_fp32, _strides,
+                                       candidates)
+
+SUPER = 128  # query rows and keys per entry of the live-block table
+_FLOATS = ("float16", "bfloat16", "float32")
+
+
+@tessera.jit
+def mask_blocks_kernel(mask_ptr, table_ptr, Hm, Sq, Sk, NQ, NK, stride_mb, stride_mh,
+                       stride_mm, stride_mn, HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr,
+                       SUPER: tl.constexpr, CHUNK: tl.constexpr):
+    """table[l, qb, kb] = 0 (no visible pair), 1 (some) or 2 (all, and inside Sq x Sk) for the
+    SUPER x SUPER tile (qb, kb) of mask head l = b * Hm + h, one program per tile (many small
+    programs: the mask, S² bytes, is read at full bandwidth); CHUNK rows are read at a time."""
+    qb = tl.program_id(0)
+    kb = tl.program_id(1)
+    head = tl.program_id(2)
+    base = mask_ptr + (head // Hm) * stride_mb + (head % Hm) * stride_mh
+    cols = kb * SUPER + tl.arange(0, SUPER)
+    live = 0
+    for r in range(0, SUPER, CHUNK):
+        rows = qb * SUPER + r + tl.arange(0, CHUNK)
+        keep = (rows[:, None] < Sq) & (cols[None, :] < Sk)
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= rows[:, None])
+        if HAS_MASK:
+            bits = tl.load(base + rows[:, None] * stride_mm + cols[None, :] * stride_mn,
+                           mask=keep, other=0)
+            keep = keep & (bits != 0)
+        live += tl.sum(keep.to(tl.int32))
+    kind = tl.where(live == 0, 0, tl.where(live == SUPER * SUPER, 2, 1))
+    tl.store(table_ptr + (head * NQ + qb) * NK + kb, kind.to(tl.int32))
+
+
+def _lists(table):
+    """(indices, counts) of a (L, N, M) table: per row, the M indices ordered full, partial,
+    dead (each ascending), int32; counts (L, N, 2) = (full, partial)."""
+    if isinstance(table, np.ndarray):
+        order = np.argsort(-table, axis=-1, kind="stable").astype(np.int32)
+        counts = np.stack([(table == 2).sum(-1), (table == 1).sum(-1)], -1).astype(np.int32)
+        return np.ascontiguousarray(order), np.ascontiguousarray(counts)
+    import torch
+    order = torch.sort(table, dim=-1, descending=True, stable=True).indices.to(torch.int32)
+    counts = torch.stack([(table == 2).sum(-1), (table == 1).sum(-1)], -1).to(torch.int32)
+    return order.contiguous(), counts.contiguous()
+
+
+def _transpose(table):
+    if isinstance(table, np.ndarray):
+        return np.ascontiguousarray(np.swapaxes(table, -1, -2))
+    return table.transpose(-1, -2).contiguous()
+
+
+def as_bytes(mask):
+    """A bool mask viewed as uint8 (no copy), the element type the kernels load."""
+    if isinstance(mask, np.ndarray):
+        return mask.view(np.uint8)
+    import torch
+    return mask.view(torch.uint8)
+
+
+def broadcast_strides(x) -> tuple:
+    """x's (batch, head, row, column) strides with 0 for each size-1 (broadcast) dim."""
+    return tuple(0 if n == 1 else s for n, s in zip(x.shape, _strides(x)))
+
+
+def block_table(mask, q_shape, Sk: int, causal: bool):
+    """The (Lm, NQ, NK) int32 live-block table of `mask` (None: causal and bounds only), Lm =
+    the mask's batch x heads (1 x 1 when it broadcasts, or there is none)."""
+    Sq = q_shape[2]
+    NQ, NK = tessera.cdiv(Sq, SUPER), tessera.cdiv(Sk, SUPER)
+    Bm, Hm = (1, 1) if mask is None else tuple(mask.shape[:2])
+    like = mask if mask is not None else None
+    if like is None or isinstance(like, np.ndarray):
+        table = np.empty((Bm * Hm, NQ, NK), np.int32)
+    else:
+        import torch
+        table = torch.empty((Bm * Hm, NQ, NK), dtype=torch.int32, device=like.device)
+    if mask is None:
+        mask_arg, strides = table, (0, 0, 0, 0)
+    else:
+        mask_arg, strides = as_bytes(mask), broadcast_strides(mask)
+    mask_blocks_kernel[(NQ, NK, Bm * Hm)](mask_arg, table, Hm, Sq, Sk, NQ, NK, *strides,
+                                      HAS_MASK=mask is not None, CAUSAL=causal, SUPER=SUPER,
+                                      CHUNK=32, num_warps=4)
+    return table
+
+
+def block_lists(mask, q_shape, Sk: int, causal: bool, transposed: bool = False) -> tuple:
+    """(indices, counts): per (mask head, query 128-block) the key 128-blocks to visit, full
+    ones first; `transposed`: then also (indices, counts) per key 128-block of the query
+    128-blocks (for dK, dV), from the same table."""
+    table = block_table(mask, q_shape, Sk, causal)
+    if transposed:
+        return (*_lists(table), *_lists(_transpose(table)))
+    return _lists(table)
+
+
+def list_strides(mask, H: int) -> tuple:
+    """(per batch, per head) steps between a (b, h)'s lists: 0 along a broadcast dim."""
+    if mask is None:
+        return 0, 0
+    Bm, Hm = mask.shape[:2]
+    return (Hm if Bm > 1 else 0), (1 if Hm > 1 else 0)
+
+
+def check(fn: str, q, k, v, mask, bias) -> None:
+    """q (B, Hq, Sq, D), k and v (B, Hkv, Sk, D) with Hkv dividing Hq; mask bool and bias
+    float16/bfloat16/float32, each (B|1, Hq|1, Sq|1, Sk)."""
+    if q.ndim != 4 or k.ndim != 4 or tuple(k.shape) != tuple(v.shape):
+        raise ValueError(f"{fn}: q must be (B, Hq, Sq, D), k and v (B, Hkv, Sk, D), got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    B, Hq, Sq, D = q.shape
+    if k.shape[0] != B or k.shape[3] != D or Hq % k.shape[1]:
+        raise ValueError(f"{fn}: k, v {tuple(k.shape)} must share q's batch and head dim and "
+                         f"have a head count that divides q's {Hq}")
+    for x in (q, k, v):
+        if str(x.dtype).replace("torch.", "") not in _FLOATS or str(x.dtype) != str(q.dtype):
+            raise ValueError(f"{fn}: q, k, v must share one dtype of {_FLOATS}, got "
+                             f"{q.dtype}, {k.dtype}, {v.dtype}")
+        if _strides(x)[3] != 1:
+            raise ValueError(f"{fn}: q, k, v need a contiguous last dim")
+    for name, x, kinds in (("mask", mask, ("bool",)), ("bias", bias, _FLOATS)):
+        if x is None:
+            continue
+        allowed = all(n in (1, full) for n, full in zip(x.shape[:3], (B, Hq, Sq)))
+        if x.ndim != 4 or not allowed or x.shape[3] != k.shape[2]:
+            raise ValueError(f"{fn}: {name} must be (B|1, Hq|1, Sq|1, Sk) = ({B}|1, {Hq}|1, "
+                             f"{Sq}|1, {k.shape[2]}), got {tuple(x.shape)}")
+        if str(x.dtype).replace("torch.", "") not in kinds:
+            raise ValueError(f"{fn}: {name} must be {' or '.join(kinds)}, got {x.dtype}")
+
+
+# The masked kernels hold the mask and bias tiles beside the dense kernels' tiles, so a dense
+# default may spill here: these candidates go first instead (ptxas, sm_80 / sm_90a, with mask
+# and bias; dK/dV on wgmma still spills 12-40 bytes in every candidate).
+# (kernel, D, wgmma table?) -> the default
+MASKED_DEFAULTS = {("dq", 128, True): (128, 32, 8, 2), ("dkdv", 64, True): (64, 128, 8, 2),
+                   ("dkdv", 64, False): (32, 64, 4, 3)}
+
+
+def masked_candidates(kernel: str, x, arch: str | None = None) -> list:
+    """candidates(kernel, x, arch) with MASKED_DEFAULTS' choice first."""
+    found = candidates(kernel, x, arch)
+    wgmma = any(found is table.get(x.shape[-1]) for table in (WGMMA_CONFIGS[kernel],))
+    first = MASKED_DEFAULTS.get((kernel, x.shape[-1], wgmma))
+    if first in found and not _is_fp32(x):
+        return [first] + [c for c in found if c != first]
+    return found
+
+
+def autotuned(kernel: str, fn, reset=(), keys=()):
+    """`fn` autotuned over the dense attention kernels' candidates for `kernel` (the masked
+    kernels keep their structure), keyed on lengths, head dim, causal and which inputs exist;
+    the results stay on disk like every @tessera.autotune."""
+    tables = (CONFIGS[kernel], CONFIGS[kernel + "_fp32"], WGMMA_CONFIGS[kernel])
+    tuples = list(dict.fromkeys(t for table in tables for lst in table.values() for t in lst))
+    configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
+                                 num_stages=t[3]) for t in tuples}
+
+    def for_this_launch(_configs, nargs, **kwargs):
+        return [configs[t] for t in masked_candidates(kernel, nargs["q_ptr"])]
+
+    return tessera.autotune(configs=list(configs.values()),
+                            key=["Sq", "Sk", "D", "CAUSAL", "HAS_MASK", "HAS_BIAS", *keys],
+                            reset_to_zero=list(reset),
+                            prune_configs_by={"early_config_prune": for_this_launch})(fn)
+
+
+__all__ = ["SUPER", "mask_blocks_kernel", "block_table", "block_lists", "list_strides",
+           "broadcast_strides", "as_bytes", "check", "autotuned", "_is_fp32"]
