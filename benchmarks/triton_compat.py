@@ -1,0 +1,72 @@
+"""The compatibility suite's kernels on Tessera and on Triton 3.6, timed in the same run.
+
+Each kernel of tests/compat/kernels is Triton code whose imports name Tessera; the Triton side
+runs the same text with only its import lines changed back (tests/compat/loader.py). Both
+sides are first checked against the float64 references (``check``), then timed at the
+benchmark size (``bench``) with CUDA events (median of ``do_bench``; each side's own
+``do_bench``, with its L2 flush). The ratio is Triton's time over Tessera's: above 1 means
+Tessera is faster. Autotuned kernels are tuned on their first call, which stays out of the
+timing.
+
+    python3 benchmarks/triton_compat.py [--json out.json] [--only name,...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from compat import loader  # noqa: E402
+
+
+def time_side(module, do_bench) -> float:
+    fn, args = module.bench("cuda")
+    fn(*args)  # compile (and autotune) outside the timing
+    torch.cuda.synchronize()
+    return do_bench(lambda: fn(*args), return_mode="median")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--only", help="comma-separated kernel module names")
+    options = parser.parse_args()
+    names = options.only.split(",") if options.only else loader.module_names()
+
+    import tessera.testing
+    import triton.testing
+    rows = []
+    for name in names:
+        row = {"kernel": name}
+        for side, load, bench in (("tessera", loader.load_tessera, tessera.testing.do_bench),
+                                  ("triton", loader.load_triton, triton.testing.do_bench)):
+            try:
+                module = load(name)
+                module.check("cuda")
+                row[side + "_ms"] = time_side(module, bench)
+            except Exception as error:  # one failing side must not hide the other results
+                row[side + "_error"] = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+                traceback.print_exc()
+        if "tessera_ms" in row and "triton_ms" in row:
+            row["triton_over_tessera"] = row["triton_ms"] / row["tessera_ms"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    print(f"\n{'kernel':20s} {'tessera ms':>11s} {'triton ms':>10s} {'triton/tessera':>15s}")
+    for row in rows:
+        def cell(key, width):
+            return f"{row[key]:{width}.4f}" if key in row else f"{'error':>{width}s}"
+        print(f"{row['kernel']:20s} {cell('tessera_ms', 11)} {cell('triton_ms', 10)} "
+              f"{cell('triton_over_tessera', 15)}")
+    if options.json:
+        with open(options.json, "w") as out:
+            json.dump(rows, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
