@@ -492,8 +492,9 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
 
     def call_jit(self, node: ast.Call, jit_function: Any, args: list,
                  kwargs: Dict[str, Any]) -> Any:
-        """Inlines a @jit function: binds its parameters (constexpr ones must get compile-time
-        values) and compiles its body at the current insertion point."""
+        """Inlines a @jit function: binds its parameters to the values given (compile-time or
+        runtime, whatever the annotations say, as Triton) and compiles its body at the current
+        insertion point."""
         fn = jit_function.fn
         name = getattr(jit_function, "__name__", fn.__name__)
         if len(self.ctx.call_stack) >= MAX_INLINE_DEPTH:
@@ -510,9 +511,8 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
             value = bound.arguments[param.name]
             if isinstance(value, tl.constexpr):
                 value = normalize_number(value.value)
-            if param.is_constexpr and isinstance(value, tl.tensor):
-                raise TypeError(f"argument '{param.name}' of {name}() is tl.constexpr but got "
-                                f"the runtime value {value}")
+            # As Triton: a helper's `tl.constexpr` annotations are not checked; what it is
+            # given decides (a runtime tensor stays one, e.g. offsets passed down).
             scope[param.name] = value
         callee = CodeGenerator(self.ctx, self.ctx.parse(fn), scope, is_kernel=False)
         callee.loc = self.loc
