@@ -240,6 +240,7 @@ bool castBeforeConverting(Operation *truncf) {
       OpCode::TruncF, {accumulator},
       {accumulator->type().withElement(truncf->result()->type().elementType())});
   cast->setLocation(truncf->location());
+  cast->attributes() = truncf->attributes(); // the rounding mode
   Value *converted = createConvert(builder, cast->result(), truncf->result()->type().encoding());
   truncf->result()->replaceAllUsesWith(converted);
   truncf->erase();

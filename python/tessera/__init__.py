@@ -17,7 +17,10 @@ from .errors import CompilationError
 from .jit import JITFunction, cdiv, jit
 from .autotuner import Autotuner, Config, Heuristics, autotune, heuristics
 
+from .reinterpret import TensorWrapper, reinterpret
+
 __version__ = "0.1.0"
 
 __all__ = ["jit", "JITFunction", "cdiv", "language", "config", "testing", "CompilationError",
            "autotune", "Autotuner", "Config", "heuristics", "Heuristics", "__version__"]
+__all__ += ["TensorWrapper", "reinterpret"]

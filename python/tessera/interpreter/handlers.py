@@ -298,6 +298,15 @@ def _int_cast(info: OpInfo):
 def _to_float(info: OpInfo):
     dtype = info.results[0].dtype
     unsigned = info.name == "uitofp"
+    rounding = info.attrs.get("rounding", "rtne")
+    if rounding not in ("rtne", "rtz"):
+        raise PlanError(f"unknown rounding mode '{rounding}'")
+    if "f8e4m3b15" in info.operands[0].text:  # codes in uint8 (see numerics.DTYPES)
+        return lambda state, x: nm.to_float(nm.from_e4b15(x), dtype)
+    if "f8e4m3b15" in info.results[0].text:
+        return lambda state, x: nm.to_e4b15(x)
+    if rounding == "rtz":
+        return lambda state, x: nm.to_float_toward_zero(x, dtype)
     return lambda state, x: nm.to_float(x, dtype, unsigned)
 
 

@@ -112,3 +112,8 @@ __all__ = [
     "atomic_add", "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or",
     "atomic_xchg", "atomic_xor",
 ]
+
+# fp8 formats beyond float8e4nv / float8e5, and inline PTX.
+from .core import float8e4b8, float8e4b15, float8e5b16  # noqa: E402
+
+__all__ += ["float8e4b8", "float8e4b15", "float8e5b16"]
