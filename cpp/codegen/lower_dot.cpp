@@ -5,7 +5,8 @@
 //   mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32  (f16 also .f16 accumulate)
 //   mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 // tf32 rounds each input once (cvt.rna.tf32.f32); tf32x3 splits x = big + small and adds
-// small*big + big*small + big*big. FMA ("ieee"): per accumulator element, fma over K in order.
+// small*big + big*small + big*big. FMA ("ieee" f32, f64; i8 with i32 multiply-adds): per
+// accumulator element, over K in order.
 #include "codegen/lower_tensor_core.h"
 
 #include "ir/diagnostics.h"
@@ -217,8 +218,11 @@ void lowerFmaDot(KernelLowering &lowering, const ir::Operation &op) {
   const Registers &b = lowering.registersOf(op.operand(1));
   Registers result = lowering.registersOf(op.operand(2));
   llvm::Type *accType = result.empty() ? builder.getFloatTy() : result[0]->getType();
+  bool integer = accType->isIntegerTy(); // i8 operands, i32 sums (wrapping, as Triton's)
   auto widen = [&](llvm::Value *value) {
-    return value->getType() == accType ? value : builder.CreateFPExt(value, accType);
+    if (value->getType() == accType)
+      return value;
+    return integer ? builder.CreateSExt(value, accType) : builder.CreateFPExt(value, accType);
   };
   int64_t numK = op.operand(0)->type().shape()[1];
   for (int reg = 0; reg < static_cast<int>(result.size()); ++reg) {
@@ -227,7 +231,8 @@ void lowerFmaDot(KernelLowering &lowering, const ir::Operation &op) {
     for (int32_t k = 0; k < numK; ++k) {
       llvm::Value *x = widen(a[lookup(aMap, {c[0], k}, op)]);
       llvm::Value *y = widen(b[lookup(bMap, {k, c[1]}, op)]);
-      sum = builder.CreateIntrinsic(llvm::Intrinsic::fma, {accType}, {x, y, sum});
+      sum = integer ? builder.CreateAdd(builder.CreateMul(x, y), sum)
+                    : builder.CreateIntrinsic(llvm::Intrinsic::fma, {accType}, {x, y, sum});
     }
     result[reg] = sum;
   }
