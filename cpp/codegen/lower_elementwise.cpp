@@ -173,6 +173,8 @@ void lowerElementwiseOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::MakeRange:
     lowering.setRegisters(op.result(), lowerMakeRange(lowering, op));
     return;
+  case ir::OpCode::InlineAsm:
+    return lowerInlineAsm(lowering, op);
   default:
     break;
   }

@@ -192,6 +192,8 @@ void lowerElementwiseOp(KernelLowering &lowering, const ir::Operation &op);
 /// One register of extf / truncf: fp8 codes and rounding toward zero included (lower_fp8.cpp).
 llvm::Value *emitFloatConversion(KernelLowering &lowering, const ir::Operation &op,
                                  llvm::Value *value, llvm::Type *resultType);
+/// inline_asm: LLVM inline assembly over groups of `pack` elements (lower_inline_asm.cpp).
+void lowerInlineAsm(KernelLowering &lowering, const ir::Operation &op);
 /// load, store (lower_memory.cpp).
 void lowerMemoryOp(KernelLowering &lowering, const ir::Operation &op);
 /// splat, broadcast, expand_dims, reshape, convert_layout (lower_layout.cpp).

@@ -324,3 +324,10 @@ def _bitcast(info: OpInfo):
         raise PlanError(f"bitcast from {info.operands[0].text} to {info.results[0].text} "
                         "changes the bit width")
     return lambda state, x: np.asarray(x).view(dtype)
+
+
+@handles("inline_asm")
+def _inline_asm(info: OpInfo):
+    raise PlanError("tl.inline_asm_elementwise runs PTX, which the interpreter cannot execute "
+                    "(Triton's interpreter does not run inline assembly either); run this "
+                    "kernel on the GPU, or give the interpreter a tl-only version of it")

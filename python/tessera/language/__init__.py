@@ -117,3 +117,6 @@ __all__ = [
 from .core import float8e4b8, float8e4b15, float8e5b16  # noqa: E402
 
 __all__ += ["float8e4b8", "float8e4b15", "float8e5b16"]
+from .inline_asm import inline_asm_elementwise  # noqa: E402
+
+__all__ += ["inline_asm_elementwise"]
