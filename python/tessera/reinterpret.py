@@ -74,11 +74,11 @@ def reinterpret(tensor: Any, dtype: _core.dtype) -> Any:
         codes = torch.empty(n, dtype=torch.uint8, device="cuda")
         to_fp8_kernel[grid](x, tessera.reinterpret(codes, tl.float8e4b15), n, BLOCK=1024)
     """
+    if isinstance(tensor, TensorWrapper) and dtype == getattr(tensor.base, "dtype", None):
+        return tensor.base
     if not isinstance(dtype, _core.dtype):
         raise TypeError(f"reinterpret needs a tl dtype (e.g. tl.float8e4nv), got {dtype!r}")
     if isinstance(tensor, TensorWrapper):
-        if dtype == getattr(tensor.base, "dtype", None):
-            return tensor.base
         return TensorWrapper(tensor.base, dtype)
     if any(hasattr(tensor, attr) for attr in ("data_ptr", "__cuda_array_interface__",
                                                 "__array_interface__", "__dlpack__")):
