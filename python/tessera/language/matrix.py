@@ -6,7 +6,8 @@ front end's ``Semantic`` (its ``create``). The type rules follow triton.language
 float16 / bfloat16 / float32 / float64 operands of one dtype, any two fp8 dtypes, or int8;
 accumulation in float32 (float16 for 16-bit or fp8 inputs with ``out_dtype=tl.float16``),
 float64 for float64, int32 for int8. For float32 inputs ``input_precision`` is "tf32" (the
-default, as Triton's), "tf32x3" or "ieee".
+default, as Triton's), "tf32x3", "ieee", "bf16x3" or "bf16x6" (bfloat16 parts of each
+operand: 3 or 6 bfloat16 products).
 
 How each runs: float16/bfloat16 (and tf32) on tensor cores (wgmma on sm_90a, mma.sync
 elsewhere); fp8 operands are widened to float16 (exact) and take that path; int8 (exact int32
@@ -22,7 +23,11 @@ from typing import Any
 from . import core as tl
 from .core import builtin, dtype, tensor
 
-INPUT_PRECISIONS = ("tf32", "tf32x3", "ieee")
+INPUT_PRECISIONS = ("tf32", "tf32x3", "ieee", "bf16x3", "bf16x6")
+# float32 operands split into bfloat16 parts x = hi + mid + lo (each the bfloat16 rounding of
+# what is left): the bf16 products summed, small ones first, as Triton's "bf16x3"/"bf16x6".
+_BF16_SPLIT_PRODUCTS = {"bf16x3": ((1, 0), (0, 1), (0, 0)),
+                        "bf16x6": ((2, 0), (0, 2), (1, 1), (1, 0), (0, 1), (0, 0))}
 DEFAULT_F32_PRECISION = "tf32"
 _FLOAT_INPUTS = (tl.float16, tl.bfloat16, tl.float32, tl.float64)
 
@@ -121,7 +126,28 @@ def build_dot(semantic: Any, a: tensor, b: tensor, acc: tensor | None,
     if a.dtype == tl.float32:
         attrs["input_precision"] = DEFAULT_F32_PRECISION if input_precision is None \
             else input_precision
+    if attrs.get("input_precision") in _BF16_SPLIT_PRODUCTS:
+        return _bf16_split_dot(semantic, a, b, acc, attrs["input_precision"])
     return semantic.create("dot", [a, b, acc], result, shape, **attrs)
+
+
+def _bf16_parts(semantic: Any, x: tensor, count: int) -> list:
+    parts, rest = [], x
+    for _ in range(count):
+        part = semantic.cast(rest, tl.bfloat16)
+        parts.append(part)
+        rest = semantic.sub(rest, semantic.cast(part, tl.float32))
+    return parts
+
+
+def _bf16_split_dot(semantic: Any, a: tensor, b: tensor, acc: tensor, precision: str) -> tensor:
+    """float32 ``a @ b + acc`` as bfloat16 tensor-core products of a's and b's parts."""
+    products = _BF16_SPLIT_PRODUCTS[precision]
+    count = 1 + max(max(pair) for pair in products)
+    a_parts, b_parts = _bf16_parts(semantic, a, count), _bf16_parts(semantic, b, count)
+    for i, j in products:
+        acc = semantic.create("dot", [a_parts[i], b_parts[j], acc], tl.float32, acc.shape)
+    return acc
 
 
 def _batched_dot(semantic: Any, a: tensor, b: tensor, acc: tensor, result: dtype) -> tensor:
@@ -161,8 +187,9 @@ def dot(input: tensor, other: tensor, acc: tensor | None = None,
     which is added) is int32 for int8, float64 for float64, float32 for float32 and bfloat16,
     and ``out_dtype`` (float32 or float16) for float16 and fp8. For float32 inputs
     ``input_precision`` picks the arithmetic: "tf32" (default: inputs rounded to 10 mantissa
-    bits), "tf32x3" (three tf32 products, about float32 accuracy) or "ieee" (exact float32
-    products, FMA units); ``allow_tf32=False`` is the old spelling of "ieee".
+    bits), "tf32x3" (three tf32 products, about float32 accuracy), "ieee" (exact float32
+    products, FMA units), "bf16x3" / "bf16x6" (each operand split into 2 / 3 bfloat16 parts,
+    3 / 6 bfloat16 tensor-core products); ``allow_tf32=False`` is the old spelling of "ieee".
     ``max_num_imprecise_acc`` (fp8 only) is accepted and checked against K: the sums are
     always kept in full float32.
 

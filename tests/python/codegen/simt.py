@@ -3,7 +3,8 @@ CTA at a time, every thread of it, so that codegen tests can check results witho
 
 It reads the subset of textual LLVM IR the lowering emits (integer and float arithmetic,
 compares, casts, select, GEP, scalar and vector loads and stores, phi and branches) plus the
-NVVM intrinsics of thread ids, shuffles and barriers (and rsqrt.approx, computed exactly).
+NVVM intrinsics of thread ids, shuffles and barriers (and rsqrt.approx, computed exactly), and
+fabs / rint / trunc / floor / ceil and integer and float min/max.
 Threads are Python generators that pause at each shuffle (until every lane of the warp is
 there: then values are exchanged) and each barrier (until every live thread of the CTA is
 there). Global memory is the NumPy arrays passed as pointer arguments (an access outside
@@ -480,6 +481,10 @@ def _intrinsic(name: str, ty: str, values: List[Any]) -> Any:
                 return FLOATS[ty](np.nan)
             return FLOATS[ty](b if np.isnan(a) else a)
         return FLOATS[ty](max(a, b) if base.startswith("max") else min(a, b))
+    if base in ("fabs", "rint", "nearbyint", "trunc", "floor", "ceil"):  # exact in the type
+        fn = {"fabs": np.abs, "rint": np.rint, "nearbyint": np.rint, "trunc": np.trunc,
+              "floor": np.floor, "ceil": np.ceil}[base]
+        return FLOATS[ty](fn(FLOATS[ty](values[0])))
     if name in ("@llvm.nvvm.rsqrt.approx.f", "@llvm.nvvm.rsqrt.approx.ftz.f"):
         return np.float32(1.0 / np.sqrt(np.float64(values[0])))  # within the approximation
     raise SimulationError(f"unsupported intrinsic {name}")

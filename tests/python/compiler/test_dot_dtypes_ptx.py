@@ -1,4 +1,4 @@
-"""tl.dot on int8 (FMA units, int32 multiply-adds), float64 (FMA), fp8 (widened to f16 in
+"""tl.dot on int8 (mma.sync m16n8k32 s8, int32 sums), float64 (FMA), fp8 (widened to f16 in
 registers, then wgmma on sm_90a / mma.sync on sm_80) and 3-D tiles compiles for sm_80 and
 sm_90a, and ptxas accepts it."""
 import ml_dtypes
@@ -53,11 +53,13 @@ def assemble(ptx, arch):
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-def test_int8_dot_multiplies_and_adds_in_int32(arch):
-    ptx = compile_matmul(arch, np.int8, np.int32, blocks=(32, 32, 32))
-    # 8-bit x 8-bit products are exact in 16 bits: LLVM picks mul.wide.s16 (or mad) and adds.
-    assert ("mul.wide.s16" in ptx or "mad.lo.s32" in ptx) and "add.s32" in ptx
-    assert "mma" not in ptx
+@pytest.mark.parametrize("blocks", [(32, 32, 32), (64, 64, 64), (128, 64, 32)])
+def test_int8_dot_is_an_s8_mma(arch, blocks):
+    ptx = compile_matmul(arch, np.int8, np.int32, blocks=blocks)
+    bm, bn, bk = blocks
+    # One m16n8k32 per 16x8 tile and 32 of K per loop step, shared by the 4 warps.
+    assert ptx.count("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") == \
+        (bm // 16) * (bn // 8) * (bk // 32) // 4
     assemble(ptx, arch)
 
 
