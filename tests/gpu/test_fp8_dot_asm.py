@@ -226,3 +226,32 @@ def test_int64_pointer_casts():
     out = torch.zeros(n, device="cuda")
     gather_by_address_kernel[(tessera.cdiv(n, 512),)](x, idx, out, n, BLOCK=512)
     assert torch.equal(out, x[idx.long()])
+
+
+@tessera.jit
+def precision_kernel(a_ptr, b_ptr, c_ptr, M, N, K, PRECISION: tl.constexpr, BM: tl.constexpr,
+                     BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :],
+                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :],
+                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("precision,bound", [("bf16x3", 2e-5), ("bf16x6", 2e-6)])
+def test_bf16_split_precisions(precision, bound):
+    m, n, k = 333, 129, 257
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    a = torch.randn((m, k), device="cuda", generator=gen)
+    b = torch.randn((k, n), device="cuda", generator=gen)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    precision_kernel[(tessera.cdiv(m, 64), tessera.cdiv(n, 64))](
+        a, b, c, m, n, k, PRECISION=precision, BM=64, BN=64, BK=32)
+    ref = a.double() @ b.double()
+    assert ((c.double() - ref).norm() / ref.norm()).item() < bound

@@ -89,3 +89,20 @@ def test_batched_dot_compiles(arch, operand, result):
     ptx = batched_kernel.asm(a, np.zeros((2, 32, 16), operand), np.zeros((2, 16, 16), result),
                              B=2, M=16, N=16, K=32, arch=arch)["ptx"]
     assemble(ptx, arch)
+
+
+@tessera.jit
+def precision_kernel(a_ptr, b_ptr, c_ptr, PRECISION: tl.constexpr):
+    r = tl.arange(0, 64)
+    a = tl.load(a_ptr + r[:, None] * 64 + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * 64 + r[None, :])
+    tl.store(c_ptr + r[:, None] * 64 + r[None, :], tl.dot(a, b, input_precision=PRECISION))
+
+
+@pytest.mark.parametrize("precision,products", [("bf16x3", 3), ("bf16x6", 6)])
+def test_bf16_split_precisions_are_bf16_mmas(precision, products):
+    x = np.zeros((64, 64), np.float32)
+    ptx = precision_kernel.asm(x, x, x, PRECISION=precision, arch="sm_80", num_warps=4)["ptx"]
+    # 64x64x64 over 4 warps: 4 * 8 * 4 / 4 = 32 m16n8k16 per product.
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 32 * products
+    assemble(ptx, "sm_80")

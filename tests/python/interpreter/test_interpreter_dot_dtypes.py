@@ -135,3 +135,28 @@ def test_dot_errors_name_the_kernel_and_line(a, out, imprecise, k, message):
         bad_dot_kernel[(1,)](x, x, np.zeros((32, 32), np.float32), OUT=out,
                              IMPRECISE=imprecise, K=k)
     assert "bad_dot_kernel" in str(error.value)
+
+
+@tessera.jit(interpret=True)
+def precision_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+                     PRECISION: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, input_precision=PRECISION))
+
+
+@pytest.mark.parametrize("precision,bound", [("bf16x3", 1e-5), ("bf16x6", 1e-6),
+                                             ("tf32", 1e-3)])
+def test_split_bf16_precisions_approach_float32(rng, precision, bound):
+    a = rng.normal(size=(32, 64)).astype(np.float32)
+    b = rng.normal(size=(64, 16)).astype(np.float32)
+    c = np.zeros((32, 16), np.float32)
+    precision_kernel[(1,)](a, b, c, M=32, N=16, K=64, PRECISION=precision)
+    expected = fsum_matmul(a, b)
+    error = np.linalg.norm(c - expected) / np.linalg.norm(expected)
+    assert error < bound
+    # A single bfloat16 product is far worse: the parts really are summed.
+    assert precision == "tf32" or error < 1e-2 * np.linalg.norm(
+        a.astype(ml_dtypes.bfloat16).astype(np.float64) @ b.astype(ml_dtypes.bfloat16)
+        .astype(np.float64) - expected) / np.linalg.norm(expected)
