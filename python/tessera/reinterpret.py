@@ -25,6 +25,11 @@ class TensorWrapper:
         self.data = base
 
     @property
+    def _tessera_reinterpreted(self) -> Any:
+        """The base, for the launcher's device and stream lookup (runtime/driver.py)."""
+        return self.base
+
+    @property
     def shape(self):
         return self.base.shape
 
