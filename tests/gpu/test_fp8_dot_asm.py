@@ -107,7 +107,7 @@ def test_fp8_matmul_against_float64_of_the_fp8_values(shape, a_dtype, b_dtype):
     run_matmul(a, b, c, (64, 64, 64))
     ref = a.double() @ b.double()
     err = ((c.double() - ref).norm() / ref.norm()).item()
-    assert err < 1e-6, err
+    assert err < 1e-5, err  # exact products; float32 sums of up to 333 terms
 
 
 @pytest.mark.parametrize("shape", [(256, 256, 256), (1000, 520, 333)],
