@@ -252,7 +252,8 @@ def to_float_toward_zero(x, dtype: np.dtype):
     """truncf {rounding = "rtz"}: x's exact value truncated toward zero in `dtype` (overflow
     gives the largest finite value, as PTX's cvt.rz; fp8 saturates as to_float does)."""
     x = np.asarray(x)
-    nearest = np.asarray(to_float(x, dtype))
+    with np.errstate(over="ignore"):  # overflow rounds to inf here, then steps back to max
+        nearest = np.asarray(to_float(x, dtype))
     exact = x.astype(F64)
     back = nearest.astype(F64)
     away = np.isfinite(exact) & (np.abs(back) > np.abs(exact))

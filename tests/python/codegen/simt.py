@@ -4,7 +4,8 @@ CTA at a time, every thread of it, so that codegen tests can check results witho
 It reads the subset of textual LLVM IR the lowering emits (integer and float arithmetic,
 compares, casts, select, GEP, scalar and vector loads and stores, phi and branches) plus the
 NVVM intrinsics of thread ids, shuffles and barriers (and rsqrt.approx, computed exactly), and
-fabs / rint / trunc / floor / ceil and integer and float min/max.
+fabs / rint / trunc / floor / ceil, integer and float min/max, and the cvt.rz inline PTX of
+fp8 conversions.
 Threads are Python generators that pause at each shuffle (until every lane of the warp is
 there: then values are exchanged) and each barrier (until every live thread of the CTA is
 there). Global memory is the NumPy arrays passed as pointer arguments (an access outside
@@ -206,6 +207,12 @@ def _parse_instruction(line: str) -> Instruction:
         index = reader.value(index_ty)
         args = (vector, index) if op == "extractelement" else (vector, element, index)
         return Instruction(op, result, args, line)
+    asm = re.match(r'call (\S+) asm (?:sideeffect )?"(.*?)", "(.*?)"\((\S+) ([^)]+)\)$', line)
+    if op == "call" and asm:  # one-operand inline PTX from the table _ASM
+        ty, text, _, arg_ty, arg = asm.groups()
+        if text not in _ASM:
+            raise SimulationError(f"unsupported inline asm {text!r}")
+        return Instruction("asm", result, (text, _Reader(arg).value(arg_ty)), line)
     if op == "call":
         ty = reader.type()
         callee = reader.word()
@@ -248,7 +255,8 @@ def parse_kernel(llvm_ir: str) -> Tuple[List[str], Dict[str, List[Instruction]],
     blocks: Dict[str, List[Instruction]] = {}
     label = ""
     for raw in match.group(2).split("\n"):
-        line = raw.split(";")[0].rstrip()
+        # Up to a comment's ';' outside a string (inline asm text holds ';').
+        line = re.match(r'(?:"[^"]*"|[^";])*', raw).group(0).rstrip()
         if not line.strip():
             continue
         if not line.startswith(" "):
@@ -448,6 +456,8 @@ def _thread(blocks, entry, env, memory: Memory, special: Dict[str, int]):
                 vector = list(args[0](env))
                 vector[args[2](env)] = args[1](env)
                 value = tuple(vector)
+            elif op == "asm":
+                value = _ASM[args[0]](args[1](env))
             elif op == "call":
                 ty, name, call_args = args
                 values = [a(env) for a in call_args]
@@ -464,6 +474,27 @@ def _thread(blocks, entry, env, memory: Memory, special: Dict[str, int]):
                 raise SimulationError(f"unsupported instruction: {inst.text}")
             if inst.result:
                 env[inst.result] = value
+
+
+def _toward_zero(value: Any, dtype) -> Any:
+    """`value` narrowed to `dtype` toward zero (PTX's cvt.rz; overflow gives the largest
+    finite value): the nearest-even result, stepped back when it rounded away."""
+    with np.errstate(over="ignore"):
+        nearest = np.array(value).astype(dtype)
+    exact = np.float64(value)
+    if np.isfinite(exact) and abs(np.float64(nearest)) > abs(exact):
+        bits = nearest.view(np.uint16 if nearest.itemsize == 2 else np.uint32)
+        nearest = (bits - bits.dtype.type(1)).view(dtype)
+    return nearest[()]
+
+
+# Inline PTX that codegen emits (lower_fp8.cpp): results as the bits of their register.
+_ASM: Dict[str, Callable] = {
+    "cvt.rz.f16.f32 $0, $1;": lambda x: int(np.array(_toward_zero(x, np.float16)).view(np.uint16)),
+    "cvt.rz.bf16.f32 $0, $1;":
+        lambda x: int(np.array(_toward_zero(x, ml_dtypes.bfloat16)).view(np.uint16)),
+    "cvt.rz.f32.f64 $0, $1;": lambda x: _toward_zero(x, np.float32),
+}
 
 
 def _intrinsic(name: str, ty: str, values: List[Any]) -> Any:

@@ -87,3 +87,37 @@ def test_sm80_decodes_every_code_exactly(fp8, dest):
     np.testing.assert_array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(got[~nan], expected[~nan])
     np.testing.assert_array_equal(np.signbit(got[~nan]), np.signbit(expected[~nan]))
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+def test_fp8e4b15_encoding_is_tritons(source):
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-2.5, 2.5, 200), np.exp2(rng.uniform(-20, 0, 48)),
+                        [0.0, -0.0, np.nan, 1.8, -7.0, 1e-9, np.inf, -np.inf]])
+    with np.errstate(over="ignore"):
+        x = x.astype(SOURCES[source])
+    codes, out = run(source, "fp8e4b15", "rtne", x)
+    np.testing.assert_array_equal(codes, nm.to_e4b15(x))
+    np.testing.assert_array_equal(out, nm.from_e4b15(codes))
+
+
+@pytest.mark.parametrize("dest", ["fp16", "bf16"])
+@pytest.mark.parametrize("source", ["fp32", "fp64"])
+def test_toward_zero_narrowing_to_16_bits(source, dest):
+    rng = np.random.default_rng(9)
+    x = (np.exp2(rng.uniform(-30, 20, 256)) * rng.choice([-1.0, 1.0], 256))
+    x[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e30]
+    x = x.astype(SOURCES[source])
+    out = np.zeros(256, SOURCES[dest])
+    llvm_ir = generate(narrow_kernel, {"x_ptr": "*" + source, "out_ptr": "*" + dest},
+                       {"BLOCK": 256})
+    run_kernel(llvm_ir, (1,), [x, out], num_warps=1)
+    expected = nm.to_float_toward_zero(x, np.dtype(SOURCES[dest]))
+    np.testing.assert_array_equal(out.view(np.uint16)[~np.isnan(x)],
+                                  np.asarray(expected).view(np.uint16)[~np.isnan(x)])
+
+
+def narrow_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs,
+             tl.load(x_ptr + offs).to(out_ptr.dtype.element_ty, fp_downcast_rounding="rtz"))
