@@ -39,16 +39,17 @@ def _unwrap(value: Any) -> Any:
 def _check_operand(x: Any, name: str, rank: int | None) -> tensor:
     if not isinstance(x, tensor) or len(x.shape) not in (2, 3) or (rank and len(x.shape) != rank):
         shape = getattr(x, "shape", None)
-        raise ValueError(f"dot's {name} must be a 2-D tile (or 3-D for a batched dot, both "
-                         f"operands alike), got {x!r}"
+        raise ValueError(f"Both inputs must be either 2D or 3D: dot's {name} must be a 2-D "
+                         f"tile (or 3-D for a batched dot, both operands alike), got {x!r}"
                          + (f" of shape {shape}" if shape is not None else ""))
     min_k = 32 if x.dtype.primitive_bitwidth == 8 else 16
     for index, size in enumerate(x.shape[-2:]):
         is_k = index == (1 if name.startswith("a") else 0)
         least = min_k if is_k else 16
         if size < least or size & (size - 1):
-            raise ValueError(f"dot needs M and N to be powers of two >= 16 and K >= {min_k}, "
-                             f"got {name} of shape {x.shape}")
+            raise ValueError(f"Input shapes should have M >= 16, N >= 16 and K >= {min_k}: dot "
+                             f"needs M and N to be powers of two >= 16 and K >= {min_k}, got "
+                             f"{name} of shape {x.shape}")
     return x
 
 
@@ -60,9 +61,9 @@ def _check_dtypes(a: tensor, b: tensor) -> None:
             raise TypeError(f"dot's {name} has unsupported dtype {x.dtype}: dot takes int8, "
                             "fp8, float16, bfloat16, float32 or float64 operands")
     if a.dtype != b.dtype:
-        raise TypeError(f"dot's operands must have one dtype, got {a.dtype} and {b.dtype}")
+        raise TypeError(f"Both operands must be same dtype. Got {a.dtype} and {b.dtype}")
     if a.dtype == tl.uint8:
-        raise TypeError("dot on integers supports int8 only (uint8 operands: cast to int8)")
+        raise TypeError("only int8 supported! (dot on uint8 operands: cast them to int8)")
 
 
 def _result_dtype(a: tensor, acc: tensor | None, out_dtype: Any) -> dtype:
@@ -99,8 +100,9 @@ def build_dot(semantic: Any, a: tensor, b: tensor, acc: tensor | None,
     a = _check_operand(a, "a (first operand)", None)
     b = _check_operand(b, "b (second operand)", len(a.shape))
     if a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
-        raise ValueError(f"dot's shapes do not match: a is {a.shape}, b is {b.shape} (need "
-                         "[M, K] x [K, N], or [B, M, K] x [B, K, N])")
+        raise ValueError(f"First input shape ({a.shape}) and second input shape {b.shape} are "
+                         "not compatible for matmul (need [M, K] x [K, N], or [B, M, K] x "
+                         "[B, K, N])")
     _check_dtypes(a, b)
     shape = [*a.shape[:-1], b.shape[-1]]
     if acc is not None and (not isinstance(acc, tensor) or acc.shape != shape):

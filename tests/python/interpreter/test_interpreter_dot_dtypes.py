@@ -124,7 +124,7 @@ def bad_dot_kernel(a_ptr, b_ptr, c_ptr, OUT: tl.constexpr, IMPRECISE: tl.constex
 
 
 @pytest.mark.parametrize("a,out,imprecise,k,message", [
-    (np.uint8, tl.float32, None, 32, "int8 only"),
+    (np.uint8, tl.float32, None, 32, "only int8 supported"),
     (np.float16, tl.bfloat16, None, 32, "out_dtype=bfloat16 is unsupported"),
     (ml_dtypes.float8_e4m3fn, tl.float32, 64, 32, r"max_num_imprecise_acc \(64\) must be <= K"),
     (np.int8, tl.float32, None, 16, "K >= 32"),
