@@ -144,18 +144,23 @@ def batched_kernel(a_ptr, b_ptr, c_ptr, B: tl.constexpr, M: tl.constexpr, N: tl.
     tl.store(c_ptr + rb * M * N + rm * N + rn, tl.dot(a, b))
 
 
+@pytest.mark.parametrize("batch", [4, 16])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.int8])
-def test_batched_dot(dtype):
+def test_batched_dot(dtype, batch):
     gen = torch.Generator(device="cuda").manual_seed(11)
     if dtype == torch.int8:
-        a = torch.randint(-128, 128, (4, 16, 32), device="cuda", dtype=dtype, generator=gen)
-        b = torch.randint(-128, 128, (4, 32, 16), device="cuda", dtype=dtype, generator=gen)
-        c = torch.zeros((4, 16, 16), device="cuda", dtype=torch.int32)
+        a = torch.randint(-128, 128, (batch, 16, 32), device="cuda", dtype=dtype, generator=gen)
+        b = torch.randint(-128, 128, (batch, 32, 16), device="cuda", dtype=dtype, generator=gen)
+        c = torch.zeros((batch, 16, 16), device="cuda", dtype=torch.int32)
     else:
-        a = torch.randn((4, 16, 32), device="cuda", generator=gen).to(dtype)
-        b = torch.randn((4, 32, 16), device="cuda", generator=gen).to(dtype)
-        c = torch.zeros((4, 16, 16), device="cuda", dtype=torch.float32)
-    batched_kernel[(1,)](a, b, c, B=4, M=16, N=16, K=32)
+        a = torch.randn((batch, 16, 32), device="cuda", generator=gen).to(dtype)
+        b = torch.randn((batch, 32, 16), device="cuda", generator=gen).to(dtype)
+        c = torch.zeros((batch, 16, 16), device="cuda", dtype=torch.float32)
+    batched_kernel[(1,)](a, b, c, B=batch, M=16, N=16, K=32)
+    if dtype == torch.float32:  # tf32 by default: the inputs rounded as the tensor cores do
+        from tessera.interpreter.dot_ops import round_to_tf32
+        a = torch.from_numpy(round_to_tf32(a.cpu().numpy()))
+        b = torch.from_numpy(round_to_tf32(b.cpu().numpy()))
     ref = a.cpu().double() @ b.cpu().double()
     if dtype == torch.int8:
         assert torch.equal(c.cpu().long(), ref.long())

@@ -11,9 +11,10 @@ operand: 3 or 6 bfloat16 products).
 
 How each runs: float16/bfloat16 (and tf32) on tensor cores (wgmma on sm_90a, mma.sync
 elsewhere); fp8 operands are widened to float16 (exact) and take that path; int8 (exact int32
-sums, wrapping as Triton's), float64 and "ieee" float32 on the FMA units. A 3-D dot is the
-batched product written as a broadcast multiply and a sum over K: correct on every target,
-but it holds B*M*K*N products at once, so it is for small tiles.
+sums, wrapping as Triton's) on tensor cores too; float64 and "ieee" float32 on the FMA units.
+A 3-D dot is unrolled over its batch dim: each batch's operands are picked out of the tiles
+by masked sums (exact), multiplied by one 2-D dot (tensor cores) and placed in the result;
+B 2-D dots plus O(B^2 (MK + KN + MN)) selects and adds, so it suits small batches.
 """
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ def build_dot(semantic: Any, a: tensor, b: tensor, acc: tensor | None,
     if acc is None:
         acc = semantic.full(shape, 0, result)
     if len(shape) == 3:
-        return _batched_dot(semantic, a, b, acc, result)
+        return _batched_dot(semantic, a, b, acc, result, input_precision)
     attrs = {}
     if a.dtype == tl.float32:
         attrs["input_precision"] = DEFAULT_F32_PRECISION if input_precision is None \
@@ -152,15 +153,30 @@ def _bf16_split_dot(semantic: Any, a: tensor, b: tensor, acc: tensor, precision:
     return acc
 
 
-def _batched_dot(semantic: Any, a: tensor, b: tensor, acc: tensor, result: dtype) -> tensor:
-    """[B, M, K] x [B, K, N]: products a[:, :, :, None] * b[:, None, :, :] summed over K, in
-    int32 (int8), float64 (float64) or float32 (other floats: every product is exact there)."""
-    work = tl.int32 if result == tl.int32 else tl.float64 if result == tl.float64 else tl.float32
-    a4 = semantic.expand_dims(semantic.cast(a, work), 3)   # [B, M, K, 1]
-    b4 = semantic.expand_dims(semantic.cast(b, work), 1)   # [B, 1, K, N]
-    products = semantic.mul(a4, b4)                          # [B, M, K, N]
-    total = semantic.reduce([products], 2, semantic.sum_combine, False)[0]
-    return semantic.cast(semantic.add(total, semantic.cast(acc, work)), result)
+def _batched_dot(semantic: Any, a: tensor, b: tensor, acc: tensor, result: dtype,
+                 input_precision: str | None) -> tensor:
+    """[B, M, K] x [B, K, N]: per batch index i (unrolled), a[i] and b[i] picked out by a masked
+    sum over the batch dim (exact: the other terms are 0), one 2-D dot (tensor cores, the
+    precision rules of 2-D dots), and its result placed at out[i]."""
+    batch = a.shape[0]
+    index = semantic.arange(0, batch)
+    out = acc
+    for i in range(batch):
+        picked = []
+        for x in (a, b):
+            here = semantic.compare("eq", semantic.reshape(index, [batch, 1, 1]), i)
+            zero = semantic.full(x.shape, 0, x.dtype)
+            kept = semantic.where(semantic.broadcast_to(here, x.shape), x, zero)
+            picked.append(semantic.reduce([kept], 0, semantic.sum_combine, False)[0])
+        acc_i = semantic.reduce([semantic.where(
+            semantic.broadcast_to(semantic.compare("eq", semantic.reshape(index, [batch, 1, 1]),
+                                                   i), acc.shape),
+            acc, semantic.full(acc.shape, 0, result))], 0, semantic.sum_combine, False)[0]
+        product = build_dot(semantic, picked[0], picked[1], acc_i, input_precision, result)
+        here = semantic.compare("eq", semantic.reshape(index, [batch, 1, 1]), i)
+        out = semantic.where(semantic.broadcast_to(here, acc.shape),
+                             semantic.expand_dims(product, 0), out)
+    return out
 
 
 def build_trans(semantic: Any, x: tensor, dims: Sequence[int]) -> tensor:

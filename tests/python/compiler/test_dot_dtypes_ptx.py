@@ -83,11 +83,16 @@ def test_fp8_dot_on_sm80_is_an_f16_mma():
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-@pytest.mark.parametrize("operand,result", [(np.float16, np.float32), (np.int8, np.int32)])
-def test_batched_dot_compiles(arch, operand, result):
-    a = np.zeros((2, 16, 32), operand)
-    ptx = batched_kernel.asm(a, np.zeros((2, 32, 16), operand), np.zeros((2, 16, 16), result),
-                             B=2, M=16, N=16, K=32, arch=arch)["ptx"]
+@pytest.mark.parametrize("batch", [2, 8])
+@pytest.mark.parametrize("operand,result", [(np.float16, np.float32), (np.int8, np.int32),
+                                            (np.float32, np.float32)])
+def test_batched_dot_compiles(arch, batch, operand, result):
+    a = np.zeros((batch, 16, 32), operand)
+    ptx = batched_kernel.asm(a, np.zeros((batch, 32, 16), operand),
+                             np.zeros((batch, 16, 16), result), B=batch, M=16, N=16, K=32,
+                             arch=arch)["ptx"]
+    # One 2-D tensor-core dot per batch index.
+    assert "mma.sync" in ptx
     assemble(ptx, arch)
 
 
