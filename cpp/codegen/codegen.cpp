@@ -74,6 +74,7 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   KernelLowering lowering(llvmModule, result.numWarps);
   // The module's `wgmma_overlap` (the compiler sets it from knobs.wgmma_overlap); on if absent.
   lowering.setOverlapWgmma((allocated ? *allocated : module).intAttrOr("wgmma_overlap", 1) != 0);
+  lowering.setSmVersion(smVersion(options.arch));
   lowering.lowerFunction(func);
   if (options.maxnreg > 0) // NVPTX prints it as the kernel's .maxnreg directive
     if (llvm::Function *kernel = llvmModule.getFunction(result.kernelName))

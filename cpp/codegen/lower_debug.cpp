@@ -70,7 +70,7 @@ FormattedValue formatValue(KernelLowering &lowering, llvm::Value *value, const i
                            bool isSigned, bool hex, const ir::Operation &op) {
   llvm::IRBuilder<> &b = lowering.builder();
   ir::ScalarKind kind = type.elementType().scalarKind();
-  if (kind == ir::ScalarKind::F8E4M3 || kind == ir::ScalarKind::F8E5M2)
+  if (ir::isFp8Kind(kind))
     ir::emitError(op, "codegen: device_print of fp8 values is not supported yet");
   int bits = ir::scalarBitWidth(kind);
   bool wide = bits > 32;

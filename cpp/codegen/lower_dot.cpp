@@ -1,11 +1,13 @@
 // Lowering of dot (tensor cores or FMA) and trans, the register-level half of issue 5.
 //
 // mma.sync: the schedule (layout/mma_schedule.h) lists, for each k step, m tile and n tile,
-// the registers of each fragment; pack them into 32-bit words (f16x2, bf16x2, tf32) and call
+// the registers of each fragment; pack them into 32-bit words (f16x2, bf16x2, tf32, s8x4) and
 //   mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32  (f16 also .f16 accumulate)
 //   mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+//   mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 (kWidth 4: the f16 fragments, k scaled)
 // tf32 rounds each input once (cvt.rna.tf32.f32); tf32x3 splits x = big + small and adds
-// small*big + big*small + big*big. FMA ("ieee"): per accumulator element, fma over K in order.
+// small*big + big*small + big*big. FMA ("ieee" f32, f64): per accumulator element, fma over
+// K in order.
 #include "codegen/lower_tensor_core.h"
 
 #include "ir/diagnostics.h"
@@ -43,9 +45,10 @@ int lookup(const std::map<Coords, int> &map, const Coords &coords, const ir::Ope
   return it->second;
 }
 
-enum class InputKind { F16, BF16, Tf32 };
+enum class InputKind { F16, BF16, Tf32, I8 };
 
-/// The 32-bit words of a fragment: pairs of 16-bit elements, or single tf32 elements.
+/// The 32-bit words of a fragment: pairs of 16-bit elements, single tf32 elements, or four
+/// int8 elements (lowest k in the low byte).
 std::vector<llvm::Value *> packWords(KernelLowering &lowering, InputKind kind,
                                      const std::vector<llvm::Value *> &elements) {
   llvm::IRBuilder<> &b = lowering.builder();
@@ -53,6 +56,16 @@ std::vector<llvm::Value *> packWords(KernelLowering &lowering, InputKind kind,
   if (kind == InputKind::Tf32) {
     for (llvm::Value *element : elements)
       words.push_back(b.CreateBitCast(element, b.getInt32Ty()));
+    return words;
+  }
+  if (kind == InputKind::I8) {
+    auto *quad = llvm::FixedVectorType::get(b.getInt8Ty(), 4);
+    for (size_t i = 0; i < elements.size(); i += 4) {
+      llvm::Value *word = llvm::PoisonValue::get(quad);
+      for (unsigned j = 0; j < 4; ++j)
+        word = b.CreateInsertElement(word, elements[i + j], uint64_t(j));
+      words.push_back(b.CreateBitCast(word, b.getInt32Ty()));
+    }
     return words;
   }
   llvm::Type *half = kind == InputKind::F16 ? b.getHalfTy() : b.getBFloatTy();
@@ -121,6 +134,8 @@ MmaCall mmaCallFor(InputKind kind, bool halfAccumulator) {
     return {llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16, false};
   case InputKind::Tf32:
     return {llvm::Intrinsic::nvvm_mma_m16n8k8_row_col_tf32, false};
+  case InputKind::I8: // int32 sums wrap, as the FMA path's and Triton's
+    return {llvm::Intrinsic::nvvm_mma_m16n8k32_row_col_s8, false};
   }
   return {llvm::Intrinsic::not_intrinsic, false};
 }
@@ -159,6 +174,7 @@ void lowerMmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaEnc
   ir::ScalarKind inputKind = aType.scalarKind();
   InputKind kind = inputKind == ir::ScalarKind::F16    ? InputKind::F16
                    : inputKind == ir::ScalarKind::BF16 ? InputKind::BF16
+                   : inputKind == ir::ScalarKind::I8   ? InputKind::I8
                                                        : InputKind::Tf32;
   std::string precision = op.hasAttr("input_precision") ? op.stringAttr("input_precision") : "tf32";
   if (kind == InputKind::Tf32 && precision == "ieee")
@@ -217,8 +233,11 @@ void lowerFmaDot(KernelLowering &lowering, const ir::Operation &op) {
   const Registers &b = lowering.registersOf(op.operand(1));
   Registers result = lowering.registersOf(op.operand(2));
   llvm::Type *accType = result.empty() ? builder.getFloatTy() : result[0]->getType();
+  bool integer = accType->isIntegerTy(); // i8 operands, i32 sums (wrapping, as Triton's)
   auto widen = [&](llvm::Value *value) {
-    return value->getType() == accType ? value : builder.CreateFPExt(value, accType);
+    if (value->getType() == accType)
+      return value;
+    return integer ? builder.CreateSExt(value, accType) : builder.CreateFPExt(value, accType);
   };
   int64_t numK = op.operand(0)->type().shape()[1];
   for (int reg = 0; reg < static_cast<int>(result.size()); ++reg) {
@@ -227,7 +246,8 @@ void lowerFmaDot(KernelLowering &lowering, const ir::Operation &op) {
     for (int32_t k = 0; k < numK; ++k) {
       llvm::Value *x = widen(a[lookup(aMap, {c[0], k}, op)]);
       llvm::Value *y = widen(b[lookup(bMap, {k, c[1]}, op)]);
-      sum = builder.CreateIntrinsic(llvm::Intrinsic::fma, {accType}, {x, y, sum});
+      sum = integer ? builder.CreateAdd(builder.CreateMul(x, y), sum)
+                    : builder.CreateIntrinsic(llvm::Intrinsic::fma, {accType}, {x, y, sum});
     }
     result[reg] = sum;
   }

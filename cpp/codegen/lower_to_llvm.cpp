@@ -68,7 +68,10 @@ llvm::Type *KernelLowering::registerType(const ir::Type &type, const ir::Operati
   case ir::ScalarKind::F32: return builder_.getFloatTy();
   case ir::ScalarKind::F64: return builder_.getDoubleTy();
   case ir::ScalarKind::F8E4M3:
-  case ir::ScalarKind::F8E5M2: return builder_.getInt8Ty(); // bits only; no fp8 arithmetic yet
+  case ir::ScalarKind::F8E5M2:
+  case ir::ScalarKind::F8E4M3B15:
+  case ir::ScalarKind::F8E4M3FNUZ:
+  case ir::ScalarKind::F8E5M2FNUZ: return builder_.getInt8Ty(); // bits; see lower_fp8.cpp
   }
   ir::emitError(op, "codegen: unsupported element type " + type.str());
 }

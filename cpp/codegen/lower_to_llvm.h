@@ -81,6 +81,9 @@ public:
   /// dot waits right after its commit.
   bool overlapWgmma() const { return overlapWgmma_; }
   void setOverlapWgmma(bool overlap) { overlapWgmma_ = overlap; }
+  /// The target's SM version (80 for sm_80, 90 for sm_90a): picks hardware fp8 conversions.
+  int smVersion() const { return smVersion_; }
+  void setSmVersion(int version) { smVersion_ = version; }
   /// `result`'s registers are the untied outputs of a committed, unwaited wgmma group.
   /// `inputs`: its register A words, kept live until the wait.
   void deferWgmmaWait(const ir::Value *result, std::vector<llvm::Value *> inputs = {}) {
@@ -168,6 +171,7 @@ private:
   std::map<const ir::Value *, SharedOperand> sharedOperands_;
   bool usesWgmma_ = false;
   bool overlapWgmma_ = true;
+  int smVersion_ = 80;
   struct PendingWgmma {
     const ir::Value *result;
     std::vector<llvm::Value *> inputs; // register A words
@@ -185,6 +189,11 @@ private:
 /// constant, program_id, num_programs, make_range, addptr, arithmetic, compares, select,
 /// casts (lower_elementwise.cpp).
 void lowerElementwiseOp(KernelLowering &lowering, const ir::Operation &op);
+/// One register of extf / truncf: fp8 codes and rounding toward zero included (lower_fp8.cpp).
+llvm::Value *emitFloatConversion(KernelLowering &lowering, const ir::Operation &op,
+                                 llvm::Value *value, llvm::Type *resultType);
+/// inline_asm: LLVM inline assembly over groups of `pack` elements (lower_inline_asm.cpp).
+void lowerInlineAsm(KernelLowering &lowering, const ir::Operation &op);
 /// load, store (lower_memory.cpp).
 void lowerMemoryOp(KernelLowering &lowering, const ir::Operation &op);
 /// splat, broadcast, expand_dims, reshape, convert_layout (lower_layout.cpp).

@@ -55,6 +55,8 @@ void initializeNVPTXOnce() {
   });
 }
 
+} // namespace
+
 /// "sm_80" -> 80, "sm_90a" -> 90; -1 when malformed.
 int smVersion(const std::string &arch) {
   if (arch.rfind("sm_", 0) != 0 || arch.size() < 5)
@@ -67,8 +69,6 @@ int smVersion(const std::string &arch) {
     return -1;
   return std::stoi(arch.substr(3, digits - 3));
 }
-
-} // namespace
 
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const CodegenOptions &options) {
   initializeNVPTXOnce();

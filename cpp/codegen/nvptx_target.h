@@ -18,6 +18,9 @@ namespace tessera::codegen {
 /// support (Tessera needs sm_80 or newer).
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const CodegenOptions &options);
 
+/// "sm_80" -> 80, "sm_90a" -> 90; -1 when malformed.
+int smVersion(const std::string &arch);
+
 /// PTX ISA version of the emitted code: 8.6, accepted by ptxas 12.6+ (CUDA 13's ptxas reads
 /// up to 9.0) and by drivers of CUDA 12.6 and newer for JIT.
 inline const char *const kPtxFeatures = "+ptx86";

@@ -65,12 +65,19 @@ void verifyDot(const Operation &op) {
       emitError(op, "dot needs M, N and K to be powers of two >= 16, got " + a.str() + " x " +
                         b.str());
   ScalarKind in = a.scalarKind(), out = result.scalarKind();
-  bool inputsOk = in == ScalarKind::F16 || in == ScalarKind::BF16 || in == ScalarKind::F32;
+  bool inputsOk = in == ScalarKind::F16 || in == ScalarKind::BF16 || in == ScalarKind::F32 ||
+                  in == ScalarKind::F64 || in == ScalarKind::I8;
   if (!inputsOk || b.scalarKind() != in)
-    emitError(op, "dot inputs must both be f16, bf16 or f32, got " + a.str() + " and " + b.str());
-  bool outputOk = out == ScalarKind::F32 || (out == ScalarKind::F16 && in == ScalarKind::F16);
+    emitError(op, "dot inputs must both be f16, bf16, f32, f64 or i8, got " + a.str() + " and " +
+                      b.str());
+  // f64 and i8 (int32 sums) run on the FMA units; the front end widens fp8 to f16.
+  bool outputOk = in == ScalarKind::F64   ? out == ScalarKind::F64
+                  : in == ScalarKind::I8 ? out == ScalarKind::I32
+                                         : out == ScalarKind::F32 ||
+                                               (out == ScalarKind::F16 && in == ScalarKind::F16);
   if (!outputOk || acc.scalarKind() != out)
-    emitError(op, "dot accumulates in f32 (or f16 for f16 inputs), got " + result.str());
+    emitError(op, "dot accumulates in f32 (f16 for f16 inputs, f64 for f64, i32 for i8), got " +
+                      result.str());
   if (op.hasAttr("input_precision")) {
     const auto *precision = std::get_if<std::string>(&op.attr("input_precision"));
     if (!precision || (*precision != "tf32" && *precision != "tf32x3" && *precision != "ieee"))

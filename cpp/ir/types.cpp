@@ -28,13 +28,16 @@ constexpr ScalarInfo kScalars[] = {
     {ScalarKind::I64, "i64", 64, false},      {ScalarKind::F16, "f16", 16, true},
     {ScalarKind::BF16, "bf16", 16, true},     {ScalarKind::F32, "f32", 32, true},
     {ScalarKind::F64, "f64", 64, true},       {ScalarKind::F8E4M3, "f8e4m3", 8, true},
-    {ScalarKind::F8E5M2, "f8e5m2", 8, true},
+    {ScalarKind::F8E5M2, "f8e5m2", 8, true},  {ScalarKind::F8E4M3B15, "f8e4m3b15", 8, true},
+    {ScalarKind::F8E4M3FNUZ, "f8e4m3fnuz", 8, true},
+    {ScalarKind::F8E5M2FNUZ, "f8e5m2fnuz", 8, true},
 };
 const ScalarInfo &info(ScalarKind kind) { return kScalars[static_cast<int>(kind)]; }
 } // namespace
 
 const char *scalarKindName(ScalarKind kind) { return info(kind).name; }
 int scalarBitWidth(ScalarKind kind) { return info(kind).bits; }
+bool isFp8Kind(ScalarKind kind) { return info(kind).isFloat && info(kind).bits == 8; }
 bool isFloatKind(ScalarKind kind) { return info(kind).isFloat; }
 bool parseScalarKind(const std::string &name, ScalarKind &out) {
   for (const auto &s : kScalars)

@@ -233,6 +233,14 @@ void verifyOpContract(const Operation &op) {
   case OpCode::Scan:
     detail::verifyReductionOp(op);
     break;
+  case OpCode::InlineAsm:
+    verifyElementwise(op); // operands of any types, one shape
+    for (const char *name : {"asm", "constraints", "outputs"})
+      if (!op.hasAttr(name) || !std::holds_alternative<std::string>(op.attr(name)))
+        emitError(op, std::string("inline_asm needs a string attribute '") + name + "'");
+    if (!op.hasAttr("pack") || op.intAttr("pack") < 1 || !op.hasAttr("index"))
+      emitError(op, "inline_asm needs pack >= 1 and an output index");
+    break;
   case OpCode::Dot:
   case OpCode::Trans:
   case OpCode::LocalAlloc:

@@ -4,7 +4,8 @@
 // shape fits becomes wgmma: an #mma version 3 result, operands staged in shared memory
 // (pipeline.cpp, materialize_wgmma_operands.cpp). Otherwise a dot of f16/bf16 (or f32 with
 // input_precision tf32 / tf32x3) becomes mma.sync (m16n8k16, m16n8k8 for tf32): its result
-// takes an #mma layout and its operands #dot_op layouts of it; an "ieee" f32 dot stays on the FMA units with #dot_op layouts of its
+// takes an #mma layout and its operands #dot_op layouts of it (i8: m16n8k32, int32 sums); an
+// "ieee" f32 or f64 dot stays on the FMA units with #dot_op layouts of its
 // Blocked result. It also makes `trans` of a Blocked tile free: the result takes the operand's
 // layout with its dims permuted.
 //
@@ -191,9 +192,14 @@ std::optional<MmaEncoding> chooseWgmma(Operation *dot, int numWarps) {
   return MmaEncoding(3, warps, {16, static_cast<int>(instrN)});
 }
 
+/// f16/bf16, i8 (m16n8k32, int32 sums) and f32 as tf32 / tf32x3: mma.sync. "ieee" f32 and
+/// f64: FMA.
 bool usesTensorCores(const Operation &dot) {
-  if (dot.operand(0)->type().scalarKind() != ScalarKind::F32)
+  ScalarKind input = dot.operand(0)->type().scalarKind();
+  if (input == ScalarKind::F16 || input == ScalarKind::BF16 || input == ScalarKind::I8)
     return true;
+  if (input != ScalarKind::F32)
+    return false;
   return !dot.hasAttr("input_precision") || dot.stringAttr("input_precision") != "ieee";
 }
 
@@ -240,6 +246,7 @@ bool castBeforeConverting(Operation *truncf) {
       OpCode::TruncF, {accumulator},
       {accumulator->type().withElement(truncf->result()->type().elementType())});
   cast->setLocation(truncf->location());
+  cast->attributes() = truncf->attributes(); // the rounding mode
   Value *converted = createConvert(builder, cast->result(), truncf->result()->type().encoding());
   truncf->result()->replaceAllUsesWith(converted);
   truncf->erase();

@@ -270,6 +270,8 @@ std::optional<Attribute> foldConstantOp(const Operation &op,
   int width = scalarBitWidth(from);
   OpCode code = op.code();
 
+  if (op.hasAttr("rounding")) // truncf toward zero: not modelled here
+    return std::nullopt;
   if (operands.size() == 1 && code != OpCode::NegF)
     return foldCast(code, operands[0], from, to);
   if (code == OpCode::NegF) {

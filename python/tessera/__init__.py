@@ -24,11 +24,13 @@ from .autotuner import Autotuner, Config, Heuristics, autotune, heuristics
 from .runtime.allocation import set_allocator
 from . import tools
 
+from .reinterpret import TensorWrapper, reinterpret
+
 __version__ = "0.1.0"
 
 __all__ = ["jit", "JITFunction", "cdiv", "language", "config", "testing", "CompilationError",
            "autotune", "Autotuner", "Config", "heuristics", "Heuristics", "ops", "__version__"]
-__all__ += ["set_allocator", "tools"]
+__all__ += ["set_allocator", "tools", "TensorWrapper", "reinterpret"]
 
 # Triton's host API: next_power_of_2, the exception classes Triton code catches, knobs,
 # runtime (driver.active), MockTensor.

@@ -21,6 +21,10 @@ _DTYPE_CODES = {
     "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
     "float64": "fp64", "double": "fp64",
     "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
+    "float8_e4m3fnuz": "fp8e4b8", "float8_e5m2fnuz": "fp8e5b16",
+    # tl dtypes (tessera.reinterpret's TensorWrapper.dtype): their names, where not above
+    "int1": "i1", **{name: name for name in ("fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5",
+                                            "fp8e5b16", "fp16", "bf16", "fp32", "fp64")},
 }
 
 _dtype_cache: Dict[Any, str] = {}
@@ -130,6 +134,10 @@ def _key_dlpack(v) -> tuple:
     return ("tensor", v.dtype, ptr % 16 == 0)
 
 
+def _key_wrapper(v) -> tuple:
+    return ("tensor", v.dtype, v.data_ptr() % 16 == 0)
+
+
 def _key_unsupported(v) -> tuple:
     raise TypeError(f"unsupported argument of type {type(v).__name__}")
 
@@ -149,6 +157,9 @@ def _key_function_for(cls: type) -> Callable[[Any], tuple]:
         return _key_int
     if issubclass(cls, float):
         return _key_float
+    from .reinterpret import TensorWrapper
+    if issubclass(cls, TensorWrapper):
+        return _key_wrapper
     module = cls.__module__.split(".", 1)[0]
     if module == "torch" and hasattr(cls, "data_ptr"):
         return _key_torch

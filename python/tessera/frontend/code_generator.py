@@ -473,6 +473,9 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
             for item in args[1:]:
                 result = combine(result, item)
             return result
+        if function is tl.pointer_type and not runtime:  # a dtype made in the kernel
+            return tl.pointer_type(*[tl._unwrap(a) for a in args],
+                                   **{k: tl._unwrap(v) for k, v in kwargs.items()})
         if inspect.ismethod(function) and isinstance(function.__self__, (tl.dtype, tl.block_type)) \
                 and not runtime:
             return function(*args, **kwargs)  # type queries: x.dtype.is_floating(), ...

@@ -28,6 +28,9 @@ def _torch_view(tensor) -> np.ndarray:
 
 
 def _as_array(obj: Any, reject) -> np.ndarray:
+    from ..reinterpret import TensorWrapper
+    if isinstance(obj, TensorWrapper):  # the kernel reads the bytes as its pointee type
+        obj = obj.base
     if isinstance(obj, np.ndarray):
         return obj
     if hasattr(obj, "__dlpack__"):

@@ -13,6 +13,8 @@ The numerics of ``dot`` (the reference GPU results are compared against):
   above. "tf32x3": a = big + small with big = tf32(a) and small = tf32(a - big); the result is
   big_a big_b + big_a small_b + small_a big_b (small_a small_b dropped), as the three tensor
   core products compute it. "ieee": the exact float32 products, summed in float64.
+- float64 inputs: float64 products and sums (NumPy's matmul); int8 inputs: exact integer
+  products and sums, wrapped to int32 as the GPU's 32-bit adds do.
 
 Shared-memory buffers are NumPy arrays that the ops update in place; asynchronous copies
 complete at once (the interpreter runs one thread of control), so waits and barriers do
@@ -57,6 +59,12 @@ def _dot(info: OpInfo):
     precision = info.attrs.get("input_precision", "tf32")
     if precision not in ("tf32", "tf32x3", "ieee"):
         raise PlanError(f"unknown input_precision '{precision}'")
+
+    if result.kind == "i":  # int8 operands, int32 sums wrapping modulo 2**32
+        def int_dot(state, a, b, acc):
+            exact = np.asarray(a).astype(np.int64) @ np.asarray(b).astype(np.int64)
+            return nm.int_cast(exact + np.asarray(acc).astype(np.int64), result, False)
+        return int_dot
 
     def dot(state, a, b, acc):
         return nm.to_float(dot_reference(np.asarray(a), np.asarray(b), np.asarray(acc),

@@ -298,6 +298,15 @@ def _int_cast(info: OpInfo):
 def _to_float(info: OpInfo):
     dtype = info.results[0].dtype
     unsigned = info.name == "uitofp"
+    rounding = info.attrs.get("rounding", "rtne")
+    if rounding not in ("rtne", "rtz"):
+        raise PlanError(f"unknown rounding mode '{rounding}'")
+    if "f8e4m3b15" in info.operands[0].text:  # codes in uint8 (see numerics.DTYPES)
+        return lambda state, x: nm.to_float(nm.from_e4b15(x), dtype)
+    if "f8e4m3b15" in info.results[0].text:
+        return lambda state, x: nm.to_e4b15(x)
+    if rounding == "rtz":
+        return lambda state, x: nm.to_float_toward_zero(x, dtype)
     return lambda state, x: nm.to_float(x, dtype, unsigned)
 
 
@@ -315,3 +324,10 @@ def _bitcast(info: OpInfo):
         raise PlanError(f"bitcast from {info.operands[0].text} to {info.results[0].text} "
                         "changes the bit width")
     return lambda state, x: np.asarray(x).view(dtype)
+
+
+@handles("inline_asm")
+def _inline_asm(info: OpInfo):
+    raise PlanError("tl.inline_asm_elementwise runs PTX, which the interpreter cannot execute "
+                    "(Triton's interpreter does not run inline assembly either); run this "
+                    "kernel on the GPU, or give the interpreter a tl-only version of it")

@@ -24,6 +24,11 @@ DTYPES = {
     "f64": np.dtype(np.float64),
     "f8e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
     "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "f8e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz),
+    "f8e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    # Triton's fp8e4b15 (e4m3, bias 15, no NaN or inf) has no NumPy type: its codes, as uint8;
+    # only extf / truncf read them (the front end computes fp8 arithmetic in f32).
+    "f8e4m3b15": np.dtype(np.uint8),
 }
 POINTER_DTYPE = np.dtype(np.int64)  # pointers are 64-bit virtual addresses (see memory.py)
 
@@ -31,9 +36,12 @@ F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 BOOL = np.dtype(np.bool_)
 # Types narrower than f32: arithmetic happens in f32 and rounds back (see round_from_f32).
-NARROW_FLOATS = {DTYPES[n] for n in ("f16", "bf16", "f8e4m3", "f8e5m2")}
+NARROW_FLOATS = {DTYPES[n] for n in ("f16", "bf16", "f8e4m3", "f8e5m2", "f8e4m3fnuz",
+                                      "f8e5m2fnuz")}
 # fp8 conversions saturate to the largest finite value, as PTX's cvt.rn.satfinite does.
-SATURATING_MAX = {DTYPES["f8e4m3"]: 448.0, DTYPES["f8e5m2"]: 57344.0}
+SATURATING_MAX = {DTYPES["f8e4m3"]: 448.0, DTYPES["f8e5m2"]: 57344.0,
+                  DTYPES["f8e4m3fnuz"]: 240.0, DTYPES["f8e5m2fnuz"]: 57344.0}
+FNUZ = {DTYPES["f8e4m3fnuz"], DTYPES["f8e5m2fnuz"]}  # one NaN (0x80), no negative zero
 _UNSIGNED = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
              8: np.dtype(np.uint64)}
 _SIGNED = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32),
@@ -236,3 +244,48 @@ CMPF = {
     "ord": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
     "uno": lambda a, b: np.isnan(a) | np.isnan(b),
 }
+
+
+# --- rounding toward zero and Triton's fp8e4b15 ---------------------------------------------
+
+def to_float_toward_zero(x, dtype: np.dtype):
+    """truncf {rounding = "rtz"}: x's exact value truncated toward zero in `dtype` (overflow
+    gives the largest finite value, as PTX's cvt.rz; fp8 saturates as to_float does)."""
+    x = np.asarray(x)
+    with np.errstate(over="ignore"):  # overflow rounds to inf here, then steps back to max
+        nearest = np.asarray(to_float(x, dtype))
+    exact = x.astype(F64)
+    back = nearest.astype(F64)
+    away = np.isfinite(exact) & (np.abs(back) > np.abs(exact))
+    unsigned = _UNSIGNED[dtype.itemsize]
+    bits = nearest.view(unsigned)
+    # Sign-magnitude codes: one step toward zero is the magnitude's code minus one.
+    stepped = np.where(away, bits - unsigned.type(1), bits).astype(unsigned)
+    if dtype in FNUZ:  # -smallest steps to 0x80, which is NaN there: zero has one code
+        stepped = np.where(away & (stepped == unsigned.type(0x80)), unsigned.type(0), stepped)
+    return stepped.view(dtype)
+
+
+E4B15 = DTYPES["f8e4m3b15"]
+
+
+def from_e4b15(codes) -> np.ndarray:
+    """The f32 values of fp8e4b15 codes: sign, 4 exponent bits (bias 15), 3 mantissa bits,
+    every code finite (0x7f is 1.875)."""
+    codes = np.asarray(codes).astype(np.uint32)
+    exponent = ((codes >> 3) & 0xF).astype(np.int32)
+    fraction = (codes & 0x7).astype(F64)
+    value = np.where(exponent == 0, fraction * 2.0**-17,
+                     (8 + fraction) * np.exp2(exponent.astype(F64) - 18))
+    return np.where(codes & 0x80, -value, value).astype(F32)
+
+
+def to_e4b15(x) -> np.ndarray:
+    """Triton's fp8e4b15 encoding: x truncated toward zero to f16, |x| clamped to 1.75 (NaN
+    too), rounded half away from zero to 3 mantissa bits, the sign copied."""
+    x = np.asarray(x)
+    half = x if x.dtype == np.float16 else to_float_toward_zero(x, np.dtype(np.float16))
+    bits = np.asarray(half).view(np.uint16).astype(np.uint32)
+    magnitude = np.minimum(bits & 0x7FFF, 0x3F00)
+    code = (((magnitude << 1) + 0x80) >> 8) & 0x7F
+    return (code | ((bits >> 8) & 0x80)).astype(np.uint8)

@@ -153,6 +153,14 @@ from .extern import extern, extern_elementwise
 
 __all__ += ["extra", "extern", "extern_elementwise"]
 
+# fp8 formats beyond float8e4nv / float8e5, and inline PTX.
+from .core import float8e4b8, float8e4b15, float8e5b16  # noqa: E402
+
+__all__ += ["float8e4b8", "float8e4b15", "float8e5b16"]
+from .inline_asm import inline_asm_elementwise  # noqa: E402
+
+__all__ += ["inline_asm_elementwise"]
+
 # Shapes, sorting and the rest of Triton's standard library (shape.py, standard.py), then the
 # tensor methods, bound from one table (tensor_methods.py) once every function exists.
 # (`item` is only a method in Triton: not in __all__.)

@@ -52,13 +52,20 @@ class dtype:
 
     SINT_TYPES = ("int8", "int16", "int32", "int64")
     UINT_TYPES = ("int1", "uint8", "uint16", "uint32", "uint64")  # int1 is unsigned, as Triton
-    FP_TYPES = ("fp8e4nv", "fp8e5", "fp16", "bf16", "fp32", "fp64")
+    FP_TYPES = ("fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16", "fp32",
+                "fp64")
     STANDARD_FP_TYPES = ("fp16", "bf16", "fp32", "fp64")
     _IR_NAMES = {"int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
                  "uint8": "i8", "uint16": "i16", "uint32": "i32", "uint64": "i64",
                  "fp8e4nv": "f8e4m3", "fp8e5": "f8e5m2", "fp16": "f16", "bf16": "bf16",
-                 "fp32": "f32", "fp64": "f64"}
-    _MANTISSA = {"fp8e4nv": 3, "fp8e5": 2, "fp16": 10, "bf16": 7, "fp32": 23, "fp64": 52}
+                 "fp32": "f32", "fp64": "f64", "fp8e4b15": "f8e4m3b15", "fp8e4b8": "f8e4m3fnuz",
+                 "fp8e5b16": "f8e5m2fnuz"}
+    # Explicit mantissa bits of each float format, as Triton's dtype (the exponent bias:
+    # dtype_table.py). The fp8
+    # formats: e4nv = OCP e4m3fn (NaN, no inf), e5 = e5m2 (IEEE-like), e4b15 = Triton's e4m3
+    # with bias 15 and no NaN/inf, e4b8/e5b16 = the "fnuz" formats (one NaN, no -0, no inf).
+    _MANTISSA = {"fp8e4b15": 3, "fp8e4nv": 3, "fp8e4b8": 3, "fp8e5": 2, "fp8e5b16": 2,
+                 "fp16": 10, "bf16": 7, "fp32": 23, "fp64": 52}
 
     class KIND(enum.IntEnum):
         """Kinds for the promotion of Python scalars: bool < integral < floating."""
@@ -234,18 +241,23 @@ uint32 = dtype("uint32")
 uint64 = dtype("uint64")
 float8e4nv = dtype("fp8e4nv")
 float8e5 = dtype("fp8e5")
+float8e4b15 = dtype("fp8e4b15")
+float8e4b8 = dtype("fp8e4b8")
+float8e5b16 = dtype("fp8e5b16")
 float16 = dtype("fp16")
 bfloat16 = dtype("bf16")
 float32 = dtype("fp32")
 float64 = dtype("fp64")
 
-_PUBLIC_NAMES = {"fp8e4nv": "float8e4nv", "fp8e5": "float8e5", "fp16": "float16",
+_PUBLIC_NAMES = {"fp8e4nv": "float8e4nv", "fp8e5": "float8e5", "fp8e4b15": "float8e4b15",
+                 "fp8e4b8": "float8e4b8", "fp8e5b16": "float8e5b16", "fp16": "float16",
                  "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
 
 # Type strings of kernel signatures, as Triton's ("*fp32", "i32", "u64", ...).
 _SIGNATURE_TYPES = {"i1": int1, "i8": int8, "i16": int16, "i32": int32, "i64": int64,
                     "u1": int1, "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64,
-                    "fp8e4nv": float8e4nv, "fp8e5": float8e5, "fp16": float16, "bf16": bfloat16,
+                    "fp8e4nv": float8e4nv, "fp8e5": float8e5, "fp8e4b15": float8e4b15,
+                    "fp8e4b8": float8e4b8, "fp8e5b16": float8e5b16, "fp16": float16, "bf16": bfloat16,
                     "fp32": float32, "fp64": float64, "B": int1}
 
 

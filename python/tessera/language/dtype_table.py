@@ -2,8 +2,8 @@
 
 ``tl.int64.is_int64()``, ``tl.float16.itemsize``, ``tl.bfloat16.exponent_bias``,
 ``x.dtype.codegen_name()``, ``x.type.get_block_shapes()``, ...: core.py calls ``install()``
-once its classes exist. Every dtype name Triton has gets an ``is_<name>`` predicate, including
-names Tessera has no dtype for (they answer False), so Triton code that asks never fails.
+once its classes exist. Every dtype name Triton has gets an ``is_<name>`` predicate, so Triton code that asks
+never fails.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .core import _PUBLIC_NAMES, block_type, dtype, pointer_type
 
 
 # Every dtype name Triton has, with its exponent bias for floats (None: an integer). Each name
-# gives a predicate ``is_<name>()``; names without a Tessera dtype (fp8e4b8, ...) answer False.
+# gives a predicate ``is_<name>()``.
 DTYPE_NAMES = {
     "int1": None, "int8": None, "int16": None, "int32": None, "int64": None,
     "uint8": None, "uint16": None, "uint32": None, "uint64": None,

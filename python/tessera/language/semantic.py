@@ -144,14 +144,26 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
     def ir_type(element: dtype, shape: Sequence[int]):
         return ir.tensor(list(shape), element.to_ir()) if shape else element.to_ir()
 
+    # Float arithmetic the GPU has no fp8 form of: computed in fp32 and rounded back once
+    # (exact: fp32 holds every fp8 product and sum of two fp8 values' rounding needs).
+    _FP8_VIA_FP32 = frozenset(("addf", "subf", "mulf", "divf", "remf", "negf", "maxnumf",
+                               "minnumf", "maximumf", "minimumf", "cmpf"))
+
     def create(self, name: str, operands: Sequence[tensor], element: dtype,
                shape: Sequence[int], **attrs: Any) -> tensor:
         check_tile_size(name, shape)
+        if name in self._FP8_VIA_FP32 and any(o.dtype.is_fp8() for o in operands):
+            wide = [self.cast(o, tl.float32) if o.dtype.is_fp8() else o for o in operands]
+            result = self.create(name, wide, tl.float32 if element.is_fp8() else element, shape,
+                                 **attrs)
+            return self.cast(result, element) if element.is_fp8() else result
         op = self.builder.create(name, [o.handle for o in operands],
                                  [self.ir_type(element, shape)], attrs)
         return tensor(op.result(0), element, shape)
 
     def scalar_constant(self, value: Any, element: dtype) -> tensor:
+        if element.is_fp8():  # fp8 registers hold codes: make the fp32 constant, then round
+            return self.cast(self.scalar_constant(value, tl.float32), element)
         if element.is_floating():
             attr: Any = float(value)
         elif element.is_int():
@@ -244,16 +256,19 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
         if src == dst:
             return x
         if fp_downcast_rounding is not None:
+            if fp_downcast_rounding not in ("rtne", "rtz"):
+                raise ValueError(f"Invalid rounding mode: {fp_downcast_rounding}. Supported "
+                                 "rounding modes are 'rtne' and 'rtz'.")
             if not (src.is_floating() and dst.is_floating()
                     and dst.primitive_bitwidth < src.primitive_bitwidth):
-                raise ValueError("fp_downcast_rounding applies only to narrowing float casts, "
-                                 f"not {src} to {dst}")
-            if fp_downcast_rounding not in ("rtne", "rtz"):
-                raise ValueError(f"invalid rounding mode '{fp_downcast_rounding}': use 'rtne' "
-                                 "(round to nearest even, the default) or 'rtz' (toward zero)")
-            if fp_downcast_rounding == "rtz":
-                return self._cast_float_toward_zero(x, dst)
+                raise ValueError("fp_downcast_rounding should be set only for truncating fp "
+                                 f"conversions. Source scalar type is {src} and destination "
+                                 f"type is {dst}")
         if src.is_floating() and dst.is_floating():
+            if fp_downcast_rounding == "rtz":
+                # One truncf toward zero (wider sources go through fp32 in codegen: exact,
+                # truncation composes). fp8e4b15 ignores the mode, as Triton's conversion.
+                return self.create("truncf", [x], dst, x.shape, rounding="rtz")
             return self._cast_float(x, dst)
         if src.is_int() and dst.is_int():
             if dst.is_bool():
@@ -290,6 +305,8 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
         src = x.dtype
         # As Triton: fp16/bf16 convert to anything but fp32 through fp32 (exact), and two float
         # types of one width (fp16/bf16, the fp8s) have no direct conversion.
+        if src.is_fp8e4b15() and not dst.is_fp32():  # decoded through fp32 (exact)
+            return self.cast(self.cast(x, tl.float32), dst)
         if not (src.is_fp8() or dst.is_fp8()) and (src.is_fp16() or src.is_bf16()) \
                 and not dst.is_fp32():
             return self.cast(self.cast(x, tl.float32), dst)
@@ -297,17 +314,6 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
             return self.cast(self.cast(x, tl.float32), dst)
         op = "truncf" if src.primitive_bitwidth > dst.primitive_bitwidth else "extf"
         return self.create(op, [x], dst, x.shape)
-
-    def _cast_float_toward_zero(self, x: tensor, dst: dtype) -> tensor:
-        """A narrowing float cast rounded toward zero: the nearest-even result, stepped one
-        ulp toward zero where it landed farther from zero than ``x`` (overflow to inf included:
-        it becomes the largest finite value). Widening back is exact, so the test is exact."""
-        nearest = self.cast(x, dst)
-        overshoot = self.compare("gt", self.abs(self.cast(nearest, x.dtype)), self.abs(x))
-        bits_type = tl.dtype({8: "int8", 16: "int16", 32: "int32", 64: "int64"}[
-            dst.primitive_bitwidth])
-        stepped = self.bitcast(self.sub(self.bitcast(nearest, bits_type), 1), dst)
-        return self.where(overshoot, stepped, nearest)
 
     def bitcast(self, x: tensor, dst: dtype) -> tensor:
         src = x.dtype

@@ -146,6 +146,7 @@ def device_and_stream(args: Sequence[Any]) -> Tuple[int, int]:
     for arg in args:
         if isinstance(arg, _SCALAR_TYPES):
             continue
+        arg = getattr(arg, "_tessera_reinterpreted", arg)  # tessera.reinterpret: its base
         device = device_of(arg)
         if device >= 0:
             return device, current_stream(device, framework_of(type(arg)))

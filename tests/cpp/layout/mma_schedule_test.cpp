@@ -20,15 +20,20 @@ struct Fragment {
   int row, col;
 };
 
-// The PTX ISA tables (m16n8k16 for kWidth 2, m16n8k8 tf32 for kWidth 1), per lane and element.
+// The PTX ISA tables (m16n8k32 s8 for kWidth 4, m16n8k16 for kWidth 2, m16n8k8 tf32 for
+// kWidth 1), per lane and element.
 Fragment fragmentA(int kWidth, int lane, int i) {
   int group = lane >> 2, thread = lane % 4;
+  if (kWidth == 4)
+    return {group + ((i % 8) < 4 ? 0 : 8), thread * 4 + (i & 3) + (i >= 8 ? 16 : 0)};
   if (kWidth == 2)
     return {group + ((i < 2 || (i >= 4 && i < 6)) ? 0 : 8), thread * 2 + (i & 1) + (i >= 4 ? 8 : 0)};
   return {group + (i % 2 ? 8 : 0), thread + (i >= 2 ? 4 : 0)};
 }
 Fragment fragmentB(int kWidth, int lane, int i) {
   int group = lane >> 2, thread = lane % 4;
+  if (kWidth == 4)
+    return {thread * 4 + (i & 3) + (i >= 4 ? 16 : 0), group};
   if (kWidth == 2)
     return {thread * 2 + (i & 1) + (i >= 2 ? 8 : 0), group};
   return {thread + 4 * i, group};
@@ -133,6 +138,12 @@ TEST(MmaScheduleTest, F16TilesOfEveryWarpShape) {
 TEST(MmaScheduleTest, Tf32Tiles) {
   expectScheduleComputesProduct(64, 64, 32, {2, 2}, 1);
   expectScheduleComputesProduct(32, 16, 16, {2, 1}, 1);
+}
+
+TEST(MmaScheduleTest, Int8Tiles) {
+  expectScheduleComputesProduct(64, 64, 64, {2, 2}, 4);
+  expectScheduleComputesProduct(32, 32, 32, {2, 2}, 4);
+  expectScheduleComputesProduct(128, 64, 128, {4, 1}, 4);
 }
 
 TEST(MmaScheduleTest, TilesSmallerThanTheWarpsBroadcast) {

@@ -3,7 +3,9 @@ CTA at a time, every thread of it, so that codegen tests can check results witho
 
 It reads the subset of textual LLVM IR the lowering emits (integer and float arithmetic,
 compares, casts, select, GEP, scalar and vector loads and stores, phi and branches) plus the
-NVVM intrinsics of thread ids, shuffles and barriers (and rsqrt.approx, computed exactly).
+NVVM intrinsics of thread ids, shuffles and barriers (and rsqrt.approx, computed exactly), and
+fabs / rint / trunc / floor / ceil, integer and float min/max, and the cvt.rz inline PTX of
+fp8 conversions.
 Threads are Python generators that pause at each shuffle (until every lane of the warp is
 there: then values are exchanged) and each barrier (until every live thread of the CTA is
 there). Global memory is the NumPy arrays passed as pointer arguments (an access outside
@@ -205,6 +207,12 @@ def _parse_instruction(line: str) -> Instruction:
         index = reader.value(index_ty)
         args = (vector, index) if op == "extractelement" else (vector, element, index)
         return Instruction(op, result, args, line)
+    asm = re.match(r'call (\S+) asm (?:sideeffect )?"(.*?)", "(.*?)"\((\S+) ([^)]+)\)$', line)
+    if op == "call" and asm:  # one-operand inline PTX from the table _ASM
+        ty, text, _, arg_ty, arg = asm.groups()
+        if text not in _ASM:
+            raise SimulationError(f"unsupported inline asm {text!r}")
+        return Instruction("asm", result, (text, _Reader(arg).value(arg_ty)), line)
     if op == "call":
         ty = reader.type()
         callee = reader.word()
@@ -247,7 +255,8 @@ def parse_kernel(llvm_ir: str) -> Tuple[List[str], Dict[str, List[Instruction]],
     blocks: Dict[str, List[Instruction]] = {}
     label = ""
     for raw in match.group(2).split("\n"):
-        line = raw.split(";")[0].rstrip()
+        # Up to a comment's ';' outside a string (inline asm text holds ';').
+        line = re.match(r'(?:"[^"]*"|[^";])*', raw).group(0).rstrip()
         if not line.strip():
             continue
         if not line.startswith(" "):
@@ -447,6 +456,8 @@ def _thread(blocks, entry, env, memory: Memory, special: Dict[str, int]):
                 vector = list(args[0](env))
                 vector[args[2](env)] = args[1](env)
                 value = tuple(vector)
+            elif op == "asm":
+                value = _ASM[args[0]](args[1](env))
             elif op == "call":
                 ty, name, call_args = args
                 values = [a(env) for a in call_args]
@@ -467,6 +478,25 @@ def _thread(blocks, entry, env, memory: Memory, special: Dict[str, int]):
 
 _LIBDEVICE_F32 = {"@__nv_logf": np.log, "@__nv_cosf": np.cos, "@__nv_sinf": np.sin,
                   "@llvm.nvvm.sqrt.approx.f": np.sqrt, "@llvm.nvvm.sqrt.approx.ftz.f": np.sqrt}
+def _toward_zero(value: Any, dtype) -> Any:
+    """`value` narrowed to `dtype` toward zero (PTX's cvt.rz; overflow gives the largest
+    finite value): the nearest-even result, stepped back when it rounded away."""
+    with np.errstate(over="ignore"):
+        nearest = np.array(value).astype(dtype)
+    exact = np.float64(value)
+    if np.isfinite(exact) and abs(np.float64(nearest)) > abs(exact):
+        bits = nearest.view(np.uint16 if nearest.itemsize == 2 else np.uint32)
+        nearest = (bits - bits.dtype.type(1)).view(dtype)
+    return nearest[()]
+
+
+# Inline PTX that codegen emits (lower_fp8.cpp): results as the bits of their register.
+_ASM: Dict[str, Callable] = {
+    "cvt.rz.f16.f32 $0, $1;": lambda x: int(np.array(_toward_zero(x, np.float16)).view(np.uint16)),
+    "cvt.rz.bf16.f32 $0, $1;":
+        lambda x: int(np.array(_toward_zero(x, ml_dtypes.bfloat16)).view(np.uint16)),
+    "cvt.rz.f32.f64 $0, $1;": lambda x: _toward_zero(x, np.float32),
+}
 
 
 def _intrinsic(name: str, ty: str, values: List[Any]) -> Any:
@@ -489,11 +519,13 @@ def _intrinsic(name: str, ty: str, values: List[Any]) -> Any:
     if name in ("@llvm.nvvm.mulhi.ui", "@llvm.nvvm.mulhi.ull"):  # high half of the product
         width = _width(ty)
         return (values[0] * values[1]) >> width
-    if base == "fabs":  # clears the sign bit (NaN payloads kept)
-        return FLOATS[ty](abs(values[0]))
     if base == "abs":  # integer |x| (the minimum value stays itself); values[1]: is_int_min_poison
         width = _width(ty)
         return abs(_signed(values[0], width)) & ((1 << width) - 1)
+    if base in ("fabs", "rint", "nearbyint", "trunc", "floor", "ceil"):  # exact in the type
+        fn = {"fabs": np.abs, "rint": np.rint, "nearbyint": np.rint, "trunc": np.trunc,
+              "floor": np.floor, "ceil": np.ceil}[base]
+        return FLOATS[ty](fn(FLOATS[ty](values[0])))
     if name in ("@llvm.nvvm.rsqrt.approx.f", "@llvm.nvvm.rsqrt.approx.ftz.f"):
         return np.float32(1.0 / np.sqrt(np.float64(values[0])))  # within the approximation
     raise SimulationError(f"unsupported intrinsic {name}")

@@ -133,10 +133,10 @@ def bad_dot(a_ptr, c_ptr, M: tl.constexpr, K: tl.constexpr, OUT: tl.constexpr):
 
 
 @pytest.mark.parametrize("m,k,ptr,out,message", [
-    (16, 8, "*fp16", tl.float32, "power of two >= 16"),
-    (16, 16, "*fp16", tl.float64, "accumulates in float32"),
-    (16, 16, "*bf16", tl.float16, "float16 accumulator needs float16 inputs"),
-    (16, 16, "*i32", tl.float32, "float16, bfloat16 and float32"),
+    (16, 8, "*fp16", tl.float32, "powers of two >= 16"),
+    (16, 16, "*fp16", tl.float64, "accumulates in float32 or float16"),
+    (16, 16, "*bf16", tl.bfloat16, "out_dtype=bfloat16 is unsupported"),
+    (16, 16, "*i32", tl.float32, "int8, fp8, float16, bfloat16, float32 or float64"),
 ])
 def test_front_end_rejects_bad_dots(m, k, ptr, out, message):
     with pytest.raises(errors.CompilationError, match=message):
