@@ -212,7 +212,14 @@ def _to_float(mode: str) -> Reference:
 def _to_int(signed: bool, mode: str) -> Reference:
     def reference(args, out):
         bits = out.itemsize * 8
-        values = _elementwise(lambda x: to_integer(x, bits, signed, mode), args, np.dtype(object))
+        # libdevice turns a NaN double into the sign-bit pattern (0x80000000), a NaN float into 0.
+        nan_bits = 1 << (bits - 1) if args[0].dtype == np.float64 and bits == 32 else None
+
+        def element(x):
+            if nan_bits is not None and math.isnan(x):
+                return nan_bits
+            return to_integer(x, bits, signed, mode)
+        values = _elementwise(element, args, np.dtype(object))
         return np.asarray([int(v) & ((1 << bits) - 1) for v in values.ravel()],
                           dtype=np.uint64).astype(f"u{out.itemsize}").view(out).reshape(
                               values.shape)

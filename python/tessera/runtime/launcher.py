@@ -173,8 +173,8 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
     for (default: all of them; parameters passed None are constexprs of the kernel).
     """
     kernel = jit_fn.__name__
-    names, values = descriptor_arguments.flatten(
-        list(jit_fn.runtime_names if names is None else names), values)
+    present = list(jit_fn.runtime_names if names is None else names)  # None ones are constexprs
+    names, values = descriptor_arguments.flatten(present, values)
     ok, why = driver.driver_available()
     if not ok:
         raise RuntimeError(f"{kernel}: no CUDA driver ({why}); run on a GPU machine, or set "
@@ -188,11 +188,11 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
     signature = specialization[0]
     module = driver.load_module(image, device)
     function = module.function(metadata["name"])
-    kinds = descriptor_arguments.launch_kinds(jit_fn.runtime_names, signature, _launcher_kind)
+    kinds = descriptor_arguments.launch_kinds(present, signature, _launcher_kind)
     launcher = driver.KernelLauncher(kinds, function,
                                      num_warps=metadata["num_warps"],
                                      shared_bytes=metadata.get("shared_bytes", 0))
     launchable = Launchable(kernel, launcher, device, framework, names, metadata)
-    if len(names) != len(jit_fn.runtime_names):
-        launchable.expand_from = list(jit_fn.runtime_names)
+    if len(names) != len(present):
+        launchable.expand_from = present
     return launchable

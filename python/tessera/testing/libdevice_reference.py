@@ -160,9 +160,15 @@ def _to_int(signed: bool, mode: str) -> Callable:
         low, high = ((-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed
                      else (0, (1 << bits) - 1))
 
+        # NaN: 0 from a float, the sign-bit pattern from a double (as the GPU's libdevice does)
+        # or into 64 bits.
+        from_double = args[0].dtype == np.float64
+
         def element(x):
             if math.isnan(x):
-                return 0 if bits == 32 else 1 << 63
+                if bits == 32 and not from_double:
+                    return 0
+                return (-(1 << (bits - 1)) if signed else 1 << (bits - 1))
             if math.isinf(x):
                 return high if x > 0 else low
             return min(max(int(rounders[mode](x)), low), high)
