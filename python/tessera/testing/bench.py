@@ -30,10 +30,18 @@ def gpu_available() -> bool:
     return torch.cuda.is_available() and not knobs.interpret
 
 
+def _on_host(x):
+    """A torch tensor (any device) as a host one; anything else as it is."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):
+        return x.detach().cpu()
+    return x
+
+
 def relative_error(out, ref) -> float:
-    """‖out − ref‖ / ‖ref‖ in float64 (NaN anywhere gives inf: NaN never passes)."""
-    out = np.asarray(out, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
+    """‖out − ref‖ / ‖ref‖ in float64 (NaN anywhere gives inf: NaN never passes). Takes
+    NumPy arrays and framework tensors, on the GPU too (copied to the host)."""
+    out = np.asarray(_on_host(out), dtype=np.float64)
+    ref = np.asarray(_on_host(ref), dtype=np.float64)
     if not np.all(np.isfinite(out)):
         return float("inf")
     denom = np.linalg.norm(ref.ravel())
