@@ -1,7 +1,7 @@
 """Fused attention (tessera.ops.attention) against PyTorch SDPA (flash, cuDNN and
 memory-efficient backends), plain PyTorch attention and, when given, Triton's tutorial kernel:
 the FlashAttention-3-style sweep, the CS336 student sweep and the CS336 leaderboard case of
-shared/BENCHMARKS.md, in one run on one GPU. (Kept as one file over the usual 400 lines: the
+docs/benchmarks.md, in one run on one GPU. (Kept as one file over the usual 400 lines: the
 three sweeps share the providers, the float64 reference and the checks.)
 
 Method: fresh random inputs per case; every provider's forward output and gradients are checked
@@ -39,7 +39,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 DEVICE = "cuda"  # where the cases' inputs live (the CPU tests run the interpreter on "cpu")
 COMPILE_BACKEND = "inductor"  # torch.compile's, for the leaderboard case
 
-# Output bounds of BENCHMARKS.md; float32 is computed with tf32 by Tessera (the 10-bit mantissa
+# Output bounds of docs/benchmarks.md; float32 is computed with tf32 by Tessera (the 10-bit mantissa
 # of fp16). Gradients sum S products rounded to 16 bits twice (dP, dS): twice the bound.
 BOUNDS = {"float16": 5e-3, "bfloat16": 1e-2, "float32": 5e-3}
 GRAD_BOUND_FACTOR = 2.0

@@ -1,6 +1,6 @@
 """Host launch overhead: seconds of host time per launch of a tiny kernel, Tessera vs Triton.
 
-Method (shared/BENCHMARKS.md): best of 3 rounds of 20000 launches each, with 3 and with 16
+Method (docs/benchmarks.md): best of 3 rounds of 20000 launches each, with 3 and with 16
 tensor arguments, measured in the same process; the GPU work is negligible, so the number is
 the host cost of binding, specializing, packing and cuLaunchKernel.
 

@@ -1,7 +1,7 @@
 """Matmul throughput: tessera.ops.matmul, autotuned (wgmma on sm_90a, else mma.sync; cp.async
 rings) vs torch.matmul (cuBLAS).
 
-Method (shared/BENCHMARKS.md): square fp16 and bf16 products at 4096³ and 8192³, fresh random
+Method (docs/benchmarks.md): square fp16 and bf16 products at 4096³ and 8192³, fresh random
 inputs, the output poisoned before the checked run; both kernels timed in the same process
 with CUDA events (median, L2 flushed before each run, compile and tuning outside the timing);
 TFLOP/s = 2·n³ / time. Prints a table and, with --json OUT, writes every number.

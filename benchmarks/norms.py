@@ -1,7 +1,7 @@
 """Memory-bound kernels in GB/s: softmax, RMSNorm and LayerNorm forward and backward
 (tessera.ops) against PyTorch and the copy bandwidth, all in the same run.
 
-Method (shared/BENCHMARKS.md): CUDA-event timing after warm-up, median of the runs filling
+Method (docs/benchmarks.md): CUDA-event timing after warm-up, median of the runs filling
 100 ms, L2 flushed before each; fresh random inputs, checked against float64 on the timed
 inputs. Bytes are those each pass must move: softmax and the forwards read x and write y
 (2 · size), the backwards read x and dy and write dx (3 · size). The ceiling is a

@@ -81,7 +81,7 @@ def softmax(x, out=None):
 # ## Correctness
 # Fresh random inputs with a wide spread (so that the max matters), row lengths from 1 to
 # 32768 that are mostly not powers of two, fp32/fp16/bf16, against a float64 reference. The
-# output is poisoned (NaN) first. Bounds (BENCHMARKS.md): ‖out − ref‖ / ‖ref‖ below 1e-5 in
+# output is poisoned (NaN) first. Bounds (docs/benchmarks.md): ‖out − ref‖ / ‖ref‖ below 1e-5 in
 # fp32, 5e-3 in fp16 and 1e-2 in bf16.
 
 # %%

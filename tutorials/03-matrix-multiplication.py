@@ -143,7 +143,7 @@ def matmul(a, b, bias=None, activation: str = "", out=None):
 # ## Correctness
 # Fresh random inputs; shapes that are not multiples of the blocks; with and without the
 # epilogue; fp16 and bf16; against a float64 reference. The output is poisoned (NaN) first,
-# so an element the kernel forgot to write fails the check. Bounds (BENCHMARKS.md): relative
+# so an element the kernel forgot to write fails the check. Bounds (docs/benchmarks.md): relative
 # error ‖out − ref‖ / ‖ref‖ ≤ 5e-3 for fp16 and ≤ 1e-2 for bf16 (the output's own rounding).
 
 # %%

@@ -14,7 +14,7 @@
 #   bandwidth measured in the same run.
 #
 # With a GPU the tutorial runs on it; without one it runs through the interpreter at small
-# sizes. The shapes are those of BENCHMARKS.md: (B, T, H) with T = 77 and 91 among them, so the
+# sizes. The shapes are those of docs/benchmarks.md: (B, T, H) with T = 77 and 91 among them, so the
 # number of rows B·T is rarely a multiple of a tile.
 
 # %%
@@ -319,10 +319,10 @@ def layer_norm_backward(dy, x, w, eps: float = 1e-5, dx=None):
 
 # %% [markdown]
 # ## Correctness
-# Fresh random inputs (weights and biases too), the (B, T, H) shapes of BENCHMARKS.md (T = 77
+# Fresh random inputs (weights and biases too), the (B, T, H) shapes of docs/benchmarks.md (T = 77
 # and 91 leave partial row tiles) plus an H that is not a power of two, fp32/fp16/bf16,
 # against float64 references of the formulas above. Outputs are poisoned (NaN) first, so an
-# element the kernels forgot fails. Bounds (BENCHMARKS.md): ‖out − ref‖ / ‖ref‖ below 1e-5 in
+# element the kernels forgot fails. Bounds (docs/benchmarks.md): ‖out − ref‖ / ‖ref‖ below 1e-5 in
 # fp32, 5e-3 in fp16, 1e-2 in bf16, for y, dx, dw and db.
 
 # %%

@@ -233,7 +233,7 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
 # Fresh random inputs, poisoned (NaN) outputs, against a float64 NumPy reference computed the
 # textbook way (full score matrix, max-subtracted softmax). S = 1, 17 and 1000 are not
 # multiples of any block. Bounds on ‖x − ref‖ / ‖ref‖: O within 5e-3 for fp16 and 1e-2 for
-# bf16 (BENCHMARKS.md); float32 inputs compute in tf32 (fp16's 10 mantissa bits), so fp16's
+# bf16 (docs/benchmarks.md); float32 inputs compute in tf32 (fp16's 10 mantissa bits), so fp16's
 # bound. lse2 within 1e-3.
 
 # %%
@@ -321,7 +321,7 @@ for needle in ("mma.sync.aligned.m16n8k16", "ex2.approx", "ldmatrix.sync.aligned
 # %% [markdown]
 # ## Benchmark
 # TFLOP/s (4·B·H·S²·D, halved when causal) at B·S = 16384 tokens and H = 2048 / D
-# (BENCHMARKS.md), against PyTorch's `scaled_dot_product_attention` with the flash backend
+# (docs/benchmarks.md), against PyTorch's `scaled_dot_product_attention` with the flash backend
 # (FlashAttention-2) and the cuDNN backend, in the same run; one table and plot per head dim
 # and mask. benchmarks/attention.py runs the full sweeps (backward, both dtypes, memory).
 

@@ -450,7 +450,7 @@ else:
 # %% [markdown]
 # ## Benchmark
 # TFLOP/s of the backward (2.5 x the forward's 4·B·H·S²·D, halved when causal) at
-# B·S = 16384 tokens and H = 2048 / D (BENCHMARKS.md), against the backward of PyTorch's
+# B·S = 16384 tokens and H = 2048 / D (docs/benchmarks.md), against the backward of PyTorch's
 # `scaled_dot_product_attention` with the flash backend (FlashAttention-2) and the cuDNN
 # backend, in the same run. benchmarks/attention.py runs the full sweeps.
 

@@ -8,7 +8,7 @@
 // leading and stride byte offsets >> 4, swizzle mode) built from the operands' tiles; then
 // commits the group. wgmma.mma_async has no LLVM intrinsic, so it is inline PTX. The wait
 // (emitWgmmaWait, inline PTX too) ties the accumulator registers, so that LLVM cannot move a
-// use of the results above it (DESIGN.md §5), and uses the register A words, so none is
+// use of the results above it (docs/architecture.md), and uses the register A words, so none is
 // rewritten while the wgmma may read it; it comes right after the commit, or, with
 // overlap on, before the first op that reads the result or any barrier (KernelLowering::
 // settleWgmma): membar's barrier before a write to bytes the dot reads then waits for it.

@@ -2,7 +2,7 @@
 //
 // remove_layout_conversions asks what a convert_layout costs; codegen asks how to emit it.
 // Both get the answer from a map between the two layouts' hardware indices (a choice of
-// src^-1 ∘ dst) with the hardware dims that do not move quotiented out (DESIGN.md section 3):
+// src^-1 ∘ dst) with the hardware dims that do not move quotiented out (docs/architecture.md):
 // nothing moves -> free; registers only -> a static permutation; lanes -> warp shuffles;
 // warps (or blocks) -> a round trip through shared memory.
 #pragma once

@@ -1,6 +1,6 @@
 // LinearLayout: a map, linear over GF(2), from named hardware index dims to tensor coordinates.
 //
-// Every register and shared-memory layout in Tessera is one of these (DESIGN.md section 3).
+// Every register and shared-memory layout in Tessera is one of these (docs/architecture.md).
 // Named encodings (blocked.h, slice.h) build them per tensor shape; conversion planning
 // (conversion.h) and code generation use only LinearLayouts. Pure integer code, no LLVM.
 #pragma once

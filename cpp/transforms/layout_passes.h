@@ -1,6 +1,6 @@
 // The layout passes: assign_layouts -> coalesce -> remove_layout_conversions take the
 // layout-free tile IR of the front end to IR where every tensor type carries an encoding
-// (DESIGN.md section 4). Entry points for tests and pipelines, plus the few layout rules
+// (docs/architecture.md). Entry points for tests and pipelines, plus the few layout rules
 // the three passes share.
 #pragma once
 

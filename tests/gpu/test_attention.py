@@ -5,7 +5,7 @@ S in {1, 17, 128, 1000, 4096}, D in {16, 32, 64, 128, 256}, causal and not, fp16
 first; fresh random inputs. Then the torch.library ops through torch.compile(fullgraph=True)
 and opcheck, strided views, and S = 65536 within a memory bound.
 
-Bounds (BENCHMARKS.md for O): ‖O − ref‖ / ‖ref‖ ≤ 5e-3 fp16 and tf32, ≤ 1e-2 bf16; gradients
+Bounds (docs/benchmarks.md for O): ‖O − ref‖ / ‖ref‖ ≤ 5e-3 fp16 and tf32, ≤ 1e-2 bf16; gradients
 twice that (products of two rounded factors); lse (fp32) ≤ 1e-3.
 """
 import math

@@ -4,7 +4,7 @@ depth, transposed operands and chained dots (on wgmma on Hopper; mma.sync there 
 turned off); outputs poisoned first; zero register spills in
 what ptxas reported for the pipelined (16-byte-aligned) kernels (CompiledKernel.metadata).
 
-Bounds (BENCHMARKS.md): ‖out − ref‖ / ‖ref‖ < 1e-5 fp32, ~3e-4 tf32, 5e-3 fp16, 1e-2 bf16.
+Bounds (docs/benchmarks.md): ‖out − ref‖ / ‖ref‖ < 1e-5 fp32, ~3e-4 tf32, 5e-3 fp16, 1e-2 bf16.
 """
 import pytest
 

@@ -2,9 +2,9 @@
 float64 references on fresh random inputs, with outputs poisoned (NaN) before each launch.
 
 Softmax: rows of 1 to 32768 columns, mostly not powers of two. RMSNorm / LayerNorm, forward
-and backward (dx, dw, db): every (B, T, H) of BENCHMARKS.md in fp32 (B in {512, 1024, 2048},
+and backward (dx, dw, db): every (B, T, H) of docs/benchmarks.md in fp32 (B in {512, 1024, 2048},
 T in {64, 77, 91, 96, 128}, H in {128, 256, 512}), a spread of them in fp16 and bf16, and an H
-that is not a power of two. Bounds (BENCHMARKS.md): ||out - ref|| / ||ref|| below 1e-5 in
+that is not a power of two. Bounds (docs/benchmarks.md): ||out - ref|| / ||ref|| below 1e-5 in
 fp32, 5e-3 in fp16, 1e-2 in bf16. Every kernel compiles without register spills.
 """
 import itertools

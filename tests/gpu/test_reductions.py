@@ -4,7 +4,7 @@ sum, max, min, argmax, argmin, a user tl.reduce (tuple: sum and sum of squares),
 reverse associative_scan; 1-D, 2-D (along each axis) and 3-D tiles; fp32/fp16/bf16/int32;
 num_warps 1, 4 and 8; masked edges (shapes that are not multiples of the block) with the
 reduction's identity as `other`; outputs poisoned (NaN / -7) before each launch.
-Tolerances (BENCHMARKS.md): ||out - ref|| / ||ref|| within fp32 1e-5, fp16 5e-3, bf16 1e-2,
+Tolerances (docs/benchmarks.md): ||out - ref|| / ||ref|| within fp32 1e-5, fp16 5e-3, bf16 1e-2,
 against the same sums of |x| where fp16/bf16 accumulate in their own type (as Triton's sum).
 """
 import math

@@ -1,4 +1,4 @@
-"""Timing on the GPU with CUDA events (method: shared/BENCHMARKS.md), as ``triton.testing``.
+"""Timing on the GPU with CUDA events (method: docs/benchmarks.md), as ``triton.testing``.
 
 ``do_bench`` runs ``fn`` once (compile, module load and first touch stay out), estimates its
 time from 5 runs, then runs it for about ``warmup`` ms untimed and ``rep`` ms timed, each
