@@ -36,6 +36,10 @@ class CompileJob:
     specialization: Tuple[Dict[str, str], set, set]   # signature, div16, eq1
     options: Any                         # CompileOptions (num_warps, num_stages, arch)
     target: Target
+    # Prune on the tile-IR estimate before compiling. The estimate can overcount (operands a
+    # later pass keeps in shared memory): when it prunes every config, the tuner compiles them
+    # again without it and lets the assembler's exact counts decide.
+    estimate_first: bool = True
 
     @property
     def constexpr_dict(self) -> Dict[str, Any]:
@@ -74,8 +78,8 @@ def compile_one(job: CompileJob) -> Outcome:
     try:
         module = build_tile_ir(job.jit_fn.fn, signature, job.constexpr_dict, div16, eq1,
                                job.options.num_warps, debug=job.options.debug)
-        reason = resources.why_not_fit_before_compile(module, job.options.num_warps,
-                                                      job.options.num_stages, props)
+        reason = None if not job.estimate_first else resources.why_not_fit_before_compile(
+            module, job.options.num_warps, job.options.num_stages, props)
         if reason is not None:
             return Outcome(failure=reason, pruned=True, worker=pid)
         metadata, image = launcher.build(job.jit_fn, job.specialization, job.constexpr_dict,

@@ -16,6 +16,7 @@ the first config). In interpret mode the first config is used: CPU timings mean 
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import logging
@@ -296,6 +297,10 @@ class Autotuner:
             bar.update("compiled", compiled[0], len(jobs))
 
         outcomes = self.backend.compile(jobs, on_done=on_compiled) if jobs else []
+        if outcomes and all(o.pruned for o in outcomes):
+            # The estimate ruled out every config; it is a model, ptxas is exact: compile them.
+            jobs = [dataclasses.replace(job, estimate_first=False) for job in jobs]
+            outcomes = self.backend.compile(jobs, on_done=on_compiled)
         built = []
         for config, index in job_of.items():
             outcome = outcomes[index]

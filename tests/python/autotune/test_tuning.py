@@ -176,6 +176,23 @@ def test_loop_carried_tiles_too_big_for_registers_are_pruned_in_the_worker():
     assert kernel.best_config.kwargs["BLOCK"] == 256
 
 
+def test_when_the_estimate_prunes_every_config_the_assembler_decides():
+    # 8192 fp32 accumulators on one warp (16384 on two): the tile-IR estimate says 256 registers
+    # per thread, more than a thread has; with no config left the tuner compiles them anyway (ptxas spills
+    # what does not fit) rather than leaving the kernel with nothing to run.
+    configs = [tessera.Config({"BLOCK": 8192}, num_warps=1),
+               tessera.Config({"BLOCK": 16384}, num_warps=2)]
+    kernel = tuned(row_sum_kernel, configs, lambda c: c.num_warps, key=("n", "rows"))
+    rows, n = 2, 300
+    x = np.random.default_rng(4).standard_normal(rows * n).astype(np.float32)
+    out = np.full(n, np.nan, dtype=np.float32)
+    kernel[grid(n)](x, out, n, rows)
+    np.testing.assert_allclose(out, x.reshape(rows, n).sum(0), rtol=1e-6)
+    assert kernel.failed_configs == [] and kernel.best_config.kwargs["BLOCK"] == 8192
+    # Both went through the workers twice: pruned on the estimate, then compiled.
+    assert sorted(e["BLOCK"] for e in kernel.backend.compiled) == [8192, 8192, 16384, 16384]
+
+
 def test_a_config_that_fails_to_compile_is_skipped_with_its_reason():
     configs = configs_of((512, 4096), (4,))
     kernel = tuned(add_kernel, configs, lambda c: 0.1 if c.kwargs["BLOCK"] == 4096 else 1.0)
