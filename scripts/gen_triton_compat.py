@@ -45,7 +45,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the page is stale")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT / "python"))
+    import importlib.util
+    if importlib.util.find_spec("tessera") is None:  # not installed: the in-tree build
+        sys.path.insert(0, str(ROOT / "python"))
     text = render()
     if args.check:
         if not DOC.exists() or DOC.read_text() != text:
