@@ -93,6 +93,10 @@ KNOBS = {
     "autotune_progress": Knob("TESSERA_AUTOTUNE_PROGRESS", None, _parse_bool,
                               "Show the autotuner's progress bar on stderr (unset: only when "
                               "stderr is a terminal)."),
+    "full_traceback": Knob("TESSERA_FULL_TRACEBACK", False, _parse_bool,
+                           "Keep Tessera's internal frames and chained exceptions in the "
+                           "tracebacks of kernel errors (off: the caller's frames and the "
+                           "message only), to debug Tessera itself."),
     "debug": Knob("TESSERA_DEBUG", False, _parse_bool,
                   "Compile tl.device_assert and `assert` statements into kernels (as "
                   "TRITON_DEBUG; also @jit(debug=True)); off, they build nothing. Read when a "

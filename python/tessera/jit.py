@@ -25,6 +25,7 @@ from .launch_options import (LaunchOptions, fast_path_options, parse_options,
                              specialize_flags, split_launch_kwargs)
 from .runtime import descriptor_arguments
 from .specialization import argument_key, describe, masked_key
+from .tracebacks import api_boundary
 
 Grid = Union[Sequence[int], Callable[[Dict[str, Any]], Sequence[int]]]
 
@@ -210,6 +211,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         kept = [(v, n) for v, n, k in zip(values, self.runtime_names, keys) if k[0] != "none"]
         return tuple(v for v, _ in kept), [n for _, n in kept]
 
+    @api_boundary
     def run(self, *args, grid: Grid = None, warmup: bool = False, **kwargs):
         """The Python path of ``kernel[grid](*args, **kwargs)`` (see the module docstring).
         ``warmup=True`` compiles and loads without launching (see :meth:`warmup`)."""
@@ -320,6 +322,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
             self._source_key = kernel_source_key(self.fn)
         return self._source_key
 
+    @api_boundary
     def compile(self, *args, arch: Optional[str] = None, **kwargs):
         """Compiles for these arguments without launching; returns the CompiledKernel.
         Takes the launch options (num_warps, maxnreg, ...) as a launch does."""

@@ -31,6 +31,7 @@ from . import resources, results
 from .configs import Config
 from .heuristics import Heuristics, decorator_chain
 from .progress import Progress
+from ..tracebacks import api_boundary
 
 _log = logging.getLogger("tessera.autotune")
 _MODES = ("", "force", "off")
@@ -148,6 +149,7 @@ class Autotuner:
         from ..report import report_method
         return report_method(self, *args, **kwargs)
 
+    @api_boundary
     def run(self, *args, grid, **kwargs):
         named = {**self._defaults, **dict(zip(self.arg_names, args)), **kwargs}
         if kwargs and not self._meta_names.isdisjoint(kwargs):
