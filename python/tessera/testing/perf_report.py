@@ -104,12 +104,17 @@ def _measure(fn: Callable, bench: Benchmark, extra: Dict[str, Any]):
 
 
 def _plot(bench: Benchmark, table: Table, series, save_path: str, show: bool) -> None:
-    import matplotlib
-    if not show:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(6, 4))
+    # Never matplotlib.use(): switching the backend would silently turn off a notebook's
+    # inline plots for the rest of the session. A saved-only plot is a standalone Figure
+    # (its own canvas, outside pyplot's figure list); a shown one goes through pyplot, which
+    # draws it with the session's backend (inline in Jupyter).
+    if show:
+        import matplotlib.pyplot as plt
+        figure, axes = plt.subplots(figsize=(6, 4))
+    else:
+        from matplotlib.figure import Figure
+        figure = Figure(figsize=(6, 4))
+        axes = figure.subplots()
     xs = table.column(bench.x_names[0])
     for i, name in enumerate(bench.line_names):
         ys, mins, maxs = series[name]
@@ -130,7 +135,7 @@ def _plot(bench: Benchmark, table: Table, series, save_path: str, show: bool) ->
         figure.savefig(os.path.join(save_path, f"{bench.plot_name}.png"))
     if show:
         plt.show()
-    plt.close(figure)
+        plt.close(figure)
 
 
 class Mark:
