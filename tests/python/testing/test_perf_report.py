@@ -104,3 +104,16 @@ def test_show_plots_draws_through_pyplot(monkeypatch):
         [line.get_ydata().tolist() for line in plt.gcf().axes[0].get_lines()]))
     perf_report(BENCH)(bandwidth).run(show_plots=True)
     assert shown == [[[10.0, 20.0, 40.0], [20.0, 40.0, 80.0]]]
+
+
+def test_do_bench_without_a_gpu_is_a_clear_tessera_error(monkeypatch):
+    import tessera
+    from tessera.testing import GPUUnavailableError, do_bench
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    calls = []
+    with pytest.raises(GPUUnavailableError, match=r"do_bench times on a CUDA GPU.*"
+                                                  r"torch.cuda.is_available\(\) is False"):
+        do_bench(lambda: calls.append(1))
+    assert calls == []  # nothing ran
+    assert issubclass(GPUUnavailableError, tessera.errors.TesseraError)
