@@ -145,6 +145,20 @@ class _Knobs:
             raise AttributeError(f"tessera.config has no knob '{key}'")
         self._overrides[key] = value
 
+    def __repr__(self) -> str:
+        """Every knob's value and where it comes from, one a line: the environment variable,
+        a programmatic override, or the default."""
+        lines = []
+        for key, knob in KNOBS.items():
+            if key in self._overrides:
+                origin = "set in Python"
+            elif os.environ.get(knob.name) is not None:
+                origin = f"from ${knob.name}"
+            else:
+                origin = f"default; ${knob.name}"
+            lines.append(f"  {key}={self._value(key)!r},  # {origin}")
+        return "tessera knobs(\n" + "\n".join(lines) + "\n)"
+
     def reset(self, key: Optional[str] = None) -> None:
         """Forget programmatic overrides (all, or one knob) and read the environment again."""
         if key is None:

@@ -145,7 +145,15 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
                            f"{self.__name__}[grid](...); @jit functions it calls are inlined")
 
     def __repr__(self) -> str:
-        return f"JITFunction({self.fn.__module__}:{self.fn.__qualname__})"
+        params = ", ".join(f"{p.name}: tl.constexpr" if p.name in self.constexpr_names
+                           else p.name for p in self.params)
+        return f"<tessera kernel {self.fn.__module__}.{self.fn.__qualname__}({params})>"
+
+    def __get__(self, instance: Any, owner: Any = None) -> "JITFunction":
+        # A kernel stored on a class stays the kernel (never a bound method); defining this
+        # also makes inspect see a routine, so help(kernel) and pydoc show the kernel's own
+        # signature and docstring rather than JITFunction's.
+        return self
 
     def repr(self, specialization: Any) -> str:
         """The kernel's name in profiles and launch hooks: @jit(repr=f)'s f(specialization),

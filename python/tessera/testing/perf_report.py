@@ -80,6 +80,10 @@ class Table:
     def __str__(self) -> str:
         return self.to_string()
 
+    def __repr__(self) -> str:
+        # A notebook cell ending in a table shows its numbers, not an object address.
+        return f"Table({len(self.rows)} rows)\n{self.to_string()}"
+
 
 def _measure(fn: Callable, bench: Benchmark, extra: Dict[str, Any]):
     """(table, {line name: (ys, mins, maxs)}) with one row per x value."""

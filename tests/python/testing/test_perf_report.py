@@ -117,3 +117,8 @@ def test_do_bench_without_a_gpu_is_a_clear_tessera_error(monkeypatch):
         do_bench(lambda: calls.append(1))
     assert calls == []  # nothing ran
     assert issubclass(GPUUnavailableError, tessera.errors.TesseraError)
+
+
+def test_table_repr_shows_the_numbers():
+    table = Table(["n", "ms"], [[1, 2.0], [16, 4.5]])
+    assert repr(table) == "Table(2 rows)\n n   ms\n 1    2\n16  4.5"
