@@ -93,6 +93,10 @@ KNOBS = {
     "autotune_progress": Knob("TESSERA_AUTOTUNE_PROGRESS", None, _parse_bool,
                               "Show the autotuner's progress bar on stderr (unset: only when "
                               "stderr is a terminal)."),
+    "interpret_progress": Knob("TESSERA_INTERPRET_PROGRESS", None, _parse_bool,
+                               "Show a progress line on stderr for interpreted launches that "
+                               "run over 2 seconds (unset: only when stderr is a terminal or "
+                               "a Jupyter kernel's stream)."),
     "full_traceback": Knob("TESSERA_FULL_TRACEBACK", False, _parse_bool,
                            "Keep Tessera's internal frames and chained exceptions in the "
                            "tracebacks of kernel errors (off: the caller's frames and the "
