@@ -73,9 +73,50 @@ def api_boundary(fn: F) -> F:
                 raise
             error.__cause__ = None
             error.__suppress_context__ = True
+            _hide_in_ipython()
             raise error.with_traceback(filter_traceback(error.__traceback__))  # noqa: B904
 
+    _BOUNDARY_CODES.add(boundary.__code__)
     return boundary  # type: ignore[return-value]
+
+
+_BOUNDARY_CODES: set = set()
+
+
+def _without_boundaries(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+    kept = []
+    while tb is not None:
+        if tb.tb_frame.f_code not in _BOUNDARY_CODES:
+            kept.append(tb)
+        tb = tb.tb_next
+    result = None
+    for entry in reversed(kept):
+        result = TracebackType(result, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return result
+
+
+def _hide_in_ipython() -> None:
+    """In IPython, shows Tessera errors without the boundary's own frame (IPython's
+    ``__tracebackhide__`` never hides the innermost frame, which the boundary's is). Installed
+    the first time an error passes, and only where no other custom handler is set."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return
+    try:
+        shell = ipython.get_ipython()
+    except Exception:  # noqa: BLE001 - an IPython without a shell: nothing to do
+        return
+    if shell is None or getattr(shell, "custom_exceptions", None) != () \
+            or not hasattr(shell, "set_custom_exc"):
+        return
+    from .errors import TesseraError
+
+    def show(shell, etype, value, tb, tb_offset=None):
+        # IPython's handler shows the error itself (what it returns is not displayed).
+        shell.showtraceback((etype, value, _without_boundaries(tb)), tb_offset=tb_offset,
+                            running_compiled_code=True)
+
+    shell.set_custom_exc((TesseraError,), show)
 
 
 def display_location(filename: str, lineno: int, col: int = 0) -> str:
