@@ -93,6 +93,14 @@ KNOBS = {
     "autotune_progress": Knob("TESSERA_AUTOTUNE_PROGRESS", None, _parse_bool,
                               "Show the autotuner's progress bar on stderr (unset: only when "
                               "stderr is a terminal)."),
+    "interpret_progress": Knob("TESSERA_INTERPRET_PROGRESS", None, _parse_bool,
+                               "Show a progress line on stderr for interpreted launches that "
+                               "run over 2 seconds (unset: only when stderr is a terminal or "
+                               "a Jupyter kernel's stream)."),
+    "full_traceback": Knob("TESSERA_FULL_TRACEBACK", False, _parse_bool,
+                           "Keep Tessera's internal frames and chained exceptions in the "
+                           "tracebacks of kernel errors (off: the caller's frames and the "
+                           "message only), to debug Tessera itself."),
     "debug": Knob("TESSERA_DEBUG", False, _parse_bool,
                   "Compile tl.device_assert and `assert` statements into kernels (as "
                   "TRITON_DEBUG; also @jit(debug=True)); off, they build nothing. Read when a "
@@ -140,6 +148,20 @@ class _Knobs:
         if key not in KNOBS:
             raise AttributeError(f"tessera.config has no knob '{key}'")
         self._overrides[key] = value
+
+    def __repr__(self) -> str:
+        """Every knob's value and where it comes from, one a line: the environment variable,
+        a programmatic override, or the default."""
+        lines = []
+        for key, knob in KNOBS.items():
+            if key in self._overrides:
+                origin = "set in Python"
+            elif os.environ.get(knob.name) is not None:
+                origin = f"from ${knob.name}"
+            else:
+                origin = f"default; ${knob.name}"
+            lines.append(f"  {key}={self._value(key)!r},  # {origin}")
+        return "tessera knobs(\n" + "\n".join(lines) + "\n)"
 
     def reset(self, key: Optional[str] = None) -> None:
         """Forget programmatic overrides (all, or one knob) and read the environment again."""

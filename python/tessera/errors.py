@@ -40,7 +40,9 @@ class CompilationError(TesseraError):
         super().__init__(self._format())
 
     def _format(self) -> str:
-        text = f"{self.kernel_name}: {self.filename}:{self.lineno}:{self.col}: {self.message}"
+        from .tracebacks import display_location  # a notebook cell reads "Cell In[N], line L"
+        where = display_location(self.filename, self.lineno, self.col)
+        text = f"{self.kernel_name}: {where}: {self.message}"
         if self.source_line:
             text += "\n" + self.source_line + "\n" + " " * max(self.col - 1, 0) + "^"
         for note in self.notes:

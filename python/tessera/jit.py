@@ -25,6 +25,7 @@ from .launch_options import (LaunchOptions, fast_path_options, parse_options,
                              specialize_flags, split_launch_kwargs)
 from .runtime import descriptor_arguments
 from .specialization import argument_key, describe, masked_key
+from .tracebacks import api_boundary
 
 Grid = Union[Sequence[int], Callable[[Dict[str, Any]], Sequence[int]]]
 
@@ -144,7 +145,15 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
                            f"{self.__name__}[grid](...); @jit functions it calls are inlined")
 
     def __repr__(self) -> str:
-        return f"JITFunction({self.fn.__module__}:{self.fn.__qualname__})"
+        params = ", ".join(f"{p.name}: tl.constexpr" if p.name in self.constexpr_names
+                           else p.name for p in self.params)
+        return f"<tessera kernel {self.fn.__module__}.{self.fn.__qualname__}({params})>"
+
+    def __get__(self, instance: Any, owner: Any = None) -> "JITFunction":
+        # A kernel stored on a class stays the kernel (never a bound method); defining this
+        # also makes inspect see a routine, so help(kernel) and pydoc show the kernel's own
+        # signature and docstring rather than JITFunction's.
+        return self
 
     def repr(self, specialization: Any) -> str:
         """The kernel's name in profiles and launch hooks: @jit(repr=f)'s f(specialization),
@@ -210,6 +219,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         kept = [(v, n) for v, n, k in zip(values, self.runtime_names, keys) if k[0] != "none"]
         return tuple(v for v, _ in kept), [n for _, n in kept]
 
+    @api_boundary
     def run(self, *args, grid: Grid = None, warmup: bool = False, **kwargs):
         """The Python path of ``kernel[grid](*args, **kwargs)`` (see the module docstring).
         ``warmup=True`` compiles and loads without launching (see :meth:`warmup`)."""
@@ -320,6 +330,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
             self._source_key = kernel_source_key(self.fn)
         return self._source_key
 
+    @api_boundary
     def compile(self, *args, arch: Optional[str] = None, **kwargs):
         """Compiles for these arguments without launching; returns the CompiledKernel.
         Takes the launch options (num_warps, maxnreg, ...) as a launch does."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Dict, List, Sequence
 
+from ..tracebacks import api_boundary
+
 
 def decorator_chain(fn) -> List[Any]:
     """The decorators from ``fn`` down to (and including) the JITFunction."""
@@ -40,6 +42,7 @@ class Heuristics:
             kwargs[name] = rule({**dict(zip(self.arg_names, args)), **kwargs})
         return kwargs
 
+    @api_boundary
     def run(self, *args, grid, **kwargs):
         return self.fn.run(*args, grid=grid, **self.apply(args, kwargs))
 

@@ -12,7 +12,8 @@ with a new key chooses it:
    compiled config on the GPU → keep the fastest, store it on disk.
 
 ``TESSERA_AUTOTUNE=force`` ignores stored results, ``off`` never tunes (stored result, else
-the first config). In interpret mode the first config is used: CPU timings mean nothing.
+the first config). In interpret mode the first config is used, untimed (CPU timings mean
+nothing), and one line on stderr says so.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import dataclasses
 import functools
 import inspect
 import logging
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from . import resources, results
 from .configs import Config
 from .heuristics import Heuristics, decorator_chain
 from .progress import Progress
+from ..tracebacks import api_boundary
 
 _log = logging.getLogger("tessera.autotune")
 _MODES = ("", "force", "off")
@@ -120,6 +123,7 @@ class Autotuner:
         self.cache: Dict[tuple, Config] = {}
         self.best_config: Optional[Config] = None
         self.configs_timings: Dict[Config, float] = {}
+        self._said_untimed = False
         self.failed_configs: List[Tuple[Config, str]] = []
         self.bench_time = 0.0
         self._meta_names = {name for c in self.configs for name in c.all_kwargs()}
@@ -149,6 +153,7 @@ class Autotuner:
         from ..report import report_method
         return report_method(self, *args, **kwargs)
 
+    @api_boundary
     def run(self, *args, grid, **kwargs):
         named = {**self._defaults, **dict(zip(self.arg_names, args)), **kwargs}
         if kwargs and not self._meta_names.isdisjoint(kwargs):
@@ -181,8 +186,10 @@ class Autotuner:
         if mode not in _MODES:
             raise ValueError(f"TESSERA_AUTOTUNE={knobs.autotune!r}: use 'force', 'off' or "
                              f"leave it empty")
-        if len(self.configs) == 1 or not self.backend.enabled(self.jit_fn):
+        if len(self.configs) == 1:
             return self._first(launch)
+        if not self.backend.enabled(self.jit_fn):
+            return self._untimed(launch)
         values = [launch.named[n] for n in self.jit_fn.runtime_names if n in launch.named]
         # TensorDescriptor arguments: their base tensors tell the device.
         values = descriptor_arguments.flatten(["?"] * len(values), values)[1]
@@ -203,6 +210,18 @@ class Autotuner:
             results.store(disk_key, results.make_record(material, best, timings, failures,
                                                         self.bench_time))
         return best
+
+    def _untimed(self, launch: _Launch) -> Config:
+        """The interpreter's choice: the first config, said once per kernel (CPU timings say
+        nothing about a GPU, so tuning there would only cost time)."""
+        config = self._first(launch)
+        if not self._said_untimed:
+            self._said_untimed = True
+            sys.stderr.write(f"autotune {self.__name__}: interpreted on the CPU, so the "
+                             f"{len(self.configs)} configs are not timed; using the first "
+                             f"({config})\n")
+            sys.stderr.flush()
+        return config
 
     def _first(self, launch: _Launch) -> Config:
         """The config used untuned: the first that early pruning keeps for this launch."""
@@ -310,7 +329,12 @@ class Autotuner:
                 prefix = "pruned before compiling: " if outcome.pruned else ""
                 failures[config] = prefix + outcome.failure
         timings = self._bench_all(launch, built, failures, bar)
-        bar.close()
+        if timings:
+            chosen = min(timings, key=timings.get)
+            bar.close(f"best ({chosen}) {timings[chosen]:.4f} ms of {len(timings)} timed "
+                      f"configs in {time.perf_counter() - start:.1f}s")
+        else:
+            bar.close()
         self.bench_time = time.perf_counter() - start
         self.configs_timings = dict(timings)
         self.failed_configs = [(c, failures[c]) for c in candidates if c in failures]

@@ -78,7 +78,9 @@ class KernelAsm(dict):
         if key == "cubin":
             raise MissingStage(f"no 'cubin' stage: {cuda_paths.ptxas_missing_message()}; on a "
                                "GPU the driver assembles the 'ptx' stage when the kernel loads")
-        raise KeyError(key)
+        aliases = ", ".join(f"{a!r} (= {t!r})" for a, t in self._ALIASES.items() if t in self)
+        raise MissingStage(f"no stage {key!r}: the stages are {', '.join(map(repr, self))}"
+                           + (f"; Triton's names {aliases} also work" if aliases else ""))
 
 
 class KernelMetadata(dict):

@@ -33,8 +33,30 @@ class KernelRuntimeError(RuntimeError, InterpreterError):
         if pid is not None:
             where.append(f"program {pid}")
         if location or op:
-            where.append(f"at {location or '<unknown location>'}" + (f" ({op})" if op else ""))
-        super().__init__(", ".join(where) + ": " + reason if where else reason)
+            shown = _shown_location(location) if location else '<unknown location>'
+            where.append(f"at {shown}" + (f" ({op})" if op else ""))
+        super().__init__((", ".join(where) + ": " + reason if where else reason)
+                         + _source_excerpt(location))
+
+
+def _shown_location(location: str) -> str:
+    """"file:line:col", or "Cell In[N], line L, col C" for a notebook cell's code."""
+    from ..errors import parse_location
+    from ..tracebacks import display_location
+    parsed = parse_location(location + ": ")
+    return display_location(*parsed[:3]) if parsed else location
+
+
+def _source_excerpt(location: str) -> str:
+    """The kernel's source line at ``location`` with a caret under the column (as compile
+    errors show it), or "" when the source is not available."""
+    import linecache
+    from ..errors import parse_location
+    parsed = parse_location(location + ": ") if location else None
+    if parsed is None:
+        return ""
+    line = linecache.getline(parsed[0], parsed[1]).rstrip("\n")
+    return f"\n{line}\n{' ' * max(parsed[2] - 1, 0)}^" if line.strip() else ""
 
 
 class KernelAssertionError(KernelRuntimeError, AssertionError):

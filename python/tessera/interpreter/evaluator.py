@@ -8,6 +8,7 @@ Every op's result is checked against its IR type, so a handler cannot silently d
 from __future__ import annotations
 
 import itertools
+import math
 from collections import OrderedDict
 from typing import List, Optional, Sequence, Tuple
 
@@ -22,6 +23,7 @@ from . import libdevice_ops  # noqa: F401  (registers extern_elementwise: libdev
 from .errors import AssertionFault, KernelAssertionError, KernelRuntimeError, OpFault
 from .handlers import HANDLERS, handles
 from .memory import AccessError, AddressSpace
+from .progress import CHECK_EVERY, GridProgress
 from .plan import BlockPlan, FuncPlan, OpInfo, PlanError, compile_func
 
 
@@ -162,7 +164,15 @@ def plan_for(module, kernel_name: Optional[str]) -> FuncPlan:
 def run_plan(plan: FuncPlan, grid: Tuple[int, ...], args: List, memory: AddressSpace) -> None:
     """Runs every program of the grid in row-major order."""
     state = ProgramState(plan.name, tuple(grid), memory, plan.num_slots)
+    progress = GridProgress(plan.name, math.prod(state.grid))
+    done = 0
     with np.errstate(all="ignore"):  # wrap-around and inf/NaN are the semantics, not accidents
-        for pid in itertools.product(*(range(n) for n in state.grid)):
-            state.pid = pid
-            state.run_block(plan.body, args)
+        try:
+            for pid in itertools.product(*(range(n) for n in state.grid)):
+                state.pid = pid
+                state.run_block(plan.body, args)
+                done += 1
+                if progress.enabled and done % CHECK_EVERY == 0:
+                    progress.tick(done)
+        finally:  # a fault's message starts on a line of its own
+            progress.close(done)

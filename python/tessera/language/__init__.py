@@ -197,3 +197,9 @@ def __getattr__(name: str):
         return importlib.import_module(f"{__name__}.{name}")
     from .._triton_api import missing_name_error
     raise missing_name_error("triton.language", name, __name__)
+
+
+# dir(tl) lists the language (__all__), not the modules that implement it (core, *_semantic):
+# what a notebook's tab completion and a reader of dir() look for.
+def __dir__() -> list:
+    return sorted(set(__all__))

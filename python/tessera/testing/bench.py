@@ -15,6 +15,8 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from ..errors import TesseraError
+
 RETURN_MODES = ("min", "max", "mean", "median", "all")
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 
@@ -28,6 +30,27 @@ def gpu_available() -> bool:
     except ImportError:
         return False
     return torch.cuda.is_available() and not knobs.interpret
+
+
+class GPUUnavailableError(TesseraError, RuntimeError):
+    """``do_bench`` was asked to time on a GPU where there is none (no CUDA device, or no
+    PyTorch with CUDA): timing needs CUDA events; interpreted kernels run on the CPU, where
+    their times would say nothing about a GPU."""
+
+
+def _require_cuda(what: str):
+    """torch, when it sees a CUDA device; else a GPUUnavailableError naming ``what``."""
+    hint = ("; interpreted kernels (TESSERA_INTERPRET=1) run on the CPU and are not timed: "
+            "time them on a machine with an NVIDIA GPU")
+    try:
+        import torch
+    except ImportError:
+        raise GPUUnavailableError(f"{what} times on a CUDA GPU through PyTorch, which is not "
+                                  f"installed{hint}") from None
+    if not torch.cuda.is_available():
+        raise GPUUnavailableError(f"{what} times on a CUDA GPU, and PyTorch sees none here "
+                                  f"(torch.cuda.is_available() is False){hint}")
+    return torch
 
 
 def _on_host(x):
@@ -79,10 +102,9 @@ def do_bench(fn: Callable[[], object], warmup: float = 25, rep: float = 100,
     ``warmup`` and ``rep`` are time budgets in ms (as Triton); ``grad_to_none``: tensors whose
     ``.grad`` is reset before each run (for backward passes).
     """
-    import torch
-
     if return_mode not in RETURN_MODES:
         raise ValueError(f"return_mode must be one of {RETURN_MODES}, got {return_mode!r}")
+    torch = _require_cuda("do_bench")
     fn()
     torch.cuda.synchronize()
     cache = (torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")

@@ -80,6 +80,10 @@ class Table:
     def __str__(self) -> str:
         return self.to_string()
 
+    def __repr__(self) -> str:
+        # A notebook cell ending in a table shows its numbers, not an object address.
+        return f"Table({len(self.rows)} rows)\n{self.to_string()}"
+
 
 def _measure(fn: Callable, bench: Benchmark, extra: Dict[str, Any]):
     """(table, {line name: (ys, mins, maxs)}) with one row per x value."""
@@ -104,12 +108,17 @@ def _measure(fn: Callable, bench: Benchmark, extra: Dict[str, Any]):
 
 
 def _plot(bench: Benchmark, table: Table, series, save_path: str, show: bool) -> None:
-    import matplotlib
-    if not show:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(6, 4))
+    # Never matplotlib.use(): switching the backend would silently turn off a notebook's
+    # inline plots for the rest of the session. A saved-only plot is a standalone Figure
+    # (its own canvas, outside pyplot's figure list); a shown one goes through pyplot, which
+    # draws it with the session's backend (inline in Jupyter).
+    if show:
+        import matplotlib.pyplot as plt
+        figure, axes = plt.subplots(figsize=(6, 4))
+    else:
+        from matplotlib.figure import Figure
+        figure = Figure(figsize=(6, 4))
+        axes = figure.subplots()
     xs = table.column(bench.x_names[0])
     for i, name in enumerate(bench.line_names):
         ys, mins, maxs = series[name]
@@ -130,7 +139,7 @@ def _plot(bench: Benchmark, table: Table, series, save_path: str, show: bool) ->
         figure.savefig(os.path.join(save_path, f"{bench.plot_name}.png"))
     if show:
         plt.show()
-    plt.close(figure)
+        plt.close(figure)
 
 
 class Mark:

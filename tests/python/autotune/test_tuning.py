@@ -334,6 +334,18 @@ def test_interpret_mode_with_the_real_backend_uses_the_first_config():
     assert kernel.best_config is configs[0] and kernel.configs_timings == {}
 
 
+def test_interpret_mode_says_once_that_the_first_config_is_untimed(capsys):
+    configs = configs_of((256, 512), (4,))
+    kernel = tessera.autotune(configs=configs, key=["n"])(add_kernel)
+    for n in (1000, 300):
+        x, y, out = vectors(n)
+        kernel[grid(n)](x, y, out, n)
+        np.testing.assert_array_equal(out, x + y)
+    assert capsys.readouterr().err == (
+        "autotune add_kernel: interpreted on the CPU, so the 2 configs are not timed; using "
+        "the first (BLOCK: 256, num_warps: 4, num_stages: 3)\n")
+
+
 @tessera.jit(interpret=True)
 def halves_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, HALF: tl.constexpr,
                   SCALE: tl.constexpr):
@@ -383,7 +395,26 @@ def test_progress_bar_when_the_knob_says_so(capsys):
     err = capsys.readouterr().err
     assert "autotune add_kernel" in err and "compiled 3/3" in err and "timed 3/3" in err
     assert "best 1.0000 ms (BLOCK: 512, num_warps: 4, num_stages: 3)" in err
+    assert err.endswith("autotune add_kernel: best (BLOCK: 512, num_warps: 4, num_stages: 3) "
+                        "1.0000 ms of 3 timed configs in " + err.rsplit(" in ", 1)[1])
     knobs.autotune_progress = False
     x, y, out = vectors(200)
     kernel[grid(200)](x, y, out, 200)
     assert capsys.readouterr().err == ""
+
+
+def test_progress_redraws_one_line_in_a_notebook_stream():
+    # ipykernel's OutStream is not a terminal, but its output area honours "\r".
+    import io
+    from tessera.autotuner.progress import Progress
+    stream_type = type("OutStream", (io.StringIO,), {"__module__": "ipykernel.iostream"})
+    stream = stream_type()
+    with knobs.scope(autotune_progress=None):  # unset: the stream decides
+        bar = Progress("k", stream=stream)
+        assert bar.enabled and not Progress("k", stream=io.StringIO()).enabled
+    bar.update("compiled", 1, 2)
+    bar.update("timed", 2, 2, best="1.0 ms (BLOCK: 64)")
+    bar.close("best (BLOCK: 64) 1.0 ms")
+    text = stream.getvalue()
+    assert text.count("\r") == 2 and text.count("\n") == 2
+    assert text.endswith("\nautotune k: best (BLOCK: 64) 1.0 ms\n")

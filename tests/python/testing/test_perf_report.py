@@ -78,3 +78,47 @@ def test_mismatched_names_are_an_error():
     with pytest.raises(ValueError, match="line_names"):
         Benchmark(x_names=["n"], x_vals=[1], line_arg="p", line_vals=[1, 2], line_names=["a"],
                   plot_name="bad")
+
+
+def test_saving_a_plot_keeps_the_session_backend_and_figures(tmp_path):
+    # A notebook's inline backend must survive: saving uses a standalone Figure.
+    matplotlib = pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+    previous = matplotlib.get_backend()
+    matplotlib.use("svg")
+    try:
+        open_figures = plt.get_fignums()
+        perf_report(BENCH)(bandwidth).run(save_path=str(tmp_path))
+        assert matplotlib.get_backend() == "svg"
+        assert plt.get_fignums() == open_figures
+        assert (tmp_path / "demo.png").read_bytes()[:4] == b"\x89PNG"
+    finally:
+        matplotlib.use(previous)
+
+
+def test_show_plots_draws_through_pyplot(monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+    shown = []
+    monkeypatch.setattr(plt, "show", lambda: shown.append(
+        [line.get_ydata().tolist() for line in plt.gcf().axes[0].get_lines()]))
+    perf_report(BENCH)(bandwidth).run(show_plots=True)
+    assert shown == [[[10.0, 20.0, 40.0], [20.0, 40.0, 80.0]]]
+
+
+def test_do_bench_without_a_gpu_is_a_clear_tessera_error(monkeypatch):
+    import tessera
+    from tessera.testing import GPUUnavailableError, do_bench
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    calls = []
+    with pytest.raises(GPUUnavailableError, match=r"do_bench times on a CUDA GPU.*"
+                                                  r"torch.cuda.is_available\(\) is False"):
+        do_bench(lambda: calls.append(1))
+    assert calls == []  # nothing ran
+    assert issubclass(GPUUnavailableError, tessera.errors.TesseraError)
+
+
+def test_table_repr_shows_the_numbers():
+    table = Table(["n", "ms"], [[1, 2.0], [16, 4.5]])
+    assert repr(table) == "Table(2 rows)\n n   ms\n 1    2\n16  4.5"

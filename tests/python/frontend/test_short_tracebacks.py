@@ -1,0 +1,90 @@
+# Kernel errors leave the public entry points (a launch, compile) with Tessera's internal frames
+# and the chained "direct cause" exceptions dropped: the traceback is the caller's line, one
+# line of the boundary and the message, which ends with the kernel's source line and a caret.
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tessera.testing.environment import package_root
+
+COMPILE_ERROR = """
+import numpy as np, tessera, tessera.language as tl
+
+@tessera.jit(interpret=True)
+def mismatched(x_ptr, BLOCK: tl.constexpr):
+    a = tl.zeros((32, 16), tl.float32)
+    b = tl.zeros((32, 32), tl.float32)
+    c = tl.dot(a, b)
+    tl.store(x_ptr + tl.arange(0, 32), tl.sum(c, 1))
+
+mismatched[(1,)](np.zeros(32, np.float32), BLOCK=32)
+"""
+
+FAULT = """
+import numpy as np, tessera, tessera.language as tl
+
+@tessera.jit(interpret=True)
+def overrun(x_ptr):
+    tl.store(x_ptr + tl.arange(0, 16), 1.0)
+
+overrun[(1,)](np.zeros(10, np.float32))
+"""
+
+
+def _traceback(tmp_path, source: str, **env: str) -> list:
+    script = tmp_path / "kernel_script.py"
+    script.write_text(textwrap.dedent(source))
+    root = package_root()
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [p for p in (root, os.environ.get("PYTHONPATH")) if p]), **env}
+    if "TESSERA_FULL_TRACEBACK" not in env:
+        environ.pop("TESSERA_FULL_TRACEBACK", None)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=environ, timeout=120)
+    assert done.returncode != 0
+    return done.stderr.rstrip("\n").splitlines()
+
+
+def test_a_compile_error_traceback_is_short_and_ends_at_the_kernel_line(tmp_path):
+    lines = _traceback(tmp_path, COMPILE_ERROR)
+    text = "\n".join(lines)
+    assert len(lines) <= 25, text
+    assert "direct cause" not in text
+    assert "code_generator.py" not in text and "language" + os.sep not in text
+    assert f'{tmp_path / "kernel_script.py"}", line 11' in text  # the launching line
+    assert "tessera.errors.CompilationError: mismatched: " in text
+    assert "kernel_script.py:8:9: " in text
+    assert lines[-2] == "    c = tl.dot(a, b)" and lines[-1] == "        ^"
+
+
+def test_the_full_traceback_knob_keeps_the_internal_frames(tmp_path):
+    text = "\n".join(_traceback(tmp_path, COMPILE_ERROR, TESSERA_FULL_TRACEBACK="1"))
+    assert "code_generator.py" in text and "direct cause" in text
+
+
+def test_an_interpreter_fault_shows_the_kernel_source_line(tmp_path):
+    lines = _traceback(tmp_path, FAULT)
+    text = "\n".join(lines)
+    assert len(lines) <= 12, text
+    assert "KernelRuntimeError: kernel 'overrun', program (0,), at " in text
+    assert "kernel_script.py:6:5 (store)" in text
+    assert lines[-2] == "    tl.store(x_ptr + tl.arange(0, 16), 1.0)" and lines[-1] == "    ^"
+
+
+def test_errors_caught_in_python_keep_their_attributes():
+    import numpy as np
+    import tessera
+    import tessera.language as tl
+
+    @tessera.jit(interpret=True)
+    def bad(x_ptr):
+        tl.store(x_ptr + tl.arange(0, 8), tl.zeros((4,), tl.float32) + tl.zeros((8,), tl.float32))
+
+    with pytest.raises(tessera.CompilationError) as caught:
+        bad[(1,)](np.zeros(8, np.float32))
+    error = caught.value
+    assert error.kernel_name == "bad" and error.filename == __file__
+    assert error.__cause__ is None and error.__suppress_context__
