@@ -32,6 +32,7 @@ fi
 "$VENV/bin/python" - <<'PY' || "$VENV/bin/python" -m pip install -q -r requirements-dev.txt
 import importlib
 for name in ("numpy", "pybind11", "scikit_build_core", "pytest", "hypothesis", "lit",
-             "ml_dtypes", "mpmath", "scipy", "nbclient", "nbformat", "ipykernel"):
+             "ml_dtypes", "mpmath", "scipy", "matplotlib", "nbclient", "nbformat",
+             "ipykernel"):
     importlib.import_module(name)
 PY
