@@ -286,7 +286,8 @@ Outcome launchOrRecord(DispatcherState &state, const LaunchTarget &target, const
 /// path, if it takes over, does not call the grid a second time.
 Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
                   Py_ssize_t nargs, PyObject *kwnames, PyObject *&evaluatedGrid) {
-  if (!state.configured || state.generation != dispatchGlobals().generation || interpreting(state))
+  if (!state.configured || state.generation != dispatchGlobals().generation ||
+      interpreting(state) || !state.globalsUnchanged())
     return Outcome::Fallback;
   PyObject *bound[kMaxFastParameters];
   PyObject *numWarps = launchStrings().defaultWarps, *numStages = launchStrings().defaultStages;

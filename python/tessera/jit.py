@@ -26,6 +26,8 @@ from .launch_options import (LaunchOptions, fast_path_options, parse_options,
 from .runtime import descriptor_arguments
 from .specialization import argument_key, describe, masked_key
 
+_UNBOUND = object()  # a watched global that was deleted
+
 Grid = Union[Sequence[int], Callable[[Dict[str, Any]], Sequence[int]]]
 
 
@@ -105,6 +107,8 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         self._tile_ir: Dict[Any, Any] = {}      # specialization key -> module (interpreter)
         self._tile_ir_source: Optional[str] = None  # the source key _tile_ir was built from
         self._source_key: Optional[str] = None
+        # (globals dict, name, value) the source key was read from: see _globals_changed.
+        self._watched: tuple = ()
         global _jit_generation
         _jit_generation += 1
         self._generation = _jit_generation
@@ -234,6 +238,8 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
                                          options.debug)
         if self._generation != _jit_generation:
             self._check_redefinitions()
+        elif self._watched and self._globals_changed():
+            self._check_redefinitions()
         kernel = self._kernels.get(key)
         launched, _ = self._present(keys, values)
         if kernel is None:
@@ -244,21 +250,35 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         self._dispatch_register(values, constexprs, options.num_warps, options.num_stages,
                                 kernel, given)
 
+    def _globals_changed(self) -> bool:
+        """Whether a global the source key was read from (a ``tl.constexpr`` or a @jit
+        helper) is no longer bound to the same object. The C++ fast path makes the same
+        check before each launch and leaves such launches here."""
+        return any(namespace.get(name, _UNBOUND) is not value
+                   for namespace, name, value in self._watched)
+
     def _check_redefinitions(self) -> None:
-        """Drops compiled kernels when a @jit function this kernel calls has changed."""
+        """Drops compiled kernels when a @jit function this kernel calls, or a tl.constexpr
+        global it reads (``FACT = tl.constexpr(7.0)`` run again), has changed."""
         self._generation = _jit_generation
         self._dispatch_validate()
         if self._source_key is None:
             return
-        from .frontend import kernel_source_key
         try:
-            source = kernel_source_key(self.fn)
+            source = self._read_source_key()
         except OSError:
             return
         if source != self._source_key:
             self._source_key = source
             self._kernels.clear()
             self._dispatch_clear()
+
+    def _read_source_key(self) -> str:
+        """Reads the source key and the globals it came from; the fast path watches them."""
+        from .frontend.source import kernel_source_and_globals
+        source, self._watched = kernel_source_and_globals(self.fn)
+        self._dispatch_watch(self._watched)
+        return source
 
     def _constexpr_dict(self, constexprs, keys=()) -> Dict[str, Any]:
         """Constexpr values by name, plus the runtime parameters passed None (``keys``)."""
@@ -277,6 +297,12 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
             hash(key)
         except TypeError:
             raise TypeError(f"{self.__name__}: constexpr values must be hashable") from None
+        # Read the sources (and start watching the globals they read) before compiling, so a
+        # rebound tl.constexpr global is noticed even where the cache key is not rebuilt.
+        try:
+            self.source_key()
+        except OSError:  # no source: compiling says so, naming the kernel
+            pass
         launched, names = self._present(key[0], values)
         kernel = launcher.prepare(self, launched, self._specialization(key[0]),
                                   self._constexpr_dict(constexprs, key[0]), options, built,
@@ -316,8 +342,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     def source_key(self) -> str:
         """Source of the kernel and every @jit function it calls (part of the cache key)."""
         if self._source_key is None:
-            from .frontend import kernel_source_key
-            self._source_key = kernel_source_key(self.fn)
+            self._source_key = self._read_source_key()
         return self._source_key
 
     def compile(self, *args, arch: Optional[str] = None, **kwargs):
