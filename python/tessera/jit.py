@@ -31,6 +31,21 @@ _UNBOUND = object()  # a watched global that was deleted
 Grid = Union[Sequence[int], Callable[[Dict[str, Any]], Sequence[int]]]
 
 
+def _check_kernel_function(fn: Any) -> None:
+    """A kernel is a ``def`` whose source Python can find (the front end parses it)."""
+    if getattr(fn, "__name__", None) == "<lambda>":
+        raise TypeError("tessera.jit: a kernel must be a def with source, not a lambda "
+                        f"(the lambda at {fn.__code__.co_filename}:{fn.__code__.co_firstlineno})")
+
+
+def _check_grid(kernel: str, grid: Any, what: str) -> None:
+    """A grid is an int or a tuple/list of 1 to 3 ints (their values are checked at launch)."""
+    if isinstance(grid, bool) or not isinstance(grid, (int, tuple, list)) and \
+            not hasattr(grid, "__index__"):
+        raise TypeError(f"{kernel}: the grid must be an int or a tuple of 1 to 3 ints (or a "
+                        f"callable returning one); {what} {type(grid).__name__} {grid!r}")
+
+
 def cdiv(a, b):
     """Ceiling division ``(a + b - 1) // b``, on Python ints (and inside kernels)."""
     return (a + b - 1) // b
@@ -71,6 +86,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
                  debug: Optional[bool] = None, noinline: Optional[bool] = None,
                  repr: Optional[Callable] = None, launch_metadata: Optional[Callable] = None,
                  version: Any = None) -> None:
+        _check_kernel_function(fn)
         self.fn = fn
         self.__name__ = fn.__name__
         self.interpret = interpret
@@ -169,6 +185,10 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         except TypeError as e:  # an argument of a kind no kernel can take
             raise TypeError(f"{self.__name__}: argument '{self._failing_argument(values)}': "
                             f"{e}") from None
+        except OverflowError as e:  # an int no kernel parameter type holds
+            raise OverflowError(f"{self.__name__}: argument '{self._failing_argument(values)}': "
+                                f"{e} (a kernel's int parameters are int32, int64 or uint64)"
+                                ) from None
         if self._runtime_flags is not None:  # do_not_specialize parameters
             keys = tuple(map(masked_key, keys, self._runtime_flags))
         return values, constexprs, keys
@@ -177,7 +197,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         for name, value in zip(self.runtime_names, values):
             try:
                 argument_key(value)
-            except TypeError:
+            except (TypeError, OverflowError):
                 return name
         return "?"
 
@@ -223,7 +243,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         try:
             hash(key)
         except TypeError:
-            raise TypeError(f"{self.__name__}: constexpr values must be hashable") from None
+            self._unhashable_constexpr(constexprs)
         if warmup:
             return self._warmup(keys, constexprs, options)
         if grid is None:
@@ -232,6 +252,9 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         if callable(grid):
             grid = grid(dict(zip(self.runtime_names, values),
                              **dict(zip(self.constexpr_names, constexprs))))
+            _check_grid(self.__name__, grid, "the grid callable returned")
+        else:
+            _check_grid(self.__name__, grid, "got")
         interpret = knobs.interpret if self.interpret is None else self.interpret
         if interpret:
             return self._run_interpreted(key, values, constexprs, grid, options.num_warps,
@@ -256,6 +279,19 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         check before each launch and leaves such launches here."""
         return any(namespace.get(name, _UNBOUND) is not value
                    for namespace, name, value in self._watched)
+
+    def _unhashable_constexpr(self, constexprs) -> None:
+        """Raises the TypeError of a constexpr argument that cannot be hashed (the kernel
+        cache is keyed by constexpr values), naming the parameter."""
+        for name, value in zip(self.constexpr_names, constexprs):
+            try:
+                hash(value)
+            except TypeError:
+                raise TypeError(f"{self.__name__}: constexpr parameter '{name}' got "
+                                f"{type(value).__name__} {value!r}, which is not hashable; "
+                                "constexpr values key the kernel cache (pass a tuple instead "
+                                "of a list)") from None
+        raise TypeError(f"{self.__name__}: constexpr values must be hashable")
 
     def _check_redefinitions(self) -> None:
         """Drops compiled kernels when a @jit function this kernel calls, or a tl.constexpr
@@ -296,7 +332,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         try:
             hash(key)
         except TypeError:
-            raise TypeError(f"{self.__name__}: constexpr values must be hashable") from None
+            self._unhashable_constexpr(constexprs)
         # Read the sources (and start watching the globals they read) before compiling, so a
         # rebound tl.constexpr global is noticed even where the cache key is not rebuilt.
         try:
