@@ -12,6 +12,7 @@ from tessera import interpreter
 from tessera._tessera import ir
 from tessera.compiler import ptxas
 import tessera.ops.flash_attention as fa
+from tessera.errors import OutOfResources
 
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
 HEAD_DIMS = [16, 32, 64, 128, 256]
@@ -78,7 +79,13 @@ def test_candidate_configs_on_tensor_cores_without_spills(name, D, dtype, causal
     # are in flight together, and is still the fastest at S = 4k on an H200).
     x = np.zeros((1, 1, 16, D), DTYPES[dtype])
     for index, config in enumerate(fa.candidates(name, x, arch)):
-        kernel, _ = compile_attention(name, D, dtype, causal, arch, config=config)
+        try:
+            kernel, _ = compile_attention(name, D, dtype, causal, arch, config=config)
+        except OutOfResources:
+            # More shared memory than this arch gives a block (e.g. an H100-sized config on
+            # sm_80): the autotuner skips it there. The default config must fit.
+            assert index > 0, f"{name} D={D} {dtype} {arch}: the default config does not fit"
+            continue
         ptx = kernel.asm["ptx"]
         tensor_core = count(ptx, MMA[dtype])
         if arch == "sm_90a" and dtype in WGMMA:

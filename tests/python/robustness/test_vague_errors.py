@@ -88,3 +88,35 @@ def test_good_settings_still_run_in_the_interpreter():
     finally:
         bump.interpret = None
     np.testing.assert_allclose(x, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("grid, said", [
+    ("ab", "got str 'ab'"),
+    (lambda meta: None, "the grid callable returned NoneType None"),
+    (lambda meta: "ab", "str 'ab'"),
+])
+def test_a_bad_grid_after_the_fast_path_took_over_names_the_kernel(monkeypatch, grid, said):
+    """Once a specialization launches from C++ (cpp/bindings/launch.cpp), a bad grid falls
+    back to the Python path, which explains it (a callable returning None is not 'no grid')."""
+    import os
+    import sys
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "jit"))
+    from launch_fakes import FakeGpu, fast_launch_count
+    knobs.interpret = False
+    try:
+        FakeGpu(monkeypatch)
+
+        @tessera.jit
+        def bump_fast(x_ptr, n, B: tl.constexpr):
+            offs = tl.arange(0, 16)
+            tl.store(x_ptr + offs, tl.load(x_ptr + offs) + n)
+
+        x = torch.zeros(16)
+        for _ in range(3):
+            bump_fast[(1,)](x, 1, B=2)
+        assert fast_launch_count(bump_fast) >= 2
+        with pytest.raises(TypeError, match=f"bump_fast: the grid must be an int or a tuple .*{said}"):
+            bump_fast[grid](x, 1, B=2)
+    finally:
+        knobs.reset("interpret")
