@@ -78,14 +78,15 @@ def test_candidate_configs_on_tensor_cores_without_spills(name, D, dtype, causal
     # at D = 128 on wgmma, 64 x 128 on 8 warps, spills 104-188 bytes, more since S^T and dP^T
     # are in flight together, and is still the fastest at S = 4k on an H200).
     x = np.zeros((1, 1, 16, D), DTYPES[dtype])
+    fitted = 0
     for index, config in enumerate(fa.candidates(name, x, arch)):
         try:
             kernel, _ = compile_attention(name, D, dtype, causal, arch, config=config)
         except OutOfResources:
             # More shared memory than this arch gives a block (e.g. an H100-sized config on
-            # sm_80): the autotuner skips it there. The default config must fit.
-            assert index > 0, f"{name} D={D} {dtype} {arch}: the default config does not fit"
+            # sm_80): the autotuner skips it there; another candidate must fit (below).
             continue
+        fitted += 1
         ptx = kernel.asm["ptx"]
         tensor_core = count(ptx, MMA[dtype])
         if arch == "sm_90a" and dtype in WGMMA:
@@ -99,6 +100,7 @@ def test_candidate_configs_on_tensor_cores_without_spills(name, D, dtype, causal
         limit = 0 if index == 0 else 192
         assert kernel.metadata["spill_stores"] <= limit, (
             f"{name} D={D} {dtype} {arch} {config}: {kernel.metadata}")
+    assert fitted > 0, f"{name} D={D} {dtype} {arch}: no candidate fits the shared memory"
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
