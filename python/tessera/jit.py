@@ -86,6 +86,12 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
                  debug: Optional[bool] = None, noinline: Optional[bool] = None,
                  repr: Optional[Callable] = None, launch_metadata: Optional[Callable] = None,
                  version: Any = None) -> None:
+        # The C++ base class bumped its generation when this object was made (tp_new): bump
+        # ours first too, so that even a constructor that raises below leaves the two in step
+        # (else every kernel's launches would stay off the fast path).
+        global _jit_generation
+        _jit_generation += 1
+        self._generation = _jit_generation
         _check_kernel_function(fn)
         self.fn = fn
         self.__name__ = fn.__name__
@@ -125,9 +131,6 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         self._source_key: Optional[str] = None
         # (globals dict, name, value) the source key was read from: see _globals_changed.
         self._watched: tuple = ()
-        global _jit_generation
-        _jit_generation += 1
-        self._generation = _jit_generation
         functools.update_wrapper(self, fn)
 
     def _make_binder(self) -> Callable:

@@ -49,11 +49,28 @@ def test_a_grid_of_the_wrong_type_names_the_kernel(mode, grid, said):
         bump[grid](x, 1, B=1)
 
 
-def test_a_lambda_is_not_a_kernel():
+def test_a_lambda_is_not_a_kernel(monkeypatch):
     with pytest.raises(TypeError, match="a kernel must be a def with source, not a lambda"):
         tessera.jit(lambda x_ptr: None)
     with pytest.raises(TypeError, match="not a lambda"):
         tessera.jit(interpret=True)(lambda x_ptr: None)
+    # The refused kernel must not leave other kernels off the C++ fast path for good.
+    import os
+    import sys
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "jit"))
+    from launch_fakes import FakeGpu, fast_launch_count
+    knobs.interpret = False
+    try:
+        FakeGpu(monkeypatch)
+        x = torch.zeros(16)
+        for _ in range(3):
+            bump[(1,)](x, 1, B=3)
+        assert fast_launch_count(bump) >= 2
+    finally:
+        knobs.reset("interpret")
+        bump._kernels.clear()
+        bump._dispatch_clear()
 
 
 @pytest.mark.parametrize("arch", ["sm_70", "sm_75", "compute_90", "sm90", "gfx90a", "sm_80b"])
