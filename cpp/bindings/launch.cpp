@@ -286,7 +286,8 @@ Outcome launchOrRecord(DispatcherState &state, const LaunchTarget &target, const
 /// path, if it takes over, does not call the grid a second time.
 Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
                   Py_ssize_t nargs, PyObject *kwnames, PyObject *&evaluatedGrid) {
-  if (!state.configured || state.generation != dispatchGlobals().generation || interpreting(state))
+  if (!state.configured || state.generation != dispatchGlobals().generation ||
+      interpreting(state) || !state.globalsUnchanged())
     return Outcome::Fallback;
   PyObject *bound[kMaxFastParameters];
   PyObject *numWarps = launchStrings().defaultWarps, *numStages = launchStrings().defaultStages;
@@ -366,7 +367,10 @@ PyObject *boundLaunchCall(PyObject *callable, PyObject *const *args, size_t narg
   if (outcome == Outcome::Launched)
     result = Py_NewRef(Py_None);
   else if (outcome == Outcome::Fallback)
-    result = runInPython(bound->dispatcher, evaluatedGrid ? evaluatedGrid : bound->grid, args,
+    // A grid callable that returned None: the Python path calls it again and says so (None
+    // itself would read as a launch without a grid).
+    result = runInPython(bound->dispatcher,
+                         evaluatedGrid && evaluatedGrid != Py_None ? evaluatedGrid : bound->grid, args,
                          nargs, kwnames);
   Py_XDECREF(evaluatedGrid);
   return result;

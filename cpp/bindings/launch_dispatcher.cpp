@@ -216,6 +216,31 @@ PyObject *dispatcherValidate(PyObject *self, PyObject *) {
   Py_RETURN_NONE;
 }
 
+// _dispatch_watch(triples: tuple[(dict, str, object)]): replaces the watched globals.
+PyObject *dispatcherWatch(PyObject *self, PyObject *triples) {
+  if (!PyTuple_Check(triples)) {
+    PyErr_SetString(PyExc_TypeError, "_dispatch_watch takes a tuple of (dict, name, value)");
+    return nullptr;
+  }
+  std::vector<PyObject *> watched;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(triples); ++i) {
+    PyObject *triple = PyTuple_GET_ITEM(triples, i);
+    if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3 ||
+        !PyDict_Check(PyTuple_GET_ITEM(triple, 0))) {
+      for (PyObject *object : watched)
+        Py_DECREF(object);
+      PyErr_SetString(PyExc_TypeError, "_dispatch_watch takes a tuple of (dict, name, value)");
+      return nullptr;
+    }
+    for (Py_ssize_t j = 0; j < 3; ++j)
+      watched.push_back(Py_NewRef(PyTuple_GET_ITEM(triple, j)));
+  }
+  DispatcherState &state = stateOf(self);
+  state.clearWatched();
+  state.watched = std::move(watched);
+  Py_RETURN_NONE;
+}
+
 PyObject *dispatcherEntries(PyObject *self, PyObject *) {
   return PyLong_FromSize_t(stateOf(self).table.size());
 }
@@ -248,6 +273,9 @@ PyMethodDef dispatcherMethods[] = {
     {"_dispatch_clear", dispatcherClear, METH_NOARGS, "Forgets every registered kernel."},
     {"_dispatch_validate", dispatcherValidate, METH_NOARGS,
      "Marks the kernel's sources as checked since the last @jit function was defined."},
+    {"_dispatch_watch", dispatcherWatch, METH_O,
+     "_dispatch_watch(((globals, name, value), ...)): launches take the Python path once a "
+     "name no longer maps to its value."},
     {"_dispatch_entries", dispatcherEntries, METH_NOARGS, "Number of registered kernels."},
     {"_dispatch_recorded", dispatcherRecorded, METH_NOARGS,
      "((x, y, z), stream, parameter bytes, launchable, count) of the last launch of a "

@@ -89,6 +89,26 @@ struct DispatcherState {
   uint64_t generation = 0;
   LaunchTable table;
   LaunchRecord recorded;
+  // Module globals the compiled kernels read (tl.constexpr and plain constants, @jit helpers),
+  // as (globals dict, name, value) triples, all strong: a launch whose dict no longer maps a
+  // name to the same object takes the Python path, which recompiles when the key changed.
+  std::vector<PyObject *> watched;
+
+  bool globalsUnchanged() const {
+    for (size_t i = 0; i + 2 < watched.size(); i += 3) {
+      PyObject *now = PyDict_GetItemWithError(watched[i], watched[i + 1]); // borrowed
+      if (now != watched[i + 2]) {
+        PyErr_Clear();
+        return false;
+      }
+    }
+    return true;
+  }
+  void clearWatched() {
+    for (PyObject *object : watched)
+      Py_DECREF(object);
+    watched.clear();
+  }
 
   void clearParameters() {
     for (Parameter &parameter : parameters) {
@@ -103,6 +123,7 @@ struct DispatcherState {
   }
   ~DispatcherState() {
     clearParameters();
+    clearWatched();
   }
 };
 

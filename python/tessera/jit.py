@@ -27,7 +27,24 @@ from .runtime import descriptor_arguments
 from .specialization import argument_key, describe, masked_key
 from .tracebacks import api_boundary
 
+_UNBOUND = object()  # a watched global that was deleted
+
 Grid = Union[Sequence[int], Callable[[Dict[str, Any]], Sequence[int]]]
+
+
+def _check_kernel_function(fn: Any) -> None:
+    """A kernel is a ``def`` whose source Python can find (the front end parses it)."""
+    if getattr(fn, "__name__", None) == "<lambda>":
+        raise TypeError("tessera.jit: a kernel must be a def with source, not a lambda "
+                        f"(the lambda at {fn.__code__.co_filename}:{fn.__code__.co_firstlineno})")
+
+
+def _check_grid(kernel: str, grid: Any, what: str) -> None:
+    """A grid is an int or a tuple/list of 1 to 3 ints (their values are checked at launch)."""
+    if isinstance(grid, bool) or not isinstance(grid, (int, tuple, list)) and \
+            not hasattr(grid, "__index__"):
+        raise TypeError(f"{kernel}: the grid must be an int or a tuple of 1 to 3 ints (or a "
+                        f"callable returning one); {what} {type(grid).__name__} {grid!r}")
 
 
 def cdiv(a, b):
@@ -70,6 +87,13 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
                  debug: Optional[bool] = None, noinline: Optional[bool] = None,
                  repr: Optional[Callable] = None, launch_metadata: Optional[Callable] = None,
                  version: Any = None) -> None:
+        # The C++ base class bumped its generation when this object was made (tp_new): bump
+        # ours first too, so that even a constructor that raises below leaves the two in step
+        # (else every kernel's launches would stay off the fast path).
+        global _jit_generation
+        _jit_generation += 1
+        self._generation = _jit_generation
+        _check_kernel_function(fn)
         self.fn = fn
         self.__name__ = fn.__name__
         self.interpret = interpret
@@ -106,9 +130,8 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         self._tile_ir: Dict[Any, Any] = {}      # specialization key -> module (interpreter)
         self._tile_ir_source: Optional[str] = None  # the source key _tile_ir was built from
         self._source_key: Optional[str] = None
-        global _jit_generation
-        _jit_generation += 1
-        self._generation = _jit_generation
+        # (globals dict, name, value) the source key was read from: see _globals_changed.
+        self._watched: tuple = ()
         functools.update_wrapper(self, fn)
 
     def _make_binder(self) -> Callable:
@@ -174,6 +197,10 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         except TypeError as e:  # an argument of a kind no kernel can take
             raise TypeError(f"{self.__name__}: argument '{self._failing_argument(values)}': "
                             f"{e}") from None
+        except OverflowError as e:  # an int no kernel parameter type holds
+            raise OverflowError(f"{self.__name__}: argument '{self._failing_argument(values)}': "
+                                f"{e} (a kernel's int parameters are int32, int64 or uint64)"
+                                ) from None
         if self._runtime_flags is not None:  # do_not_specialize parameters
             keys = tuple(map(masked_key, keys, self._runtime_flags))
         return values, constexprs, keys
@@ -182,7 +209,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         for name, value in zip(self.runtime_names, values):
             try:
                 argument_key(value)
-            except TypeError:
+            except (TypeError, OverflowError):
                 return name
         return "?"
 
@@ -229,7 +256,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         try:
             hash(key)
         except TypeError:
-            raise TypeError(f"{self.__name__}: constexpr values must be hashable") from None
+            self._unhashable_constexpr(constexprs)
         if warmup:
             return self._warmup(keys, constexprs, options)
         if grid is None:
@@ -238,11 +265,16 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         if callable(grid):
             grid = grid(dict(zip(self.runtime_names, values),
                              **dict(zip(self.constexpr_names, constexprs))))
+            _check_grid(self.__name__, grid, "the grid callable returned")
+        else:
+            _check_grid(self.__name__, grid, "got")
         interpret = knobs.interpret if self.interpret is None else self.interpret
         if interpret:
             return self._run_interpreted(key, values, constexprs, grid, options.num_warps,
                                          options.debug)
         if self._generation != _jit_generation:
+            self._check_redefinitions()
+        elif self._watched and self._globals_changed():
             self._check_redefinitions()
         kernel = self._kernels.get(key)
         launched, _ = self._present(keys, values)
@@ -254,21 +286,48 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         self._dispatch_register(values, constexprs, options.num_warps, options.num_stages,
                                 kernel, given)
 
+    def _globals_changed(self) -> bool:
+        """Whether a global the source key was read from (a ``tl.constexpr`` or a @jit
+        helper) is no longer bound to the same object. The C++ fast path makes the same
+        check before each launch and leaves such launches here."""
+        return any(namespace.get(name, _UNBOUND) is not value
+                   for namespace, name, value in self._watched)
+
+    def _unhashable_constexpr(self, constexprs) -> None:
+        """Raises the TypeError of a constexpr argument that cannot be hashed (the kernel
+        cache is keyed by constexpr values), naming the parameter."""
+        for name, value in zip(self.constexpr_names, constexprs):
+            try:
+                hash(value)
+            except TypeError:
+                raise TypeError(f"{self.__name__}: constexpr parameter '{name}' got "
+                                f"{type(value).__name__} {value!r}, which is not hashable; "
+                                "constexpr values key the kernel cache (pass a tuple instead "
+                                "of a list)") from None
+        raise TypeError(f"{self.__name__}: constexpr values must be hashable")
+
     def _check_redefinitions(self) -> None:
-        """Drops compiled kernels when a @jit function this kernel calls has changed."""
+        """Drops compiled kernels when a @jit function this kernel calls, or a tl.constexpr
+        global it reads (``FACT = tl.constexpr(7.0)`` run again), has changed."""
         self._generation = _jit_generation
         self._dispatch_validate()
         if self._source_key is None:
             return
-        from .frontend import kernel_source_key
         try:
-            source = kernel_source_key(self.fn)
+            source = self._read_source_key()
         except OSError:
             return
         if source != self._source_key:
             self._source_key = source
             self._kernels.clear()
             self._dispatch_clear()
+
+    def _read_source_key(self) -> str:
+        """Reads the source key and the globals it came from; the fast path watches them."""
+        from .frontend.source import kernel_source_and_globals
+        source, self._watched = kernel_source_and_globals(self.fn)
+        self._dispatch_watch(self._watched)
+        return source
 
     def _constexpr_dict(self, constexprs, keys=()) -> Dict[str, Any]:
         """Constexpr values by name, plus the runtime parameters passed None (``keys``)."""
@@ -286,7 +345,13 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         try:
             hash(key)
         except TypeError:
-            raise TypeError(f"{self.__name__}: constexpr values must be hashable") from None
+            self._unhashable_constexpr(constexprs)
+        # Read the sources (and start watching the globals they read) before compiling, so a
+        # rebound tl.constexpr global is noticed even where the cache key is not rebuilt.
+        try:
+            self.source_key()
+        except OSError:  # no source: compiling says so, naming the kernel
+            pass
         launched, names = self._present(key[0], values)
         kernel = launcher.prepare(self, launched, self._specialization(key[0]),
                                   self._constexpr_dict(constexprs, key[0]), options, built,
@@ -326,8 +391,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     def source_key(self) -> str:
         """Source of the kernel and every @jit function it calls (part of the cache key)."""
         if self._source_key is None:
-            from .frontend import kernel_source_key
-            self._source_key = kernel_source_key(self.fn)
+            self._source_key = self._read_source_key()
         return self._source_key
 
     @api_boundary

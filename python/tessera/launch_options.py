@@ -57,8 +57,9 @@ def parse_options(kernel: str, given: Dict[str, Any], jit_debug: Optional[bool])
     call passed them). ``jit_debug``: @jit(debug=...); the TESSERA_DEBUG knob fills in."""
     num_warps = given.get("num_warps", 4)
     if isinstance(num_warps, bool) or not isinstance(num_warps, int) or num_warps < 1 or \
-            num_warps & (num_warps - 1):
-        raise ValueError(f"{kernel}: num_warps must be a power of two, got {num_warps!r}")
+            num_warps & (num_warps - 1) or num_warps > 32:
+        raise ValueError(f"{kernel}: launch option num_warps={num_warps!r}: must be a power of "
+                         "two from 1 to 32 (a program has at most 1024 threads)")
     # 0 and 1 both mean "no software pipelining" (as Triton's pipeliner): one kernel.
     num_stages = max(1, _check_int(kernel, "num_stages", given.get("num_stages", 1), 0, 64))
     num_ctas = given.get("num_ctas", 1)

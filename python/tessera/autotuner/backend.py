@@ -114,6 +114,11 @@ class TuningBackend:
         return [r if isinstance(r, Outcome) else Outcome(failure=failure_reason(r))
                 for r in results]
 
+    def verify(self, job: CompileJob) -> Outcome:
+        """Compiles one config in this process (normally a disk-cache hit): whether a stored
+        tuning result's best config still compiles."""
+        return compile_one(job)
+
     def install(self, job: CompileJob, outcome: Outcome) -> None:
         """Loads a compiled config so that launches with its arguments find it."""
         job.jit_fn._prepare(job.kernel_key, job.values, job.constexprs, job.kernel_key[2],

@@ -198,11 +198,18 @@ class Autotuner:
         if disk_key is not None and mode != "force":
             record = results.load(disk_key)
             best = results.best_of(record, self.configs) if record is not None else None
-            if best is not None:
+            why = self._stored_best_fails(best, launch, target) if best is not None else None
+            if best is not None and why is None:
                 self.configs_timings = results.stored_timings(record, self.configs)
                 self.failed_configs = []
                 self.bench_time = 0.0
                 return best
+            if why is not None:
+                # The record outlived what made it valid (a changed toolchain, heuristic or
+                # resource limit): a tuning result is an optimisation, so tune again.
+                warnings.warn(f"{self.__name__}: the stored tuning result's best config ({best}) "
+                              f"no longer compiles ({why}); tuning again", RuntimeWarning,
+                              stacklevel=4)
         if mode == "off":
             return self._first(launch)
         best, timings, failures = self._tune(launch, target)
@@ -222,6 +229,19 @@ class Autotuner:
                              f"({config})\n")
             sys.stderr.flush()
         return config
+    def _stored_best_fails(self, best: Config, launch: _Launch, target) -> Optional[str]:
+        """Why a tuning record's best config cannot be compiled for this launch now (None:
+        it compiles, and is loaded for the launch that follows)."""
+        try:
+            job = self._job(best, launch.args, launch.kwargs, target)
+            hash(job.kernel_key)
+        except Exception as error:  # noqa: BLE001 - e.g. a heuristic or binding error
+            return backends.failure_reason(error)
+        outcome = self.backend.verify(job)
+        if outcome.failure is not None:
+            return outcome.failure
+        self.backend.install(job, outcome)
+        return None
 
     def _first(self, launch: _Launch) -> Config:
         """The config used untuned: the first that early pruning keeps for this launch."""

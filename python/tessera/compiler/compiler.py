@@ -21,7 +21,7 @@ from .. import frontend
 from .._tessera import codegen as _codegen
 from .._tessera import passes as _passes
 from ..config import knobs
-from . import cuda_paths, ptxas
+from . import cuda_paths, ptxas, target_limits
 
 # The default pipeline, by stage. Pass names are the registered names (one name per pass file).
 PIPELINES: Dict[str, List[str]] = {
@@ -163,6 +163,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
 
     ``tile_ir``: the module :func:`build_tile_ir` made for these same arguments, used (and
     consumed) instead of running the front end again (the autotuner reads it first)."""
+    kernel_name = getattr(fn, "__name__", "kernel")
+    target_limits.check_arch(kernel_name, options.arch)
     module = tile_ir if tile_ir is not None else build_tile_ir(
         fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps, options.debug)
     asm: Dict[str, Any] = KernelAsm(tir=module.str())
@@ -195,4 +197,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         report = dict(assembled.report)
         metadata["static_shared_bytes"] = report.pop("shared_bytes", 0)
         metadata.update(report)
+    # Too much shared memory is this target's limit, not a launch failure: say so now (the
+    # driver would only refuse it at load, on a GPU of this arch).
+    target_limits.check_shared_memory(kernel_name, options.arch, metadata["shared_bytes"] +
+                                      metadata.get("static_shared_bytes", 0))
     return CompiledKernel(generated["kernel_name"], asm, metadata)

@@ -167,9 +167,34 @@ def _resolve(fn: Callable, parts: List[str]) -> Any:
 def kernel_source_key(fn: Callable) -> str:
     """The source of ``fn`` and, transitively, of every @jit function it references (through its
     globals and closure), plus the values of the tl.constexpr globals it reads."""
+    return kernel_source_and_globals(fn)[0]
+
+
+Watched = Tuple[Tuple[dict, str, Any], ...]
+
+
+def kernel_source_and_globals(fn: Callable) -> Tuple[str, Watched]:
+    """:func:`kernel_source_key`, and the globals that key was read from: (namespace dict,
+    name, value) for every tl.constexpr or @jit function the kernel and its callees reach
+    through a global or a module attribute. While each dict still maps each name to the very
+    same object, the key is unchanged: the launch paths check that (a few dict lookups)
+    instead of rebuilding the key on every launch."""
     fn = fn.fn if is_jit(fn) else fn
     seen: Dict[int, bool] = {}
     parts: List[str] = []
+    watched: Dict[Tuple[int, str], Tuple[dict, str, Any]] = {}
+
+    def watch_path(f: Callable, dotted: List[str], value: Any) -> None:
+        if dotted[0] in f.__code__.co_freevars or dotted[0] not in f.__globals__:
+            return  # a closure cell or a builtin: not rebound by running a cell again
+        namespace, current = f.__globals__, f.__globals__[dotted[0]]
+        watched[(id(namespace), dotted[0])] = (namespace, dotted[0], current)
+        for part in dotted[1:]:
+            if not isinstance(current, types.ModuleType):
+                return
+            namespace = vars(current)
+            current = namespace.get(part, _MISSING)
+            watched[(id(namespace), part)] = (namespace, part, current)
 
     def visit(f: Callable) -> None:
         if id(f) in seen:
@@ -180,9 +205,11 @@ def kernel_source_key(fn: Callable) -> str:
         for dotted in _dotted_names(ast.parse(source)):
             value = _resolve(f, dotted)
             if is_jit(value):
+                watch_path(f, dotted, value)
                 visit(value.fn)
             elif isinstance(value, tl.constexpr):
+                watch_path(f, dotted, value)
                 parts.append(f"# constexpr {'.'.join(dotted)} = {value.value!r}\n")
 
     visit(fn)
-    return "\n".join(parts)
+    return "\n".join(parts), tuple(watched.values())

@@ -12,6 +12,7 @@ from tessera import interpreter
 from tessera._tessera import ir
 from tessera.compiler import ptxas
 import tessera.ops.flash_attention as fa
+from tessera.errors import OutOfResources
 
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp32": np.float32}
 HEAD_DIMS = [16, 32, 64, 128, 256]
@@ -77,8 +78,15 @@ def test_candidate_configs_on_tensor_cores_without_spills(name, D, dtype, causal
     # at D = 128 on wgmma, 64 x 128 on 8 warps, spills 104-188 bytes, more since S^T and dP^T
     # are in flight together, and is still the fastest at S = 4k on an H200).
     x = np.zeros((1, 1, 16, D), DTYPES[dtype])
+    fitted = 0
     for index, config in enumerate(fa.candidates(name, x, arch)):
-        kernel, _ = compile_attention(name, D, dtype, causal, arch, config=config)
+        try:
+            kernel, _ = compile_attention(name, D, dtype, causal, arch, config=config)
+        except OutOfResources:
+            # More shared memory than this arch gives a block (e.g. an H100-sized config on
+            # sm_80): the autotuner skips it there; another candidate must fit (below).
+            continue
+        fitted += 1
         ptx = kernel.asm["ptx"]
         tensor_core = count(ptx, MMA[dtype])
         if arch == "sm_90a" and dtype in WGMMA:
@@ -92,6 +100,7 @@ def test_candidate_configs_on_tensor_cores_without_spills(name, D, dtype, causal
         limit = 0 if index == 0 else 192
         assert kernel.metadata["spill_stores"] <= limit, (
             f"{name} D={D} {dtype} {arch} {config}: {kernel.metadata}")
+    assert fitted > 0, f"{name} D={D} {dtype} {arch}: no candidate fits the shared memory"
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
