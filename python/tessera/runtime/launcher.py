@@ -92,6 +92,10 @@ class Launchable:
         except driver.ArgumentError as e:
             name = self.arg_names[e.index] if 0 <= e.index < len(self.arg_names) else "?"
             raise TypeError(f"{self.name}: argument '{name}': {e.reason}") from None
+        except ValueError as e:  # the launcher's grid check: say which kernel
+            if not str(e).startswith("grid"):
+                raise
+            raise ValueError(f"{self.name}: {e}") from None
 
 
 def _stream_function(device: int, framework: str):

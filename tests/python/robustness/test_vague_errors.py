@@ -137,3 +137,16 @@ def test_a_bad_grid_after_the_fast_path_took_over_names_the_kernel(monkeypatch, 
             bump_fast[grid](x, 1, B=2)
     finally:
         knobs.reset("interpret")
+
+
+def test_a_grid_with_a_bad_dimension_names_the_kernel():
+    """A tuple grid holding a non-int reaches the launcher's own check; its message gains the
+    kernel's name (a launcher without a kernel: no GPU needed)."""
+    from tessera.runtime import driver, launcher
+
+    prepared = launcher.Launchable("scale_rows", driver.KernelLauncher(["i32"], None, 4), 0,
+                                   "other", ["n"], {})
+    prepared.current_stream = lambda: 0
+    with pytest.raises(ValueError, match=r"scale_rows: grid dimension 1 must be an int >= 0, "
+                                         r"got 'a'"):
+        prepared.launch((1, "a"), [3])
