@@ -650,10 +650,8 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
         self.builder.create("print", [v.handle for v in values], [], attrs)
 
     def device_assert(self, cond: Any, message: str) -> None:
-        """An `assert` op on an i1 scalar or tile; other values test `!= 0`, as Python's.
-        Nothing when the kernel is compiled without debug (as Triton)."""
-        if not getattr(self, "debug", True):
-            return
+        """An `assert` op on an i1 scalar or tile; other values test `!= 0`, as Python's
+        (tl.device_assert calls it only in debug mode)."""
         cond = self.to_tensor(cond)
         if cond.dtype.is_ptr():
             raise TypeError(f"device_assert needs a boolean or numeric condition, got {cond}")
