@@ -209,6 +209,10 @@ def cpu_tolerance(name: str, signature: Signature) -> Tolerance:
     wide = signature.result == "fp64"
     if name in _BESSEL:  # SciPy's Bessel functions are accurate to ~1e-16 absolute
         return Tolerance(64 if wide else 1, abs_tol=1e-13 if wide else 1e-12)
+    if name == "normcdf" and wide:  # SciPy's ndtr rounds -x / sqrt(2) first: its relative
+        # error grows as x**2 ulp in the far tail (1.4e-13 seen at x = -28.2, about 2.5e-13 at
+        # the underflow limit x = -38)
+        return Tolerance(64, abs_tol=1e-300, rel_tol=1e-12)
     if name in SCIPY_FUNCTIONS:
         return Tolerance(64, abs_tol=1e-300, rel_tol=1e-13) if wide else Tolerance(1)
     if name in ("sinpi", "cospi") and wide:  # the reference's pi * x is rounded
