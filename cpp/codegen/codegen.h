@@ -8,6 +8,7 @@
 #include "ir/ir.h"
 
 #include <string>
+#include <vector>
 
 namespace tessera::codegen {
 
@@ -45,5 +46,19 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options =
 
 /// The LLVM version Tessera was built against, e.g. "22.1.8".
 std::string llvmVersion();
+
+/// Tessera's passes over LLVM IR (generate() runs them in its own pipeline: sink_predicates
+/// after O3); by name, for tessera-opt.
+struct LLVMPassInfo {
+  std::string name;
+  std::string description;
+};
+std::vector<LLVMPassInfo> llvmPasses();
+
+/// Parses LLVM IR text, runs the named passes of llvmPasses() on every function in order and
+/// returns the module printed. Throws ir::CompileError for unparsable IR ("file:line:col"),
+/// an unknown name, or IR the passes left invalid.
+std::string runLLVMPasses(const std::string &llvmIR, const std::vector<std::string> &names,
+                          const std::string &fileName = "<stdin>");
 
 } // namespace tessera::codegen

@@ -1,5 +1,7 @@
-// tessera-opt: parses tile IR text, runs named passes in command-line order, prints the result.
-// It drives the text tests (tests/lit): `tessera-opt %s --canonicalize | FileCheck %s`.
+// tessera-opt: parses tile IR text, runs named passes and pipelines in command-line order,
+// prints the result. It drives the text tests (tests/lit): `tessera-opt %s --canonicalize |
+// FileCheck %s`. A .ll input is LLVM IR instead, for Tessera's passes over LLVM IR
+// (`tessera-opt k.ll --sink_predicates`).
 // Errors go to stderr as "file:line:col: error: message" with exit code 1.
 #include "codegen/codegen.h"
 #include "ir/diagnostics.h"
@@ -23,20 +25,30 @@ namespace {
 const char *kUsage =
     "usage: tessera-opt [file|-] [--<pass-name> ...] [options]\n"
     "  --<pass-name>             run a registered pass (see --list-passes); in order given\n"
-    "  --pass-pipeline=a,b,c     run these passes, in this order\n"
+    "  --pass-pipeline=a,b,c     run these passes and named pipelines, in this order; a\n"
+    "                            pipeline takes options: tgir{num_stages=3 arch=sm_80}\n"
     "  --dump-after=name|all     print the IR to stderr after the named pass (repeatable)\n"
     "  --no-verify               do not verify after parsing and after each pass\n"
     "  --print-locations         print loc(\"file:line:col\") after ops that carry one\n"
     "  --split-input-file        treat each '// -----'-separated chunk as its own module\n"
-    "  --list-passes             list the registered passes and exit\n"
+    "  --list-passes             list the registered passes and pipelines and exit\n"
     "  --emit=llvm|llvm-unopt|ptx  after the passes, print the kernel's optimized LLVM IR, its\n"
     "                            LLVM IR as lowered, or its PTX instead of the tile IR (codegen)\n"
     "  --arch=sm_90a             target of --emit (sm_80, sm_90a, ...)\n"
-    "  --libdevice=PATH          libdevice.10.bc for --emit (default: the CUDA install's)\n";
+    "  --libdevice=PATH          libdevice.10.bc for --emit (default: the CUDA install's)\n"
+    "A file ending in .ll is LLVM IR: only the LLVM IR passes (--list-passes) run on it.\n";
+
+/// One step of the command line's pass list: a pass, or a pipeline with its options.
+struct Step {
+  std::string name;
+  bool pipeline = false;
+  PipelineOptionValues values;
+};
 
 struct Options {
   std::string input = "-";
-  std::vector<std::string> passes;
+  std::vector<Step> steps;
+  std::vector<std::string> llvmPasses; // passes over LLVM IR (a .ll input)
   std::set<std::string> dumpAfter;
   bool verify = true;
   bool printLocations = false;
@@ -55,6 +67,57 @@ std::vector<std::string> splitList(const std::string &text) {
   return items;
 }
 
+/// Splits at the commas outside braces: "a,tgir{x=1 y=2},b" -> a, tgir{x=1 y=2}, b.
+std::vector<std::string> splitPipelineList(const std::string &text) {
+  std::vector<std::string> items(1);
+  int depth = 0;
+  for (char c : text) {
+    depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+    if (c == ',' && depth == 0)
+      items.emplace_back();
+    else
+      items.back() += c;
+  }
+  items.erase(std::remove(items.begin(), items.end(), std::string()), items.end());
+  return items;
+}
+
+bool isLLVMPass(const std::string &name) {
+  for (const tessera::codegen::LLVMPassInfo &pass : tessera::codegen::llvmPasses())
+    if (pass.name == name)
+      return true;
+  return false;
+}
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void listPasses() {
+  auto line = [](const std::string &flag, const std::string &description) {
+    std::string padded = flag;
+    padded.resize(std::max<size_t>(padded.size() + 2, 26), ' ');
+    std::cout << "  " << padded << description << "\n";
+  };
+  std::cout << "Passes (tile IR):\n";
+  for (const PassInfo *pass : registeredPasses())
+    line("--" + pass->name, pass->description);
+  std::cout << "Pipelines (--pass-pipeline=name or name{option=value ...}):\n";
+  for (const PipelineInfo *pipeline : registeredPipelines()) {
+    line(pipeline->name, pipeline->description);
+    std::string passes;
+    for (const std::string &pass : pipeline->passes)
+      passes += (passes.empty() ? "" : ",") + pass;
+    std::cout << "      passes: " << passes << "\n";
+    for (const PipelineOption &option : pipeline->options)
+      std::cout << "      " << option.name << ": " << option.description << "\n";
+  }
+  std::cout << "Passes (LLVM IR, a .ll input):\n";
+  for (const tessera::codegen::LLVMPassInfo &pass : tessera::codegen::llvmPasses())
+    line("--" + pass.name, pass.description);
+}
+
 /// Parses the command line; returns false (after printing why) when the tool should stop.
 bool parseArguments(int argc, char **argv, Options &options, int &exitCode) {
   bool sawInput = false;
@@ -66,16 +129,28 @@ bool parseArguments(int argc, char **argv, Options &options, int &exitCode) {
       exitCode = 0;
       return false;
     } else if (arg == "--list-passes") {
-      for (const PassInfo *pass : registeredPasses()) {
-        std::string flag = "--" + pass->name;
-        flag.resize(std::max<size_t>(flag.size() + 2, 26), ' ');
-        std::cout << "  " << flag << pass->description << "\n";
-      }
+      listPasses();
       exitCode = 0;
       return false;
     } else if (arg.rfind("--pass-pipeline=", 0) == 0) {
-      for (const std::string &name : splitList(value("--pass-pipeline=")))
-        options.passes.push_back(name);
+      for (const std::string &item : splitPipelineList(value("--pass-pipeline="))) {
+        if (lookupPass(item)) {
+          options.steps.push_back(Step{item, false, {}});
+          continue;
+        }
+        try {
+          auto [pipeline, values] = parsePipelineSpec(item);
+          PassManager().addPipeline(pipeline->name, values); // checks the option names
+          options.steps.push_back(Step{pipeline->name, true, values});
+        } catch (const std::invalid_argument &error) {
+          if (item.find('{') == std::string::npos)
+            std::cerr << "tessera-opt: error: unknown pass or pipeline '" << item << "'\n";
+          else
+            std::cerr << "tessera-opt: error: " << error.what() << "\n";
+          exitCode = 1;
+          return false;
+        }
+      }
     } else if (arg.rfind("--dump-after=", 0) == 0) {
       for (const std::string &name : splitList(value("--dump-after=")))
         options.dumpAfter.insert(name);
@@ -97,7 +172,9 @@ bool parseArguments(int argc, char **argv, Options &options, int &exitCode) {
     } else if (arg == "--split-input-file") {
       options.splitInputFile = true;
     } else if (arg.rfind("--", 0) == 0 && lookupPass(value("--"))) {
-      options.passes.push_back(value("--"));
+      options.steps.push_back(Step{value("--"), false, {}});
+    } else if (arg.rfind("--", 0) == 0 && isLLVMPass(value("--"))) {
+      options.llvmPasses.push_back(value("--"));
     } else if (arg.rfind("-", 0) == 0 && arg != "-") {
       std::cerr << "tessera-opt: error: unknown option or pass '" << arg
                 << "' (see --help and --list-passes)\n";
@@ -112,16 +189,24 @@ bool parseArguments(int argc, char **argv, Options &options, int &exitCode) {
       sawInput = true;
     }
   }
-  std::vector<std::string> named = options.passes;
   for (const std::string &name : options.dumpAfter)
-    if (name != "all")
-      named.push_back(name);
-  for (const std::string &name : named)
-    if (!lookupPass(name)) {
+    if (name != "all" && !lookupPass(name)) {
       std::cerr << "tessera-opt: error: unknown pass '" << name << "'\n";
       exitCode = 1;
       return false;
     }
+  bool llvmInput = endsWith(options.input, ".ll");
+  if (!llvmInput && !options.llvmPasses.empty()) {
+    std::cerr << "tessera-opt: error: --" << options.llvmPasses.front()
+              << " is a pass over LLVM IR: give it a .ll file\n";
+    exitCode = 1;
+    return false;
+  }
+  if (llvmInput && (!options.steps.empty() || !options.emit.empty())) {
+    std::cerr << "tessera-opt: error: a .ll input is LLVM IR: only LLVM IR passes run on it\n";
+    exitCode = 1;
+    return false;
+  }
   return true;
 }
 
@@ -169,8 +254,12 @@ bool processModule(const std::string &text, const std::string &fileName,
     managerOptions.verifyEach = options.verify;
     managerOptions.dumpAfter = options.dumpAfter;
     PassManager manager(managerOptions);
-    for (const std::string &name : options.passes)
-      manager.add(name);
+    for (const Step &step : options.steps) {
+      if (step.pipeline)
+        manager.addPipeline(step.name, step.values);
+      else
+        manager.add(step.name);
+    }
     manager.run(*module);
     if (!options.emit.empty()) {
       tessera::codegen::CodegenOptions codegenOptions;
@@ -189,6 +278,8 @@ bool processModule(const std::string &text, const std::string &fileName,
   } catch (const CompileError &error) {
     std::string where = error.location().empty() ? fileName : error.location();
     std::cerr << where << ": error: " << error.message() << "\n";
+  } catch (const std::invalid_argument &error) { // a pipeline option's bad value
+    std::cerr << fileName << ": error: " << error.what() << "\n";
   } catch (const std::exception &error) {
     std::cerr << fileName << ": error: internal error: " << error.what() << "\n";
   }
@@ -208,6 +299,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::string fileName = options.input == "-" ? "<stdin>" : options.input;
+  if (endsWith(options.input, ".ll")) {
+    try {
+      std::cout << tessera::codegen::runLLVMPasses(text, options.llvmPasses, fileName);
+      return 0;
+    } catch (const CompileError &error) {
+      std::string where = error.location().empty() ? fileName : error.location();
+      std::cerr << where << ": error: " << error.message() << "\n";
+      return 1;
+    }
+  }
   if (!options.splitInputFile)
     return processModule(text, fileName, options) ? 0 : 1;
   bool allSucceeded = true;

@@ -23,14 +23,11 @@ from .._tessera import passes as _passes
 from ..config import knobs
 from . import cuda_paths, ptxas, target_limits
 
-# The default pipeline, by stage. Pass names are the registered names (one name per pass file).
-PIPELINES: Dict[str, List[str]] = {
-    "tir": ["canonicalize", "cse", "dce", "combine_dot_add", "licm", "canonicalize", "dce"],
-    "tgir": ["assign_layouts", "coalesce", "accelerate_matmul", "remove_layout_conversions",
-             "canonicalize", "cse", "dce", "licm", "stage_invariant_operands", "pipeline",
-             "materialize_wgmma_operands",
-             "canonicalize", "cse", "dce", "allocate_shared", "membar"],
-}
+# The passes of each stage, as registered in C++ (cpp/transforms/pass_pipelines.cpp: the one
+# place the order lives; `tessera-opt --pass-pipeline=tgir` runs the same list). Read-only
+# here: a copy for display and for tests that run a stage's passes themselves.
+PIPELINES: Dict[str, List[str]] = {name: list(passes)
+                                   for name, _, passes, _ in _passes.pipelines()}
 
 
 @dataclass(frozen=True)
@@ -125,8 +122,10 @@ def _dump_names() -> List[str]:
     return [n.strip() for n in text.split(",") if n.strip()] if text else []
 
 
-def _run_pipeline(module, stage: str) -> None:
-    dumps = _passes.run(module, PIPELINES[stage], _dump_names())
+def _run_pipeline(module, stage: str, **options: Any) -> None:
+    """Runs the registered pipeline of ``stage``; ``options`` are its pipeline options
+    (module attributes its passes read: num_warps, num_stages, arch, wgmma, ...)."""
+    dumps = _passes.run_pipeline(module, stage, options, _dump_names())
     if dumps:
         sys.stderr.write(dumps)
 
@@ -138,8 +137,7 @@ def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     ``debug``: device asserts build code (None: as knobs.debug)."""
     module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
                                    set(equal_to_1), debug=debug)
-    module.set_attr("num_warps", num_warps)
-    _run_pipeline(module, "tir")
+    _run_pipeline(module, "tir", num_warps=num_warps)
     return module
 
 
@@ -168,10 +166,9 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     module = tile_ir if tile_ir is not None else build_tile_ir(
         fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps, options.debug)
     asm: Dict[str, Any] = KernelAsm(tir=module.str())
-    module.set_attr("num_stages", options.num_stages)  # the pipeliner's default depth
-    module.set_attr("wgmma", int(options.wgmma and options.arch == "sm_90a"))
-    module.set_attr("wgmma_overlap", int(options.wgmma_overlap))
-    _run_pipeline(module, "tgir")
+    # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
+    _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,
+                  wgmma=options.wgmma, wgmma_overlap=options.wgmma_overlap)
     asm["tgir"] = module.str()
     # None found: codegen names the default place in its error, if the kernel needs libdevice.
     libdevice = libdevice_path() or os.path.join(cuda_paths.DEFAULT_TOOLKIT, cuda_paths.LIBDEVICE)
