@@ -1,5 +1,6 @@
-// allocate_shared: offsets for every shared-memory buffer of a func, reusing bytes across
-// disjoint live ranges (see allocation.h for the plan). Before and after, for a pipelined
+// Shared-memory allocation: offsets for every shared-memory buffer of a func, reusing bytes
+// across disjoint live ranges (see allocation.h for the plan); the allocate_shared pass
+// (transforms/allocate_shared.cpp) applies it to each func. Before and after, for a pipelined
 // matmul whose epilogue converts the accumulator through shared memory:
 //
 //   %ring = local_alloc : () -> tensor<3x64x32xf16, #shared>          (no offset yet)
@@ -15,7 +16,6 @@
 
 #include "analysis/shared_scratch.h"
 #include "ir/diagnostics.h"
-#include "ir/pass_manager.h"
 
 #include <algorithm>
 #include <limits>
@@ -213,15 +213,5 @@ std::string SharedAllocation::str() const {
   out << "total " << totalBytes_ << "\n";
   return out.str();
 }
-
-void allocateShared(ir::Module &module) {
-  for (ir::Operation *func : module.functions())
-    SharedAllocation(*func).apply();
-}
-
-TESSERA_REGISTER_PASS(allocate_shared, "allocate_shared",
-                      "Give every shared-memory buffer (local_alloc, per-op scratch) an offset, "
-                      "reusing bytes across disjoint live ranges; set the func's shared_size",
-                      allocateShared);
 
 } // namespace tessera::analysis

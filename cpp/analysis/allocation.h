@@ -1,6 +1,7 @@
 // Shared-memory allocation: every buffer of a func gets a byte offset in the kernel's one
 // dynamic shared-memory region, and buffers whose live ranges do not overlap share bytes.
-// Runs after the pipeliner and before membar and codegen (the `allocate_shared` pass).
+// The analysis of the `allocate_shared` pass (transforms/allocate_shared.cpp), which runs
+// after the pipeliner and before membar and codegen.
 //
 // Buffers: explicit local_alloc ops (the pipeliner's cp.async rings, staged tiles), live from
 // their definition to their last use (a use inside a loop or if that the buffer is defined
@@ -70,8 +71,5 @@ private:
   int64_t totalBytes_ = 0;
   ir::Operation *func_;
 };
-
-/// The `allocate_shared` pass: SharedAllocation(func).apply() for every func.
-void allocateShared(ir::Module &module);
 
 } // namespace tessera::analysis

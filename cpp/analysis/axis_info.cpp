@@ -1,7 +1,7 @@
 // AxisInfo analysis: one forward walk over a func computing contiguity, divisibility and
 // constancy per value (see axis_info.h; the per-op rules are in axis_info_rules.cpp). Loops
 // iterate their body until the loop-carried facts stop shrinking. Also: the vector width of
-// an access (for codegen) and the test-print-axis-info pass (for text tests).
+// an access (for codegen) and the test_print_axis_info pass (for text tests).
 #include "analysis/axis_info.h"
 
 #include "ir/pass_manager.h"
@@ -285,7 +285,7 @@ int accessVectorWidth(const AxisInfoAnalysis &analysis, const Operation &memoryO
   return static_cast<int>(width);
 }
 
-// ---------------------------------------------------------------- test-print-axis-info
+// ---------------------------------------------------------------- test_print_axis_info
 
 namespace {
 
@@ -308,7 +308,7 @@ void printAxisInfo(Module &module) {
 
 } // namespace
 
-TESSERA_REGISTER_PASS(test_print_axis_info, "test-print-axis-info",
+TESSERA_REGISTER_PASS(test_print_axis_info, "test_print_axis_info",
                       "Test only: annotate every op result with its AxisInfo", printAxisInfo);
 
 } // namespace tessera::analysis

@@ -1,5 +1,5 @@
-// membar: inserts `barrier` ops where threads could race on shared memory (see membar.h for
-// the plan). Before and after, two conversions through shared memory on disjoint scratch, then
+// membar's analysis: inserts `barrier` ops into a func where threads could race on shared
+// memory (see membar.h for the plan; the pass over a module is transforms/membar.cpp). Before and after, two conversions through shared memory on disjoint scratch, then
 // one that reuses the first's bytes:
 //
 //   %a = convert_layout %x {scratch_offset = 0}       %a = convert_layout %x {scratch_offset = 0}
@@ -14,7 +14,6 @@
 #include "analysis/shared_scratch.h"
 #include "ir/builder.h"
 #include "ir/diagnostics.h"
-#include "ir/pass_manager.h"
 
 #include <algorithm>
 #include <limits>
@@ -265,15 +264,5 @@ int insertBarriers(ir::Operation &func) {
   inserter.walkBlock(func.body(), BarrierState{}, true);
   return inserter.inserted();
 }
-
-void insertBarriers(ir::Module &module) {
-  for (ir::Operation *func : module.functions())
-    insertBarriers(*func);
-}
-
-TESSERA_REGISTER_PASS(membar, "membar",
-                      "Insert barriers where threads could race on shared memory (read/write "
-                      "intervals since the last barrier; loops to a fixed point)",
-                      [](ir::Module &module) { insertBarriers(module); });
 
 } // namespace tessera::analysis

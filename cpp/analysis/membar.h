@@ -1,7 +1,8 @@
 // membar: barrier insertion from shared-memory read/write intervals, on the structured tile
-// IR. Runs after allocate_shared (it reads the offsets) and before codegen, which lowers each
-// `barrier` op to bar.sync 0; the lowerings emit no barriers of their own except the one inside
-// an op that writes its scratch and then reads it back (see below).
+// IR (the pass over a module: transforms/membar.cpp). Runs after allocate_shared (it reads
+// the offsets) and before codegen, which lowers each `barrier` op to bar.sync 0; the
+// lowerings emit no barriers of their own except the one inside an op that writes its scratch
+// and then reads it back (see below).
 #pragma once
 
 #include "ir/ir.h"
@@ -65,8 +66,5 @@ struct BarrierState {
 ///    join(entry, end of body) until it no longer changes (the back edge), then insert with
 ///    that state; the exit state also joins the zero-trip path.
 int insertBarriers(ir::Operation &func);
-
-/// The `membar` pass: insertBarriers on every func.
-void insertBarriers(ir::Module &module);
 
 } // namespace tessera::analysis

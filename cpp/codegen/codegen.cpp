@@ -6,8 +6,7 @@
 #include "codegen/codegen.h"
 #include "codegen/symbol_names.h"
 
-#include "analysis/allocation.h"
-#include "analysis/membar.h"
+#include "transforms/passes.h"
 
 #include "codegen/libdevice.h"
 #include "codegen/lower_to_llvm.h"
@@ -57,8 +56,8 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   std::unique_ptr<ir::Module> allocated;
   if (!functions.front()->hasAttr("shared_size")) {
     allocated = module.clone();
-    analysis::allocateShared(*allocated);
-    analysis::insertBarriers(*allocated);
+    transforms::allocateShared(*allocated);
+    transforms::insertBarriers(*allocated);
     functions = allocated->functions();
   }
   const ir::Operation &func = *functions.front();

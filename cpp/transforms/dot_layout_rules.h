@@ -13,7 +13,8 @@ bool moveCastsBeforeAccumulatorConversions(ir::Operation *func);
 
 /// Retypes, in place, the values computed from dot results by layout-following ops (and the
 /// loop-carried values they become) in the dots' #mma layouts, with conversions where users
-/// need the old layouts (propagate_accumulator_layout.cpp). Returns whether anything changed.
+/// need the old layouts. The first step of remove_layout_conversions, not a pass of its own
+/// (remove_layout_conversions_accumulators.cpp). Returns whether anything changed.
 bool propagateAccumulatorLayouts(ir::Operation *func);
 
 } // namespace tessera::transforms

@@ -1,6 +1,7 @@
 // Small helpers shared by the target-neutral cleanup passes (canonicalize, cse, dce, licm):
-// side-effect queries and dead-op removal. The passes themselves register by name
-// (TESSERA_REGISTER_PASS) and are run through the PassManager.
+// side-effect queries and dead-op removal; and the entry points of the two passes codegen runs
+// itself on IR that has not been through them (allocate_shared, membar). The passes register
+// by name (TESSERA_REGISTER_PASS) and are run through the PassManager.
 #pragma once
 
 #include "ir/ir.h"
@@ -23,3 +24,12 @@ bool eraseDeadOps(Block &block);
 void eraseIfDead(const std::vector<Operation *> &ops);
 
 } // namespace tessera::ir
+
+namespace tessera::transforms {
+
+/// The allocate_shared pass (allocate_shared.cpp): offsets of every shared-memory buffer.
+void allocateShared(ir::Module &module);
+/// The membar pass (membar.cpp): barriers where threads could race on shared memory.
+void insertBarriers(ir::Module &module);
+
+} // namespace tessera::transforms

@@ -12,7 +12,7 @@
 //   %c = addi %s8, %r8 : (tensor<1024xi32, #B8>, tensor<1024xi32, #B8>) -> tensor<1024xi32, #B8>
 //
 // Plan: first, the #mma layouts of dot results flow forward into the values computed from them
-// (propagate_accumulator_layout.cpp), then, repeated until nothing changes:
+// (remove_layout_conversions_accumulators.cpp), then, repeated until nothing changes:
 // 1. Fold: a conversion to the encoding its operand already has is the operand; one applied
 //    to another conversion converts the original value.
 // 2. For each conversion, last first: collect the backward slice of its operand that must be

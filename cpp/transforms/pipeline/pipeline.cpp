@@ -273,7 +273,7 @@ void printPipelineSchedules(Module &module) {
     });
 }
 
-TESSERA_REGISTER_PASS(test_pipeline_schedule, "test-pipeline-schedule",
+TESSERA_REGISTER_PASS(test_pipeline_schedule, "test_pipeline_schedule",
                       "Test only: attach each loop's software-pipelining stage table as an "
                       "attribute",
                       printPipelineSchedules);

@@ -1,6 +1,8 @@
-// The first step of remove_layout_conversions: a dot's #mma accumulator layout flows forward
-// into the values computed from the dot's result, retyping them in place (as the forward
-// layout propagation of Triton's RemoveLayoutConversions, from dot anchors). Without it, the
+// The first step of the remove_layout_conversions pass (not a pass of its own; the pass calls
+// propagateAccumulatorLayouts, and its lit test is remove_layout_conversions_accumulators.ir):
+// a dot's #mma accumulator layout flows forward into the values computed from the dot's
+// result, retyping them in place (as the forward layout propagation of Triton's
+// RemoveLayoutConversions, from dot anchors). Without it, the
 // backward rematerialization recomputes a softmax chain in #mma for the next dot's operand
 // while the original chain stays alive in #blocked for its other users: attention would run
 // its exponentials twice.
