@@ -1,4 +1,4 @@
-# lit configuration for Tessera's text tests: each .ir file under tests/lit runs its RUN lines
+# lit configuration for Tessera's text tests: each .ir (tile IR) or .ll (LLVM IR) file under tests/lit runs its RUN lines
 # through tessera-opt (and the other tessera-* tools) and checks the output with FileCheck.
 #
 #   python3 -m lit -sv tests/lit --param tessera_opt=build/bin/tessera-opt
@@ -12,7 +12,7 @@ import lit.formats
 
 config.name = "tessera"
 config.test_format = lit.formats.ShTest(execute_external=False)
-config.suffixes = [".ir"]
+config.suffixes = [".ir", ".ll"]  # .ll: LLVM IR, for the passes over LLVM IR
 config.test_source_root = os.path.dirname(os.path.abspath(__file__))
 
 
