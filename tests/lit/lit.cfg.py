@@ -1,5 +1,6 @@
-# lit configuration for Tessera's text tests: each .ir (tile IR) or .ll (LLVM IR) file under tests/lit runs its RUN lines
-# through tessera-opt (and the other tessera-* tools) and checks the output with FileCheck.
+# lit configuration for Tessera's text tests: each .ir (tile IR) or .ll (LLVM IR) file under
+# tests/lit runs its RUN lines through tessera-opt (and the other tessera-* tools) and checks
+# the output with FileCheck.
 #
 #   python3 -m lit -sv tests/lit --param tessera_opt=build/bin/tessera-opt
 #
