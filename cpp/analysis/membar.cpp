@@ -8,7 +8,7 @@
 //                                                     %c = convert_layout %z {scratch_offset = 0}
 // Nothing before %b: its bytes are not %a's. Before %c nothing either: %b's own barrier (between
 // its stores and its loads) already ordered %a's loads. Each conversion keeps that one internal
-// barrier, so %a, %b, %c cost 3 bar.sync where the lowerings used to emit 6.
+// barrier, so %a, %b, %c cost 3 bar.sync, not the 6 of a barrier before and after each.
 #include "analysis/membar.h"
 
 #include "analysis/shared_scratch.h"

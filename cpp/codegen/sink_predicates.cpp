@@ -1,12 +1,14 @@
-// Recomputes predicates (i1 compares and their and/or/xor) next to uses that lie past a loop.
+// sink_predicates: recomputes predicates (i1 compares and their and/or/xor) next to uses that
+// lie past a loop. A pass over LLVM IR, run after O3 (nvptx_target.cpp); alone:
+// `tessera-opt k.ll --sink_predicates` (tests/lit/codegen/sink_predicates.ll).
 //
 // Why: a masked load before a loop and a masked store after it test the same rows
 // (`offs_m < S`), and LLVM's CSE leaves one compare whose i1 results stay live across the loop.
 // SASS has 7 predicate registers; eight live row predicates (one per 16-byte vector of a
-// 128-row tile) cost ptxas its freedom in the loop body: measured on sm_90a, it stops
-// interleaving the softmax's exp2 with the P@V wgmma of an attention forward (all 64 exp2
-// first, then 8 wgmma) and the kernel runs about 30% slower. A compare is one instruction;
-// recomputing it after the loop keeps only its (already live) integer operands across. This
+// 128-row tile) cost ptxas its freedom in the loop body: it stops interleaving the softmax's
+// exp2 with the P@V wgmma of an attention forward (docs/perf/pass_decisions.md has the
+// measurements). A compare is one instruction; recomputing it after the loop keeps only its
+// (already live) integer operands across. This
 // is what CodeGenPrepare's sinkCmpExpression does for targets with one condition register;
 // NVPTX has many, so LLVM leaves it to us. The backend runs GVN and MachineCSE, which would
 // merge the copy back into the compare before the loop: one operand of the copy goes through an

@@ -154,8 +154,8 @@ EncodingPtr blockedLayout(const std::vector<int64_t> &shape, const std::vector<i
 /// The groups (by root) whose tensors some `reduce` reduces along an axis, with that axis.
 /// A reduction across warps goes through shared memory with barriers; along a warp it is
 /// shuffles. Softmax and the norms reduce their rows, so their loads keep a row (order[0])
-/// within a warp when the tile has rows enough for every warp (rows of 256 fp32 with 4 warps
-/// were split over two warps: 3 barriers per tile, and softmax lost to torch.softmax there).
+/// within a warp when the tile has rows enough for every warp (a row split over two warps costs
+/// barriers on every tile: docs/perf/pass_decisions.md).
 /// Each axis is recorded with the rank of the tensor reduced (a group spans shapes).
 std::map<Value *, std::set<std::pair<size_t, int64_t>>> rowReductions(Operation *func,
                                                                       ValueGroups &groups) {

@@ -1,8 +1,10 @@
-// remove_layout_conversions: the last layout pass (after assign_layouts and coalesce). Drops
-// convert_layout ops that do nothing, folds chains of them, and recomputes the cheap values
-// feeding a conversion directly in the encoding it converts to (as the backward
-// rematerialization of Triton's RemoveLayoutConversions), anchored at the loads and stores
-// whose layouts coalesce chose.
+// remove_layout_conversions: the last layout pass (after assign_layouts, coalesce and
+// accelerate_matmul). Drops convert_layout ops that do nothing, folds chains of them, and
+// recomputes the cheap values feeding a conversion directly in the encoding it converts to
+// (as the backward rematerialization of Triton's RemoveLayoutConversions), anchored at the
+// loads, stores and dots whose layouts the earlier passes chose. A conversion that moves data
+// between threads goes through shared memory with barriers; recomputing a splat or an add in
+// the other layout costs a few instructions.
 //
 //   %o = addi %s, %r : (tensor<1024xi32, #B4>, tensor<1024xi32, #B4>) -> tensor<1024xi32, #B4>
 //   %c = convert_layout %o : (tensor<1024xi32, #B4>) -> tensor<1024xi32, #B8>
@@ -21,17 +23,10 @@
 //    (elementwise, broadcast, expand_dims, splat, make_range, constant; scan; reduce, into a
 //    Slice along its axis) and through values a `for` carries (its init and yielded value);
 //    anything else (a load, a reshape, a while argument) abandons the slice, leaving the
-//    conversion, unless its value is at least 8 times smaller than the slice's root (a
-//    bias row loaded before its broadcast): the slice then converts that value instead. A
-//    load of fewer elements than the CTA has threads is recomputed too (as Triton's
-//    isExpensiveLoadOrStore): not every thread loads anyway, so loading in the target layout
-//    (replicated where it is) costs no coalescing, and it saves a trip through shared
-//    memory and its barriers: attention's dK/dV kernel reads its 64 lse and delta values per
-//    step straight into the columns of its #mma tiles. Not inside a loop that already carries
-//    96 or more 32-bit registers per thread (dK and dV at D = 128): a global load is issued
-//    early to hide its latency, so its values live longer than the ones a conversion reads
-//    from shared memory just before use, and at the 255-register cap that cost the dK/dV
-//    kernel 13% on an H200. A closed slice is cloned in the new encoding, a carried value
+//    conversion, unless its value is at least 8 times smaller than the slice's root (a bias
+//    row loaded before its broadcast): the slice then converts that value instead. A load of
+//    fewer elements than the CTA has threads is recomputed too, outside register-heavy loops
+//    (see smallLoad below). A closed slice is cloned in the new encoding, a carried value
 //    becoming a new loop-carried value, and the conversion goes.
 //    A dot's A operand that cannot be recomputed in its #dot_op layout tries the dot's #mma
 //    layout (chained dots: the conversion out of #mma is then register-only); a truncf of a
@@ -66,7 +61,8 @@ using Need = std::pair<Value *, std::string>;
 Need needOf(Value *value, const EncodingPtr &encoding) { return {value, encoding->str()}; }
 
 constexpr size_t kMaxSliceSize = 512;
-/// Small loads are recomputed in loops that carry fewer 32-bit registers per thread than this.
+/// Small loads are recomputed in loops that carry fewer 32-bit registers per thread than this
+/// (attention's dK/dV loop at head dim 128 carries more: docs/perf/pass_decisions.md).
 constexpr int64_t kMaxCarriedRegistersForLoads = 96;
 /// A slice may end in a conversion of a value this many times smaller than its root.
 constexpr int64_t kBoundaryRatio = 8;
@@ -152,6 +148,11 @@ public:
           worklist.emplace_back(def->operand(0), encoding);
           continue;
         }
+        // A load of fewer elements than the CTA has threads is recomputed (as Triton's
+        // isExpensiveLoadOrStore): not every thread loads anyway, so the target layout costs
+        // no coalescing and saves the trip through shared memory. Not in a loop that already
+        // carries many registers: a global load is issued early, so its values live longer
+        // than those of a conversion read just before use (docs/perf/pass_decisions.md).
         bool smallLoad = def->code() == OpCode::Load && isSideEffectFree(*def) && // not volatile
                          value->type().numElements() < numThreads_ &&
                          carriedRegistersAround(def, numThreads_) < kMaxCarriedRegistersForLoads;

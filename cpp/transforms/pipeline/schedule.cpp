@@ -114,8 +114,8 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
   if (type.rank() == 1) { // a row of scalars (attention's lse): read back where it is converted
     // Every thread copies the elements its layout gives it, duplicates too: a layout of many
     // registers per thread (a load already rematerialized in a slice of #mma: 16 per thread
-    // at BLOCK_M = 64) would copy the row dozens of times per step. Measured on an H200 at
-    // D = 64, that made attention's dK/dV 10% slower than loading in the loop.
+    // at BLOCK_M = 64) would copy the row dozens of times per step, slower than loading it
+    // in the loop (docs/perf/pass_decisions.md).
     if ((layout.hasInDim(kRegisterDim) ? layout.getInDimSize(kRegisterDim) : 1) * elementBytes >
         16)
       return "a 1-D tile of more than 16 bytes per thread (each thread would copy them all)";
