@@ -95,3 +95,10 @@ def test_tessera_opt_runs_the_same_pipeline(tmp_path):
     out = subprocess.run([found[0], str(path), "--pass-pipeline=tgir{num_stages=2 arch=sm_80 "
                           "wgmma=1 wgmma_overlap=1}"], capture_output=True, text=True, check=True)
     assert out.stdout == asm["tgir"]
+
+
+def test_every_pass_name_is_snake_case():
+    """One naming style for every registered pass and pipeline (test passes: test_<what>)."""
+    names = [name for name, _ in passes.registered()] + list(registry())
+    bad = [name for name in names if not re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", name)]
+    assert not bad, f"pass names not in snake_case: {bad}"
