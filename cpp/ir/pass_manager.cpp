@@ -24,6 +24,12 @@ std::map<std::string, PipelineInfo> &pipelineRegistry() {
   return pipelines;
 }
 
+/// Pipeline names in registration order (the compile stages' order: tir, tgir).
+std::vector<std::string> &pipelineOrder() {
+  static std::vector<std::string> names;
+  return names;
+}
+
 } // namespace
 
 void registerPass(const std::string &name, const std::string &description, PassFunction run) {
@@ -44,6 +50,8 @@ std::vector<const PassInfo *> registeredPasses() {
 
 void registerPipeline(PipelineInfo info) {
   std::string name = info.name;
+  if (!pipelineRegistry().count(name))
+    pipelineOrder().push_back(name);
   pipelineRegistry()[name] = std::move(info);
 }
 
@@ -54,8 +62,8 @@ const PipelineInfo *lookupPipeline(const std::string &name) {
 
 std::vector<const PipelineInfo *> registeredPipelines() {
   std::vector<const PipelineInfo *> all;
-  for (auto &[name, info] : pipelineRegistry())
-    all.push_back(&info);
+  for (const std::string &name : pipelineOrder())
+    all.push_back(&pipelineRegistry().at(name));
   return all;
 }
 

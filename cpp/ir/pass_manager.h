@@ -52,6 +52,7 @@ struct PipelineInfo {
 
 void registerPipeline(PipelineInfo info);
 const PipelineInfo *lookupPipeline(const std::string &name);
+/// In registration order.
 std::vector<const PipelineInfo *> registeredPipelines();
 
 /// Parses "name" or "name{opt=value opt=value}" (MLIR's textual form) into the name and the
