@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List
 
 from .. import errors
 from .._triton_api import is_triton_name
+from ..language import compat_types
 from ..language import core as tl
 from ..language import matrix as tl_matrix
 from ..language import tensor_methods
@@ -50,6 +51,19 @@ _PY_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 _COMPARE_DUNDERS = {ast.Eq: "__eq__", ast.NotEq: "__ne__", ast.Lt: "__lt__", ast.LtE: "__le__",
                     ast.Gt: "__gt__", ast.GtE: "__ge__"}
+
+# Triton's small language classes a kernel may construct (language/compat_types.py).
+_LANGUAGE_CLASSES = (compat_types.tuple, compat_types.slice, compat_types.condition,
+                     compat_types.constexpr_type)
+
+
+def remake(template: Any, items: List[Any]) -> Any:
+    """A tuple or list of the same class as ``template`` (namedtuples included) holding
+    ``items``."""
+    if hasattr(template, "_make"):
+        return template._make(items)
+    return type(template)(items)
+
 
 # Inlining depth limit: recursion is fine while a constexpr argument drives it to a base case.
 MAX_INLINE_DEPTH = 64
@@ -222,7 +236,7 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
     def decay(self, value: Any) -> Any:
         """Return values of @jit functions: numbers become runtime scalars, as Triton."""
         if isinstance(value, (tuple, list)):
-            return type(value)(self.decay(v) for v in value)
+            return remake(value, [self.decay(v) for v in value])
         return self.sanitize(value)
 
     def visit_Return(self, node: ast.Return) -> None:
@@ -319,7 +333,7 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
         return node.value
 
     def visit_Tuple(self, node: ast.Tuple) -> tuple:
-        return tuple(self.elements(node.elts))
+        return compat_types.tuple(self.elements(node.elts))  # Triton's tl.tuple
 
     def visit_List(self, node: ast.List) -> list:
         return self.elements(node.elts)
@@ -347,6 +361,10 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
             return self.semantic.subscript(value, index)
         if isinstance(index, tl.tensor):
             raise TypeError("cannot index a compile-time value with a runtime value")
+        if isinstance(index, compat_types.slice):
+            index = index.as_python()
+        if isinstance(value, tuple) and isinstance(index, slice):
+            return compat_types.tuple(value[index])  # as Triton: a slice of a tuple is a tuple
         return normalize_number(value[index])
 
     def visit_BinOp(self, node: ast.BinOp) -> Any:
@@ -461,6 +479,8 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
             return normalize_number(function(*args, **kwargs))
         if function is tl.constexpr:
             return normalize_number(tl.constexpr(*args, **kwargs).value)
+        if function in _LANGUAGE_CLASSES:  # tl.tuple([...]), tl.slice, tl.condition, ...
+            return function(*args, **kwargs)
         if tl.is_builtin(function):
             if getattr(function, NEEDS_GENERATOR, False):  # inlines a @jit combine_fn
                 kwargs["_generator"] = self

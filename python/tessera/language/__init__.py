@@ -187,6 +187,22 @@ __all__ += [
     "sub", "swizzle2d", "topk",
 ]
 
+# Triton's small language types (tuple, slice, const, constexpr_type, void, pi32_t, condition).
+from .compat_types import (  # noqa: E402
+    condition,
+    const,
+    constexpr_type,
+    pi32_t,
+    slice,
+    tuple,
+    tuple_type,
+    void,
+)
+
+__all__ += ["condition", "const", "constexpr_type", "pi32_t", "slice", "tuple", "tuple_type",
+            "void"]
+
+
 def __getattr__(name: str):
     """Submodules not imported yet (``tl.extra``), else a Triton name Tessera lacks:
     TritonAPINotSupported (an AttributeError) that names it as a Triton API not supported
