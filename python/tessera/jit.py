@@ -390,8 +390,11 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         module = self._tile_ir.get(key)  # the key holds the launch options, debug included
         if module is None:
             signature, div16, eq1 = self._specialization(key[0])
-            module = build_tile_ir(self.fn, signature, self._constexpr_dict(constexprs, key[0]),
-                                   div16, eq1, num_warps, debug)
+            from .language.target_info import interpreting
+            with interpreting():  # tl.target_info: the device the interpreter stands for
+                module = build_tile_ir(self.fn, signature,
+                                       self._constexpr_dict(constexprs, key[0]), div16, eq1,
+                                       num_warps, debug)
             self._tile_ir[key] = module
         launched, names = self._present(key[0], values)
         # TensorDescriptor arguments expand to their parts (runtime/descriptor_arguments.py).

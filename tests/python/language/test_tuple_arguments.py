@@ -149,3 +149,18 @@ def test_iterating_a_tuple_argument():
     out = np.zeros(n, np.float32)
     loop_over_tuple[(1,)](xs, out, n, BLOCK=BLOCK)
     np.testing.assert_array_equal(out, np.maximum(np.max(np.stack(xs), axis=0), 0))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_tuple_arguments_compile(arch):
+    """The compiled function takes one parameter per runtime element (None and constexpr
+    elements are none); ptxas accepts it."""
+    from tessera.compiler import ptxas
+    n = 300
+    x, y = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    args = ((x, 2.0), (None, tl.constexpr(3)), Pair(x=y, y=1.5))
+    stages = nested.asm(args, (x, y), n, BLOCK=BLOCK, arch=arch)
+    entry = stages["ptx"].split(".entry", 1)[1].split(")", 1)[0]
+    assert entry.count(".param") == 7  # x, scale, y, shift, out.0, out.1, n
+    if ptxas.find_ptxas() is not None:
+        assert "cubin" in stages
