@@ -106,5 +106,15 @@ def warmup_kernel(jit_fn, keys, constexprs, options):
         return None
     specialization = jit_fn._specialization(keys)
     compile_options = options.compile_options(launcher.default_arch())
-    return launcher.compile_and_store(jit_fn, specialization,
-                                      jit_fn._constexpr_dict(constexprs, keys), compile_options)
+    constexpr_dict = jit_fn._constexpr_dict(constexprs, keys)
+
+    def compile_one():
+        return launcher.compile_and_store(jit_fn, specialization, constexpr_dict,
+                                          compile_options)
+
+    from .host_api import active_mode
+    mode = active_mode.get()
+    if mode is not None:  # AsyncCompileMode: compile in its executor, return a FutureKernel
+        return mode.submit((id(jit_fn), keys, constexprs, compile_options), compile_one,
+                           lambda kernel: None)  # compile_and_store cached it on disk
+    return compile_one()

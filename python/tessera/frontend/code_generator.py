@@ -181,6 +181,8 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # a docstring
+        if isinstance(node.value, ast.Call):  # its result is dropped: see must_use_result
+            node.value._is_unused = True  # type: ignore[attr-defined]
         self.visit(node.value)
 
     def visit_Pass(self, node: ast.Pass) -> None:
@@ -463,6 +465,10 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
         return self.call(node, function, args, kwargs)
 
     def call(self, node: ast.Call, function: Any, args: list, kwargs: Dict[str, Any]) -> Any:
+        must_use = getattr(function, "_must_use_result", False)  # tessera.must_use_result
+        if must_use and getattr(node, "_is_unused", False):
+            message = f"The result of {ast.unparse(node.func)} is not being used."
+            raise TypeError(message + (f" {must_use}" if isinstance(must_use, str) else ""))
         args = [normalize_number(a) for a in args]
         kwargs = {k: normalize_number(v) for k, v in kwargs.items()}
         runtime = any(isinstance(a, tl.tensor) for a in [*args, *kwargs.values()])
