@@ -77,3 +77,50 @@ def test_small_names(n):
                                            BLOCK=BLOCK)
     np.testing.assert_array_equal(bits.cpu().numpy(), x.view(np.int32))
     np.testing.assert_allclose(out.cpu().numpy(), x.astype(np.float64) * 18, rtol=1e-6)
+
+
+@tessera.jit
+def _selu_scalar(x, alpha):
+    if x > 0:
+        return x
+    else:
+        return alpha * (tl.exp(x) - 1)
+
+
+@tessera.jit
+def _lookup(i, table_ptr, n):
+    if i < n:
+        v = tl.load(table_ptr + i)
+    else:
+        v = -1.0
+    return v, i * 2
+
+
+@tessera.jit
+def map_kernel(x_ptr, idx_ptr, table_ptr, out_ptr, twice_ptr, n, table_n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    i = tl.load(idx_ptr + offs, mask=mask, other=0)
+    v, twice = tl.map_elementwise(_lookup, i, table_ptr, table_n)
+    tl.store(out_ptr + offs, tl.map_elementwise(_selu_scalar, x, 1.67) + v, mask=mask)
+    tl.store(twice_ptr + offs, twice, mask=mask)
+
+
+@pytest.mark.parametrize("n", [1, 300, 1000])
+def test_map_elementwise(n):
+    rng = np.random.default_rng()
+    x = (rng.standard_normal(n) * 2).astype(np.float32)
+    table = rng.standard_normal(37).astype(np.float32)
+    idx = rng.integers(0, 74, n).astype(np.int32)
+    out = torch.zeros(n, device="cuda")
+    twice = torch.zeros(n, dtype=torch.int32, device="cuda")
+    map_kernel[(tessera.cdiv(n, BLOCK),)](torch.from_numpy(x).cuda(), torch.from_numpy(idx).cuda(),
+                                          torch.from_numpy(table).cuda(), out, twice, n, 37,
+                                          BLOCK=BLOCK)
+    x64 = x.astype(np.float64)
+    valid = idx < 37
+    expected = np.where(x64 > 0, x64, np.float32(1.67) * (np.exp(x64) - 1)) + \
+        np.where(valid, table[np.where(valid, idx, 0)], -1.0)
+    np.testing.assert_allclose(out.cpu().numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(twice.cpu().numpy(), idx * 2)

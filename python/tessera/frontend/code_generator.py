@@ -31,6 +31,7 @@ from ..language.semantic import Semantic, is_number, normalize_number
 from ..language.reduction import NEEDS_GENERATOR
 from .control_flow import ControlFlowMixin
 from .early_return import ReturnMixin
+from .elementwise import ElementwiseMixin
 from .source import ParsedFunction, is_jit, is_missing, kernel_parameters, lookup_global
 from .source import parse_function
 
@@ -94,7 +95,7 @@ class CompileContext:
 TENSOR_ATTRIBUTES = ("dtype", "shape", "type", "numel", "to")
 
 
-class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
+class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVisitor):
     """Compiles one function body (the kernel's, or an inlined callee's) at the builder's
     insertion point. ``scope`` maps local names to tensors or Python values."""
 
@@ -118,6 +119,12 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
         # Names defined on some paths only (inside a runtime loop or one branch of a runtime
         # if): name -> where, for a helpful error when they are read afterwards.
         self.partial_defs: Dict[str, str] = {}
+        # tl.map_elementwise's scalar function (elementwise.py): its lanes and returns.
+        self.elementwise = False
+        self.ew_active: Any = None
+        self.ew_base: Any = None
+        self.ew_done: Any = None
+        self.ew_result: Any = None
 
     # ---- locations and errors ------------------------------------------------------------
 
@@ -166,6 +173,12 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
     def generate_body(self) -> Any:
         """Compiles the body; returns the function's value (None for a kernel)."""
         self.visit_compound(self.parsed.tree.body)
+        if self.elementwise:  # returns merged per element (elementwise.py)
+            if self.ew_result is not None and not self.returned:
+                raise self.error(self.parsed.tree, "Inconsistent return types: some elements "
+                                 "return a value and others fall off the end of the function")
+            self.return_value = self.ew_result
+            return self.return_value
         self.return_value = self.function_result(self.parsed.tree)
         return self.return_value
 
@@ -246,6 +259,8 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
         value = None if node.value is None else self.visit(node.value)
         if self.is_kernel and value is not None:
             raise self.unsupported(node, "a kernel cannot return a value; store it instead")
+        if self.elementwise:
+            return self.elementwise_return(self.decay(value))
         self.return_value = self.decay(value)
         self.returned = True
 
@@ -488,6 +503,8 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
         if function in _LANGUAGE_CLASSES:  # tl.tuple([...]), tl.slice, tl.condition, ...
             return function(*args, **kwargs)
         if tl.is_builtin(function):
+            if self.elementwise:  # memory effects under element conditions: masked
+                self.elementwise_call_check(function, kwargs)
             if getattr(function, NEEDS_GENERATOR, False):  # inlines a @jit combine_fn
                 kwargs["_generator"] = self
             return normalize_number(function(*args, _semantic=self.semantic, **kwargs))
@@ -545,6 +562,8 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
             scope[param.name] = value
         callee = CodeGenerator(self.ctx, self.ctx.parse(fn), scope, is_kernel=False)
         callee.loc = self.loc
+        if self.elementwise:  # a helper of a map_elementwise function: per element too
+            callee.elementwise, callee.ew_base = True, self.ew_lanes()
         self.ctx.call_stack.append(fn)
         try:
             callee.generate_body()

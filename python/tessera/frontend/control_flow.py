@@ -144,6 +144,8 @@ class ControlFlowMixin:
         if not isinstance(cond, tl.tensor):
             self.visit_compound(node.body if cond else node.orelse)
             return
+        if self.is_element_condition(cond):  # in a tl.map_elementwise function
+            return self.elementwise_if(node, cond)
         self.runtime_if(node, self._condition(cond, "if"))
 
     def runtime_if(self: "CodeGenerator", node: ast.If, cond: tl.tensor,
@@ -233,6 +235,8 @@ class ControlFlowMixin:
         cond = normalize_number(self.visit(node.test))
         if not isinstance(cond, tl.tensor):
             return self.visit(node.body if cond else node.orelse)
+        if self.is_element_condition(cond):  # in a tl.map_elementwise function
+            return self.elementwise_ifexp(node, cond)
         cond = self._condition(cond, "conditional expression")
         if_op = self.builder.create("if", [cond.handle], [], {}, 2)
         values = []
@@ -376,6 +380,10 @@ class ControlFlowMixin:
             while_op.erase()
             self.scope = liveins
             return
+        if self.is_element_condition(cond):
+            raise errors.UnsupportedError("a while loop on element values in a "
+                                          "tl.map_elementwise function is not supported; use a "
+                                          "for loop with a constant bound and a condition")
         cond = self._condition(cond, "while")
         self.builder.create("condition", [cond.handle] + _handles([before_scope[n]
                                                                    for n in carried]), [])

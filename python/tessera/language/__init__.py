@@ -202,6 +202,11 @@ from .compat_types import (  # noqa: E402
 __all__ += ["condition", "const", "constexpr_type", "pi32_t", "slice", "tuple", "tuple_type",
             "void"]
 
+# tl.map_elementwise: a scalar @jit function over tensors (map_elementwise.py).
+from .map_elementwise import map_elementwise  # noqa: E402
+
+__all__ += ["map_elementwise"]
+
 
 def __getattr__(name: str):
     """Submodules not imported yet (``tl.extra``), else a Triton name Tessera lacks:
