@@ -124,3 +124,35 @@ def test_map_elementwise(n):
         np.where(valid, table[np.where(valid, idx, 0)], -1.0)
     np.testing.assert_allclose(out.cpu().numpy(), expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(twice.cpu().numpy(), idx * 2)
+
+
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+
+
+@tessera.jit
+def scaled_dot_kernel(a_ptr, sa_ptr, b_ptr, sb_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr,
+                      K: tl.constexpr):
+    a = tl.load(a_ptr + tl.arange(0, M)[:, None] * (K // 2) + tl.arange(0, K // 2)[None, :])
+    b = tl.load(b_ptr + tl.arange(0, K)[:, None] * N + tl.arange(0, N)[None, :])
+    sa = tl.load(sa_ptr + tl.arange(0, M)[:, None] * (K // 32) + tl.arange(0, K // 32)[None, :])
+    sb = tl.load(sb_ptr + tl.arange(0, N)[:, None] * (K // 32) + tl.arange(0, K // 32)[None, :])
+    c = tl.dot_scaled(a, sa, "e2m1", b, sb, "e4m3")
+    tl.store(c_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :], c)
+
+
+def test_dot_scaled():
+    import ml_dtypes
+    rng = np.random.default_rng()
+    M, N, K = 64, 32, 128
+    a = rng.integers(0, 256, (M, K // 2)).astype(np.uint8)
+    b = rng.standard_normal((K, N)).astype(ml_dtypes.float8_e4m3fn)
+    sa = rng.integers(117, 137, (M, K // 32)).astype(np.uint8)
+    sb = rng.integers(117, 137, (N, K // 32)).astype(np.uint8)
+    c = torch.zeros((M, N), device="cuda")
+    cuda = [torch.from_numpy(x).cuda() for x in (a, sa, b.view(np.uint8), sb)]
+    scaled_dot_kernel[(1,)](cuda[0], cuda[1], cuda[2], cuda[3], c, M=M, N=N, K=K)
+    av = np.stack([E2M1[a & 15], E2M1[a >> 4]], -1).reshape(M, K)
+    av *= np.repeat(2.0 ** (sa - 127.0), 32, axis=1)
+    bv = b.astype(np.float64) * np.repeat(2.0 ** (sb - 127.0), 32, axis=1).T
+    bound = np.abs(av) @ np.abs(bv) * K * 2.0 ** -23
+    assert np.all(np.abs(c.cpu().numpy() - av @ bv) <= bound + 1e-30)

@@ -207,6 +207,11 @@ from .map_elementwise import map_elementwise  # noqa: E402
 
 __all__ += ["map_elementwise"]
 
+# tl.dot_scaled: microscaling (MX) matrix products (dot_scaled.py).
+from .dot_scaled import dot_scaled  # noqa: E402
+
+__all__ += ["dot_scaled"]
+
 
 def __getattr__(name: str):
     """Submodules not imported yet (``tl.extra``), else a Triton name Tessera lacks:
