@@ -202,13 +202,13 @@ from .compat_types import (  # noqa: E402
 __all__ += ["condition", "const", "constexpr_type", "pi32_t", "slice", "tuple", "tuple_type",
             "void"]
 
-# tl.map_elementwise: a scalar @jit function over tensors (map_elementwise.py).
-from .map_elementwise import map_elementwise  # noqa: E402
+# tl.map_elementwise: a scalar @jit function over tensors (elementwise_map.py).
+from .elementwise_map import map_elementwise  # noqa: E402
 
 __all__ += ["map_elementwise"]
 
-# tl.dot_scaled: microscaling (MX) matrix products (dot_scaled.py).
-from .dot_scaled import dot_scaled  # noqa: E402
+# tl.dot_scaled: microscaling (MX) matrix products (scaled_dot.py).
+from .scaled_dot import dot_scaled  # noqa: E402
 
 __all__ += ["dot_scaled"]
 
