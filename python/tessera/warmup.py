@@ -82,6 +82,9 @@ def _dtype_string(dtype: Any) -> str:
 def stand_in(arg: Any) -> Any:
     """The warmup stand-in of one argument (see the module docstring)."""
     from .language import core as tl
+    if isinstance(arg, tuple) and not isinstance(arg, tl.constexpr):  # a tuple argument
+        items = [stand_in(item) for item in arg]
+        return arg._make(items) if hasattr(arg, "_make") else type(arg)(items)
     if isinstance(arg, str):
         code = arg.strip()
         if code.lstrip("*") not in _SCALAR_CODES and not code.startswith("*"):

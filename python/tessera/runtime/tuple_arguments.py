@@ -85,6 +85,17 @@ def classes(name: str, key: tuple) -> Iterator[Tuple[str, type]]:
 CLASS_SUFFIX = ".__class__"
 
 
+def leaf_values(values: Sequence[Any]) -> List[Any]:
+    """``values`` with tuples replaced by their elements, depth first (to find a device)."""
+    out: List[Any] = []
+    for value in values:
+        if isinstance(value, tuple):
+            out += leaf_values(value)
+        else:
+            out.append(value)
+    return out
+
+
 def flatten(names: Sequence[str], keys: Sequence[tuple], values: Sequence[Any]
             ) -> Tuple[List[str], List[Any]]:
     """Names and values of what the compiled kernel takes: tuples expanded to their runtime

@@ -164,3 +164,11 @@ def test_tuple_arguments_compile(arch):
     assert entry.count(".param") == 7  # x, scale, y, shift, out.0, out.1, n
     if ptxas.find_ptxas() is not None:
         assert "cubin" in stages
+
+
+def test_warmup_with_a_tuple_of_stand_ins():
+    """kernel.warmup takes dtypes inside a tuple argument as stand-ins (compiles, no launch)."""
+    compiled = tessera.jit(weighted_sum.fn).warmup((tl.float32, tl.float32), (1.5, 2.5),
+                                                   tl.float32, 100, BLOCK=BLOCK, grid=(1,))
+    entry = compiled.asm["ptx"].split(".entry", 1)[1].split(")", 1)[0]
+    assert entry.count(".param") == 6  # ptrs.0, ptrs.1, weights.0, weights.1, out_ptr, n
