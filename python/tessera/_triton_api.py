@@ -54,7 +54,7 @@ NOTES: Dict[Tuple[str, str], str] = {
     ("triton.testing", "do_bench_cudagraph"): "needs PyTorch with CUDA",
     ("triton.language", "tuple"): "tuple kernel arguments launch through the Python path",
     ("triton.language", "condition"): "disable_licm honoured (licm skips the loop)",
-    ("triton.language", "const"): "annotation accepted; stores through it are not rejected",
+    ("triton.language", "const"): "a tl.const pointer parameter rejects stores and atomics",
     ("triton.language", "target_info"): "the arch compiled for; the modeled sm_90 when "
                                         "interpreting without a GPU",
     ("triton.runtime", "RedisRemoteCacheBackend"): "needs the redis package",

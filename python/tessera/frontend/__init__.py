@@ -52,6 +52,10 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     builder.set_location(f"{parsed.filename}:{line}:{col}")
     tuples = group_tuples(signature, constexprs)
     arguments, constants = _bind_parameters(parsed, name, signature, constexprs, tuples)
+    for param in _const_parameters(fn):  # `x: tl.const`: a pointer stores cannot use
+        ty = arguments.get(param)
+        if isinstance(ty, tl.pointer_type):
+            arguments[param] = tl.pointer_type(ty.element_ty, ty.address_space, const=True)
     block_arguments = []  # (name, dtype, divisibility); a descriptor parameter gives several
     for param, ty in arguments.items():
         if isinstance(ty, DescriptorParameter):
@@ -133,6 +137,19 @@ def _bind_parameters(parsed: ParsedFunction, name: str, signature: Dict[str, str
             what = "constexpr value" if p.is_constexpr else "type in the signature"
             raise _parameter_error(parsed, name, p.name, f"parameter '{p.name}' has no {what}")
     return arguments, constants
+
+
+def _const_parameters(fn: Callable) -> list:
+    """Parameters annotated ``tl.const`` (Triton's read-only pointers)."""
+    import inspect
+    from ..language.compat_types import const
+    out = []
+    for param in inspect.signature(fn).parameters.values():
+        annotation = param.annotation
+        if annotation is const or (isinstance(annotation, str)
+                                   and annotation.split(".")[-1] == "const"):
+            out.append(param.name)
+    return out
 
 
 def _parameter_error(parsed: ParsedFunction, name: str, param: Optional[str],

@@ -113,8 +113,8 @@ class slice:
 
 class const:
     """Triton's ``tl.const``: an annotation marking a pointer parameter read-only
-    (``def kernel(x_ptr: tl.const, ...)``). Accepted as an annotation; as in Triton it
-    changes no result (Tessera does not type pointers as const).
+    (``def kernel(x_ptr: tl.const, ...)``): its pointer type is const (``is_const()``), and
+    a store or atomic through it (or a pointer computed from it) fails to compile, as Triton.
 
     Example::
 

@@ -129,3 +129,23 @@ def test_target_info_interpreted_stands_for_the_modeled_device():
         assert tl.target_info.cuda_capability_geq(expected // 10, expected % 10)
         assert not tl.target_info.cuda_capability_geq(expected // 10, expected % 10 + 1)
     assert not tl.target_info.is_hip_cdna3() and not tl.target_info.is_hip_cdna4()
+
+
+@tessera.jit(interpret=True)
+def _store_through_const(x: tl.const, y, WHICH: tl.constexpr):
+    offs = tl.arange(0, 16)
+    tl.store(y + offs, tl.load(x + offs) + 1.0)  # reading is fine
+    if WHICH == 1:
+        tl.store(x + offs, 1.0)
+    elif WHICH == 2:
+        tl.atomic_add(x + offs, 1.0)
+
+
+@pytest.mark.parametrize("which", [1, 2])
+def test_const_pointer_rejects_stores(which):
+    x = np.random.default_rng().standard_normal(16).astype(np.float32)
+    y = np.zeros(16, np.float32)
+    _store_through_const[(1,)](x, y, WHICH=0)
+    np.testing.assert_array_equal(y, x + np.float32(1))
+    with pytest.raises(tessera.CompilationError, match="Cannot store to a constant pointer"):
+        _store_through_const[(1,)](x, y, WHICH=which)
