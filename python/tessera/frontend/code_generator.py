@@ -500,7 +500,9 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVis
             return normalize_number(function(*args, **kwargs))
         if function is tl.constexpr:
             return normalize_number(tl.constexpr(*args, **kwargs).value)
-        if function in _LANGUAGE_CLASSES:  # tl.tuple([...]), tl.slice, tl.condition, ...
+        if function in _LANGUAGE_CLASSES or (  # tl.tuple([...]), tl.slice, tl.condition, ...
+                isinstance(function, type) and issubclass(function, tuple)
+                and hasattr(function, "_fields")):  # a namedtuple class, as Triton allows
             return function(*args, **kwargs)
         if tl.is_builtin(function):
             if self.elementwise:  # memory effects under element conditions: masked

@@ -172,3 +172,29 @@ def test_warmup_with_a_tuple_of_stand_ins():
                                                    tl.float32, 100, BLOCK=BLOCK, grid=(1,))
     entry = compiled.asm["ptx"].split(".entry", 1)[1].split(")", 1)[0]
     assert entry.count(".param") == 6  # ptrs.0, ptrs.1, weights.0, weights.1, out_ptr, n
+
+
+@tessera.jit
+def _pick(pair, flag):
+    if flag > 0:  # an early return of a namedtuple under a runtime condition
+        return Pair(x=pair.y, y=pair.x)
+    return pair
+
+
+@tessera.jit(interpret=True)
+def swap_if(pair, out, flag, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    loaded = Pair(x=tl.load(pair.x + offs, mask=m), y=tl.load(pair.y + offs, mask=m))
+    picked = _pick(loaded, flag)
+    tl.store(out + offs, picked.x - picked.y, mask=m)
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+def test_namedtuple_through_an_early_return(flag):
+    rng = _rng()
+    n = int(rng.integers(10, BLOCK))
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = np.zeros(n, np.float32)
+    swap_if[(1,)](Pair(x=x, y=y), out, flag, n, BLOCK=BLOCK)
+    np.testing.assert_array_equal(out, (y - x) if flag else (x - y))
