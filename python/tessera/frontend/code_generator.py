@@ -125,6 +125,7 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVis
         self.ew_base: Any = None
         self.ew_done: Any = None
         self.ew_result: Any = None
+        self.ew_shape: List[int] = []  # the shape the function is mapped over
 
     # ---- locations and errors ------------------------------------------------------------
 
@@ -246,7 +247,11 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVis
         """As Triton: a plain assignment of a Python number makes a runtime scalar (its type
         then promotes like any tensor's); annotate `x: tl.constexpr = ...` to keep it."""
         value = normalize_number(value)
-        return self.semantic.to_tensor(value) if is_number(value) else value
+        if not is_number(value):
+            return value
+        if self.elementwise and self.ew_shape:  # per element: one value per element
+            return self.semantic.splat(self.semantic.to_tensor(value), self.ew_shape)
+        return self.semantic.to_tensor(value)
 
     def decay(self, value: Any) -> Any:
         """Return values of @jit functions: numbers become runtime scalars, as Triton."""
@@ -566,6 +571,7 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVis
         callee.loc = self.loc
         if self.elementwise:  # a helper of a map_elementwise function: per element too
             callee.elementwise, callee.ew_base = True, self.ew_lanes()
+            callee.ew_shape = self.ew_shape
         self.ctx.call_stack.append(fn)
         try:
             callee.generate_body()

@@ -67,6 +67,8 @@ class ElementwiseMixin:
         return self.elementwise and isinstance(cond, tl.tensor)
 
     def _where(self: "CodeGenerator", cond: tl.tensor, a: Any, b: Any, name: str) -> Any:
+        if a is b:  # unchanged by either branch
+            return a
         if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b):
             from .code_generator import remake
             return remake(a, [self._where(cond, x, y, name) for x, y in zip(a, b)])
@@ -165,6 +167,7 @@ def call_elementwise(generator: "CodeGenerator", scalar_fn: Any, inputs: list) -
     callee = CodeGenerator(generator.ctx, generator.ctx.parse(fn), scope, is_kernel=False)
     callee.elementwise = True
     callee.ew_base = generator.ew_lanes() if generator.elementwise else None
+    callee.ew_shape = list(inputs[0].shape) if inputs else []
     callee.loc = generator.loc
     generator.ctx.call_stack.append(fn)
     try:

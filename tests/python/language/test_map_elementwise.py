@@ -157,3 +157,32 @@ def bad_kernel(x_ptr, WHICH: tl.constexpr):
 def test_map_elementwise_errors(which, message):
     with pytest.raises(tessera.CompilationError, match=message):
         bad_kernel[(1,)](np.zeros(16, np.float32), WHICH=which)
+
+
+LIMIT = tl.constexpr(5)
+
+
+@tessera.jit
+def _count_below(x):
+    # a per-element counter in a loop, starting from a literal
+    count = 0
+    for i in range(LIMIT):
+        if x > i:
+            count += 1
+    return count
+
+
+@tessera.jit(interpret=True)
+def count_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, tl.map_elementwise(_count_below, x), mask=offs < n)
+
+
+def test_map_elementwise_loop_carried_counter():
+    rng = np.random.default_rng()
+    n = int(rng.integers(10, 128))
+    x = (rng.standard_normal(n) * 4).astype(np.float32)
+    out = np.zeros(n, np.int32)
+    count_kernel[(1,)](x, out, n, BLOCK=128)
+    np.testing.assert_array_equal(out, (x[:, None] > np.arange(5)).sum(axis=1))
