@@ -81,7 +81,8 @@ void hoistInvariants(Operation &loop) {
 void runLoopInvariantCodeMotion(Module &module) {
   std::vector<Operation *> loops;
   module.walk([&](Operation *op) {
-    if (op->code() == OpCode::For || op->code() == OpCode::While)
+    // tl.condition(..., disable_licm=True) marks a while loop to keep its code inside.
+    if ((op->code() == OpCode::For || op->code() == OpCode::While) && !op->hasAttr("disable_licm"))
       loops.push_back(op);
   });
   // The walk is pre-order, so reversed it lists every loop after the loops nested in it.

@@ -40,6 +40,11 @@ from .jit import ConstexprFunction, constexpr_function, next_power_of_2
 from .triton_knobs import knobs
 from .warmup import MockTensor
 
+# Triton's host compile API (host_api.py).
+from .host_api import AsyncCompileMode, FutureKernel, compile, must_use_result  # noqa: E402
+
+__all__ += ["AsyncCompileMode", "FutureKernel", "compile", "must_use_result"]
+
 KernelInterface = JITFunction
 
 __all__ += ["ConstexprFunction", "constexpr_function", "InterpreterError", "KernelInterface",

@@ -45,12 +45,20 @@ NOTES: Dict[Tuple[str, str], str] = {
     ("triton", "autotune"): "warmup/rep/use_cuda_graph/do_bench/cache_results as Triton; "
                             "results also kept on disk by default",
     ("triton", "Config"): "num_ctas must be 1; maxnreg honoured",
-    ("triton", "compile"): "use JITFunction.warmup / JITFunction.compile",
+    ("triton", "compile"): "ASTSource only (no IR files); returns a CompiledKernel to inspect, "
+                           "launch through the kernel",
     ("triton", "set_allocator"): "needed for device-side tensor descriptors",
     ("triton", "JITFunction"): "num_ctas launch option must be 1",
     ("triton.runtime", "driver"): "driver.active over Tessera's libcuda runtime; a modeled "
                                   "sm_90 device in interpret mode without a GPU",
     ("triton.testing", "do_bench_cudagraph"): "needs PyTorch with CUDA",
+    ("triton.language", "tuple"): "tuple kernel arguments launch through the Python path",
+    ("triton.language", "condition"): "disable_licm honoured (licm skips the loop)",
+    ("triton.language", "const"): "a tl.const pointer parameter rejects stores and atomics",
+    ("triton.language", "target_info"): "the arch compiled for; the modeled sm_90 when "
+                                        "interpreting without a GPU",
+    ("triton.runtime", "RedisRemoteCacheBackend"): "needs the redis package",
+    ("triton.testing", "cuda_memcheck"): "runs compute-sanitizer (else cuda-memcheck)",
 }
 
 

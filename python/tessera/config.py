@@ -107,6 +107,20 @@ KNOBS = {
                   "specialization is first compiled; part of the cache key."),
 }
 
+# The remote kernel cache (runtime/remote_cache.py; Triton's TRITON_REMOTE_CACHE_BACKEND and
+# TRITON_REDIS_*).
+KNOBS.update({
+    "remote_cache_backend": Knob("TESSERA_REMOTE_CACHE_BACKEND", "", str,
+                                 "'module:Class' of a RemoteCacheBackend that kernel cache "
+                                 "entries are also read from and written to; empty: none."),
+    "redis_host": Knob("TESSERA_REDIS_HOST", "localhost", str,
+                       "Host of the Redis server of RedisRemoteCacheBackend."),
+    "redis_port": Knob("TESSERA_REDIS_PORT", 6379, int,
+                       "Port of the Redis server of RedisRemoteCacheBackend."),
+    "redis_key_format": Knob("TESSERA_REDIS_KEY_FORMAT", "tessera:{key}:{filename}", str,
+                             "Redis key of one cached file ({key}, {filename} filled in)."),
+})
+
 
 _ENCODED: dict = {}
 

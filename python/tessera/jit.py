@@ -23,7 +23,7 @@ from .constexpr_functions import ConstexprFunction, constexpr_function, next_pow
 from .jit_source import KernelTextAndWarmup
 from .launch_options import (LaunchOptions, fast_path_options, parse_options,
                              specialize_flags, split_launch_kwargs)
-from .runtime import descriptor_arguments
+from .runtime import descriptor_arguments, tuple_arguments
 from .specialization import argument_key, describe, masked_key
 from .tracebacks import api_boundary
 
@@ -219,8 +219,8 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         (:meth:`_constexpr_dict` gives them)."""
         signature: Dict[str, str] = {}
         div16, eq1 = set(), set()
-        for name, key in zip(self.runtime_names, keys):
-            if key[0] == "none":
+        for name, key in self._leaf_keys(keys):
+            if tuple_arguments.is_compile_time(key):
                 continue
             try:
                 code, divisible, one = describe(key)
@@ -241,10 +241,11 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     def _present(self, keys, values) -> Tuple[tuple, list]:
         """The runtime values and names the compiled kernel takes (those passed None are
         constexprs in it)."""
-        if not any(key[0] == "none" for key in keys):
+        if not any(key[0] in ("none", "tuple") for key in keys):
             return values, self.runtime_names
-        kept = [(v, n) for v, n, k in zip(values, self.runtime_names, keys) if k[0] != "none"]
-        return tuple(v for v, _ in kept), [n for _, n in kept]
+        # Tuples expand to their runtime elements (runtime/tuple_arguments.py).
+        names, launched = tuple_arguments.flatten(self.runtime_names, keys, values)
+        return tuple(launched), names
 
     @api_boundary
     def run(self, *args, grid: Grid = None, warmup: bool = False, **kwargs):
@@ -281,6 +282,8 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         if kernel is None:
             kernel = self._prepare(key, values, constexprs, options)
         kernel.launch(grid, launched)
+        if any(k[0] == "tuple" for k in keys):
+            return  # the C++ fast path does not take tuple arguments: they stay here
         # The next calls of this specialization launch from C++ (when it can take their
         # arguments: else they keep coming here).
         self._dispatch_register(values, constexprs, options.num_warps, options.num_stages,
@@ -332,10 +335,21 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     def _constexpr_dict(self, constexprs, keys=()) -> Dict[str, Any]:
         """Constexpr values by name, plus the runtime parameters passed None (``keys``)."""
         named = dict(zip(self.constexpr_names, constexprs))
-        for name, key in zip(self.runtime_names, keys):
-            if key[0] == "none":
-                named[name] = None
+        for name, key in self._leaf_keys(keys):
+            if tuple_arguments.is_compile_time(key):
+                named[name] = tuple_arguments.compile_time_value(key)
+        for name, key in zip(self.runtime_names, keys):  # namedtuples keep their class
+            for path, cls in tuple_arguments.classes(name, key):
+                named[path + tuple_arguments.CLASS_SUFFIX] = cls
         return named
+
+    def _leaf_keys(self, keys):
+        """(name, key) per runtime parameter; a tuple's elements by path (``t.0``, ...)."""
+        for name, key in zip(self.runtime_names, keys):
+            if key[0] == "tuple":
+                yield from ((path, k) for path, k, _ in tuple_arguments.leaves(name, key))
+            else:
+                yield name, key
 
     def _prepare(self, key, values, constexprs, options: LaunchOptions, built=None):
         """Loads the kernel of ``key`` = (argument keys, constexprs, options); ``built`` =
@@ -376,8 +390,11 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         module = self._tile_ir.get(key)  # the key holds the launch options, debug included
         if module is None:
             signature, div16, eq1 = self._specialization(key[0])
-            module = build_tile_ir(self.fn, signature, self._constexpr_dict(constexprs, key[0]),
-                                   div16, eq1, num_warps, debug)
+            from .language.target_info import interpreting
+            with interpreting():  # tl.target_info: the device the interpreter stands for
+                module = build_tile_ir(self.fn, signature,
+                                       self._constexpr_dict(constexprs, key[0]), div16, eq1,
+                                       num_warps, debug)
             self._tile_ir[key] = module
         launched, names = self._present(key[0], values)
         # TensorDescriptor arguments expand to their parts (runtime/descriptor_arguments.py).

@@ -69,6 +69,27 @@ class TensorWrapper:
     def __str__(self) -> str:
         return f"TensorWrapper[{self.dtype}]({self.base})"
 
+    # Triton's TensorWrapper methods: the base's, re-wrapped in the same dtype.
+    def cpu(self) -> "TensorWrapper":
+        return TensorWrapper(self.base.cpu(), self.dtype)
+
+    def clone(self) -> "TensorWrapper":
+        base = self.base
+        return TensorWrapper(base.clone() if hasattr(base, "clone") else base.copy(), self.dtype)
+
+    def to(self, device: Any) -> "TensorWrapper":
+        return TensorWrapper(self.base.to(device), self.dtype)
+
+    def new_empty(self, sizes: Any) -> "TensorWrapper":
+        return TensorWrapper(self.base.new_empty(sizes), self.dtype)
+
+    def copy_(self, other: "TensorWrapper") -> None:
+        source = other.base if isinstance(other, TensorWrapper) else other
+        if hasattr(self.base, "copy_"):
+            self.base.copy_(source)
+        else:  # NumPy
+            self.base[...] = source
+
 
 def reinterpret(tensor: Any, dtype: _core.dtype) -> Any:
     """``tensor``'s memory as ``dtype`` for a kernel argument (no copy), as Triton's

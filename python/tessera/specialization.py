@@ -151,6 +151,9 @@ def _key_function_for(cls: type) -> Callable[[Any], tuple]:
         return _key_bool
     if cls is type(None):
         return _key_none
+    if issubclass(cls, tuple):  # a tuple argument: each element specialized on its own
+        from .runtime import tuple_arguments
+        return tuple_arguments.key
     if getattr(cls, "__tessera_stand_in__", False):  # kernel.warmup's stand-ins (warmup.py)
         return cls.specialization_key
     if issubclass(cls, int):
@@ -192,6 +195,9 @@ def masked_key(key: tuple, flags: int) -> tuple:
     kind = key[0]
     if kind == "int":
         return ("int", key[1], key[2] and not flags & 1, key[3] and not flags & 2)
+    if kind == "tuple":
+        from .runtime import tuple_arguments
+        return tuple_arguments.masked(key, flags, masked_key)
     if kind in ("tensor", "typed"):
         return (kind, key[1], key[2] and not flags & 1)
     return key

@@ -82,6 +82,9 @@ def _dtype_string(dtype: Any) -> str:
 def stand_in(arg: Any) -> Any:
     """The warmup stand-in of one argument (see the module docstring)."""
     from .language import core as tl
+    if isinstance(arg, tuple) and not isinstance(arg, tl.constexpr):  # a tuple argument
+        items = [stand_in(item) for item in arg]
+        return arg._make(items) if hasattr(arg, "_make") else type(arg)(items)
     if isinstance(arg, str):
         code = arg.strip()
         if code.lstrip("*") not in _SCALAR_CODES and not code.startswith("*"):
@@ -106,5 +109,15 @@ def warmup_kernel(jit_fn, keys, constexprs, options):
         return None
     specialization = jit_fn._specialization(keys)
     compile_options = options.compile_options(launcher.default_arch())
-    return launcher.compile_and_store(jit_fn, specialization,
-                                      jit_fn._constexpr_dict(constexprs, keys), compile_options)
+    constexpr_dict = jit_fn._constexpr_dict(constexprs, keys)
+
+    def compile_one():
+        return launcher.compile_and_store(jit_fn, specialization, constexpr_dict,
+                                          compile_options)
+
+    from .host_api import active_mode
+    mode = active_mode.get()
+    if mode is not None:  # AsyncCompileMode: compile in its executor, return a FutureKernel
+        return mode.submit((id(jit_fn), keys, constexprs, compile_options), compile_one,
+                           lambda kernel: None)  # compile_and_store cached it on disk
+    return compile_one()

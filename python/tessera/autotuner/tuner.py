@@ -27,7 +27,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..runtime import descriptor_arguments
+from ..runtime import descriptor_arguments, tuple_arguments
 from ..config import knobs
 from . import backend as backends
 from . import resources, results
@@ -191,6 +191,7 @@ class Autotuner:
         if not self.backend.enabled(self.jit_fn):
             return self._untimed(launch)
         values = [launch.named[n] for n in self.jit_fn.runtime_names if n in launch.named]
+        values = tuple_arguments.leaf_values(values)  # tuple arguments: their elements
         # TensorDescriptor arguments: their base tensors tell the device.
         values = descriptor_arguments.flatten(["?"] * len(values), values)[1]
         target = self.backend.target(self.jit_fn, values)

@@ -2,5 +2,7 @@
 from .compiler import CompileOptions, CompiledKernel, compile_kernel, build_tile_ir, PIPELINES
 from .errors import CompilationError
 
-__all__ = ["CompileOptions", "CompiledKernel", "compile_kernel", "build_tile_ir", "PIPELINES",
+from ..host_api import ASTSource  # noqa: E402 - Triton's triton.compiler.ASTSource
+
+__all__ = ["ASTSource", "CompileOptions", "CompiledKernel", "compile_kernel", "build_tile_ir", "PIPELINES",
            "CompilationError"]

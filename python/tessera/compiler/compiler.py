@@ -163,8 +163,13 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     consumed) instead of running the front end again (the autotuner reads it first)."""
     kernel_name = getattr(fn, "__name__", "kernel")
     target_limits.check_arch(kernel_name, options.arch)
-    module = tile_ir if tile_ir is not None else build_tile_ir(
-        fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps, options.debug)
+    if tile_ir is not None:
+        module = tile_ir
+    else:
+        from ..language.target_info import compiling_for  # tl.target_info sees this arch
+        with compiling_for(options.arch):
+            module = build_tile_ir(fn, signature, constexprs, divisibility_16, equal_to_1,
+                                   options.num_warps, options.debug)
     asm: Dict[str, Any] = KernelAsm(tir=module.str())
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,

@@ -18,6 +18,8 @@ from .code_generator import CodeGenerator, make_context
 from .descriptor_parameters import DescriptorParameter
 from .source import KernelParameter, ParsedFunction, is_jit, kernel_parameters
 from .source import kernel_source_key, parse_function
+from .tuple_parameters import assemble as assemble_tuple
+from .tuple_parameters import group as group_tuples
 
 ir = _tessera.ir
 
@@ -48,7 +50,12 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     module = ir.Module()
     line, col = parsed.position(parsed.tree)
     builder.set_location(f"{parsed.filename}:{line}:{col}")
-    arguments, constants = _bind_parameters(parsed, name, signature, constexprs)
+    tuples = group_tuples(signature, constexprs)
+    arguments, constants = _bind_parameters(parsed, name, signature, constexprs, tuples)
+    for param in _const_parameters(fn):  # `x: tl.const`: a pointer stores cannot use
+        ty = arguments.get(param)
+        if isinstance(ty, tl.pointer_type):
+            arguments[param] = tl.pointer_type(ty.element_ty, ty.address_space, const=True)
     block_arguments = []  # (name, dtype, divisibility); a descriptor parameter gives several
     for param, ty in arguments.items():
         if isinstance(ty, DescriptorParameter):
@@ -75,6 +82,9 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
         else:
             scope[param] = tl.tensor(handles[param], ty)
     scope.update(constants)
+    for param, (runtime, constant, classes) in tuples.items():  # tuple parameters
+        leaves = {element: scope.pop(element) for element in runtime + constant}
+        scope[param] = assemble_tuple(param, leaves, classes)
     CodeGenerator(ctx, parsed, scope, is_kernel=True).generate_body()
     builder.set_location(f"{parsed.filename}:{line}:{col}")
     builder.create("return", [], [])
@@ -83,18 +93,29 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
 
 
 def _bind_parameters(parsed: ParsedFunction, name: str, signature: Dict[str, str],
-                     constexprs: Dict[str, Any]):
+                     constexprs: Dict[str, Any], tuples: Dict[str, Any]):
     """Splits the parameters into runtime arguments (name -> dtype, in order) and
-    compile-time values (name -> Python value)."""
+    compile-time values (name -> Python value). A tuple parameter's elements (``tuples``:
+    tuple_parameters.group) are entries of their own, named by path."""
     params = kernel_parameters(parsed.fn)
     known = {p.name for p in params}
     for given in list(signature) + list(constexprs):
-        if given not in known:
+        if given.split(".", 1)[0] not in known:
             raise _parameter_error(parsed, name, None, f"'{given}' is not a parameter of {name}")
     arguments: Dict[str, Any] = {}  # a dtype, or a DescriptorParameter
     constants: Dict[str, Any] = {}
     for p in params:
-        if p.name in constexprs:
+        if p.name in tuples:
+            runtime, constant, _ = tuples[p.name]
+            for element in runtime:
+                try:
+                    arguments[element] = (DescriptorParameter.parse(signature[element])
+                                          or tl.str_to_ty(signature[element]))
+                except ValueError as error:
+                    raise _parameter_error(parsed, name, p.name, str(error)) from None
+            for element in constant:
+                constants[element] = normalize_number(constexprs[element])
+        elif p.name in constexprs:
             if p.name in signature:
                 raise _parameter_error(parsed, name, p.name, f"'{p.name}' is given both a type "
                                        "and a constexpr value")
@@ -116,6 +137,19 @@ def _bind_parameters(parsed: ParsedFunction, name: str, signature: Dict[str, str
             what = "constexpr value" if p.is_constexpr else "type in the signature"
             raise _parameter_error(parsed, name, p.name, f"parameter '{p.name}' has no {what}")
     return arguments, constants
+
+
+def _const_parameters(fn: Callable) -> list:
+    """Parameters annotated ``tl.const`` (Triton's read-only pointers)."""
+    import inspect
+    from ..language.compat_types import const
+    out = []
+    for param in inspect.signature(fn).parameters.values():
+        annotation = param.annotation
+        if annotation is const or (isinstance(annotation, str)
+                                   and annotation.split(".")[-1] == "const"):
+            out.append(param.name)
+    return out
 
 
 def _parameter_error(parsed: ParsedFunction, name: str, param: Optional[str],

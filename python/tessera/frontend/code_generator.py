@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List
 
 from .. import errors
 from .._triton_api import is_triton_name
+from ..language import compat_types
 from ..language import core as tl
 from ..language import matrix as tl_matrix
 from ..language import tensor_methods
@@ -30,6 +31,7 @@ from ..language.semantic import Semantic, is_number, normalize_number
 from ..language.reduction import NEEDS_GENERATOR
 from .control_flow import ControlFlowMixin
 from .early_return import ReturnMixin
+from .elementwise import ElementwiseMixin
 from .source import ParsedFunction, is_jit, is_missing, kernel_parameters, lookup_global
 from .source import parse_function
 
@@ -50,6 +52,19 @@ _PY_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 _COMPARE_DUNDERS = {ast.Eq: "__eq__", ast.NotEq: "__ne__", ast.Lt: "__lt__", ast.LtE: "__le__",
                     ast.Gt: "__gt__", ast.GtE: "__ge__"}
+
+# Triton's small language classes a kernel may construct (language/compat_types.py).
+_LANGUAGE_CLASSES = (compat_types.tuple, compat_types.slice, compat_types.condition,
+                     compat_types.constexpr_type)
+
+
+def remake(template: Any, items: List[Any]) -> Any:
+    """A tuple or list of the same class as ``template`` (namedtuples included) holding
+    ``items``."""
+    if hasattr(template, "_make"):
+        return template._make(items)
+    return type(template)(items)
+
 
 # Inlining depth limit: recursion is fine while a constexpr argument drives it to a base case.
 MAX_INLINE_DEPTH = 64
@@ -80,7 +95,7 @@ class CompileContext:
 TENSOR_ATTRIBUTES = ("dtype", "shape", "type", "numel", "to")
 
 
-class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
+class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVisitor):
     """Compiles one function body (the kernel's, or an inlined callee's) at the builder's
     insertion point. ``scope`` maps local names to tensors or Python values."""
 
@@ -104,6 +119,13 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
         # Names defined on some paths only (inside a runtime loop or one branch of a runtime
         # if): name -> where, for a helpful error when they are read afterwards.
         self.partial_defs: Dict[str, str] = {}
+        # tl.map_elementwise's scalar function (elementwise.py): its lanes and returns.
+        self.elementwise = False
+        self.ew_active: Any = None
+        self.ew_base: Any = None
+        self.ew_done: Any = None
+        self.ew_result: Any = None
+        self.ew_shape: List[int] = []  # the shape the function is mapped over
 
     # ---- locations and errors ------------------------------------------------------------
 
@@ -152,6 +174,12 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
     def generate_body(self) -> Any:
         """Compiles the body; returns the function's value (None for a kernel)."""
         self.visit_compound(self.parsed.tree.body)
+        if self.elementwise:  # returns merged per element (elementwise.py)
+            if self.ew_result is not None and not self.returned:
+                raise self.error(self.parsed.tree, "Inconsistent return types: some elements "
+                                 "return a value and others fall off the end of the function")
+            self.return_value = self.ew_result
+            return self.return_value
         self.return_value = self.function_result(self.parsed.tree)
         return self.return_value
 
@@ -167,6 +195,8 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # a docstring
+        if isinstance(node.value, ast.Call):  # its result is dropped: see must_use_result
+            node.value._is_unused = True  # type: ignore[attr-defined]
         self.visit(node.value)
 
     def visit_Pass(self, node: ast.Pass) -> None:
@@ -217,12 +247,16 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
         """As Triton: a plain assignment of a Python number makes a runtime scalar (its type
         then promotes like any tensor's); annotate `x: tl.constexpr = ...` to keep it."""
         value = normalize_number(value)
-        return self.semantic.to_tensor(value) if is_number(value) else value
+        if not is_number(value):
+            return value
+        if self.elementwise and self.ew_shape:  # per element: one value per element
+            return self.semantic.splat(self.semantic.to_tensor(value), self.ew_shape)
+        return self.semantic.to_tensor(value)
 
     def decay(self, value: Any) -> Any:
         """Return values of @jit functions: numbers become runtime scalars, as Triton."""
         if isinstance(value, (tuple, list)):
-            return type(value)(self.decay(v) for v in value)
+            return remake(value, [self.decay(v) for v in value])
         return self.sanitize(value)
 
     def visit_Return(self, node: ast.Return) -> None:
@@ -230,6 +264,8 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
         value = None if node.value is None else self.visit(node.value)
         if self.is_kernel and value is not None:
             raise self.unsupported(node, "a kernel cannot return a value; store it instead")
+        if self.elementwise:
+            return self.elementwise_return(self.decay(value))
         self.return_value = self.decay(value)
         self.returned = True
 
@@ -319,7 +355,7 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
         return node.value
 
     def visit_Tuple(self, node: ast.Tuple) -> tuple:
-        return tuple(self.elements(node.elts))
+        return compat_types.tuple(self.elements(node.elts))  # Triton's tl.tuple
 
     def visit_List(self, node: ast.List) -> list:
         return self.elements(node.elts)
@@ -347,6 +383,10 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
             return self.semantic.subscript(value, index)
         if isinstance(index, tl.tensor):
             raise TypeError("cannot index a compile-time value with a runtime value")
+        if isinstance(index, compat_types.slice):
+            index = index.as_python()
+        if isinstance(value, tuple) and isinstance(index, slice):
+            return compat_types.tuple(value[index])  # as Triton: a slice of a tuple is a tuple
         return normalize_number(value[index])
 
     def visit_BinOp(self, node: ast.BinOp) -> Any:
@@ -445,6 +485,10 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
         return self.call(node, function, args, kwargs)
 
     def call(self, node: ast.Call, function: Any, args: list, kwargs: Dict[str, Any]) -> Any:
+        must_use = getattr(function, "_must_use_result", False)  # tessera.must_use_result
+        if must_use and getattr(node, "_is_unused", False):
+            message = f"The result of {ast.unparse(node.func)} is not being used."
+            raise TypeError(message + (f" {must_use}" if isinstance(must_use, str) else ""))
         args = [normalize_number(a) for a in args]
         kwargs = {k: normalize_number(v) for k, v in kwargs.items()}
         runtime = any(isinstance(a, tl.tensor) for a in [*args, *kwargs.values()])
@@ -461,7 +505,13 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
             return normalize_number(function(*args, **kwargs))
         if function is tl.constexpr:
             return normalize_number(tl.constexpr(*args, **kwargs).value)
+        if function in _LANGUAGE_CLASSES or (  # tl.tuple([...]), tl.slice, tl.condition, ...
+                isinstance(function, type) and issubclass(function, tuple)
+                and hasattr(function, "_fields")):  # a namedtuple class, as Triton allows
+            return function(*args, **kwargs)
         if tl.is_builtin(function):
+            if self.elementwise:  # memory effects under element conditions: masked
+                self.elementwise_call_check(function, kwargs)
             if getattr(function, NEEDS_GENERATOR, False):  # inlines a @jit combine_fn
                 kwargs["_generator"] = self
             return normalize_number(function(*args, _semantic=self.semantic, **kwargs))
@@ -519,6 +569,9 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ast.NodeVisitor):
             scope[param.name] = value
         callee = CodeGenerator(self.ctx, self.ctx.parse(fn), scope, is_kernel=False)
         callee.loc = self.loc
+        if self.elementwise:  # a helper of a map_elementwise function: per element too
+            callee.elementwise, callee.ew_base = True, self.ew_lanes()
+            callee.ew_shape = self.ew_shape
         self.ctx.call_stack.append(fn)
         try:
             callee.generate_body()

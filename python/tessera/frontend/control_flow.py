@@ -19,6 +19,7 @@ import builtins
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import errors
+from ..language import compat_types
 from ..language import core as tl
 from ..language.semantic import integer_promote, normalize_number
 from .early_return import DEFINITE, ReturnState
@@ -54,12 +55,31 @@ def _is_structured(value: Any) -> bool:
 
 
 def _is_runtime(value: Any) -> bool:
-    """A value IR control flow carries: a tensor, or a structured value of tensors."""
+    """A value IR control flow carries: a tensor, a structured value of tensors, or a tuple
+    holding one of those (its compile-time elements stay compile-time values)."""
+    if isinstance(value, (builtins.tuple, builtins.list)):
+        return any(_is_runtime(item) for item in value)
     return isinstance(value, tl.tensor) or _is_structured(value)
 
 
 def _parts(value: Any) -> List[tl.tensor]:
-    return [value] if isinstance(value, tl.tensor) else value._flatten()
+    if isinstance(value, tl.tensor):
+        return [value]
+    if isinstance(value, (builtins.tuple, builtins.list)):
+        return [part for item in value if _is_runtime(item) for part in _parts(item)]
+    return value._flatten()
+
+
+def _shaped_like(template: Any, parts: Any) -> Any:
+    """``template`` rebuilt from the iterator ``parts`` (tensors, in _parts order)."""
+    if isinstance(template, tl.tensor):
+        part = next(parts)
+        return tl.tensor(part.handle, template.dtype, template.shape)
+    if isinstance(template, (builtins.tuple, builtins.list)):
+        from .code_generator import remake
+        return remake(template, [_shaped_like(item, parts) if _is_runtime(item) else item
+                                 for item in template])
+    return template._unflatten([next(parts) for _ in template._flatten()])
 
 
 def _handles(values: Sequence[Any]) -> List[Any]:
@@ -68,15 +88,9 @@ def _handles(values: Sequence[Any]) -> List[Any]:
 
 def _rebuild(templates: Sequence[Any], handles: Sequence[Any]) -> List[Any]:
     """Values shaped like ``templates`` whose parts are ``handles`` (results or arguments)."""
-    values, cursor = [], 0
-    for template in templates:
-        parts = []
-        for part in _parts(template):
-            parts.append(tl.tensor(handles[cursor], part.dtype, part.shape))
-            cursor += 1
-        values.append(parts[0] if isinstance(template, tl.tensor)
-                      else template._unflatten(parts))
-    return values
+    parts = iter([tl.tensor(handle, part.dtype, part.shape) for handle, part
+                  in zip(handles, [p for t in templates for p in _parts(t)])])
+    return [_shaped_like(template, parts) for template in templates]
 
 
 def _add_arguments(block: Any, templates: Sequence[Any]) -> List[Any]:
@@ -89,6 +103,11 @@ def _describe(value: Any) -> str:
 
 
 def _same_type(a: Any, b: Any) -> bool:
+    sequences = (builtins.tuple, builtins.list)
+    if isinstance(a, sequences) or isinstance(b, sequences):  # tuples: element by element
+        return (isinstance(a, sequences) and isinstance(b, sequences) and len(a) == len(b)
+                and all(_same_type(x, y) if _is_runtime(x) or _is_runtime(y) else x == y
+                        for x, y in zip(a, b)))
     if _is_structured(a) or _is_structured(b):
         return type(a) is type(b) and a._type_key() == b._type_key()
     return (isinstance(a, tl.tensor) and isinstance(b, tl.tensor) and a.dtype == b.dtype
@@ -125,6 +144,8 @@ class ControlFlowMixin:
         if not isinstance(cond, tl.tensor):
             self.visit_compound(node.body if cond else node.orelse)
             return
+        if self.is_element_condition(cond):  # in a tl.map_elementwise function
+            return self.elementwise_if(node, cond)
         self.runtime_if(node, self._condition(cond, "if"))
 
     def runtime_if(self: "CodeGenerator", node: ast.If, cond: tl.tensor,
@@ -214,6 +235,8 @@ class ControlFlowMixin:
         cond = normalize_number(self.visit(node.test))
         if not isinstance(cond, tl.tensor):
             return self.visit(node.body if cond else node.orelse)
+        if self.is_element_condition(cond):  # in a tl.map_elementwise function
+            return self.elementwise_ifexp(node, cond)
         cond = self._condition(cond, "conditional expression")
         if_op = self.builder.create("if", [cond.handle], [], {}, 2)
         values = []
@@ -345,6 +368,10 @@ class ControlFlowMixin:
         self.builder.set_insertion_point_to_end(while_op.body(0))
         self.scope = before_scope
         cond = normalize_number(self.visit(node.test))
+        if isinstance(cond, compat_types.condition):  # tl.condition(c, disable_licm=...)
+            if cond.disable_licm:
+                while_op.set_attr("disable_licm", 1)
+            cond = normalize_number(cond.condition)
         if not isinstance(cond, tl.tensor):
             if cond:
                 raise errors.UnsupportedError("a while loop whose condition is always true never "
@@ -353,6 +380,10 @@ class ControlFlowMixin:
             while_op.erase()
             self.scope = liveins
             return
+        if self.is_element_condition(cond):
+            raise errors.UnsupportedError("a while loop on element values in a "
+                                          "tl.map_elementwise function is not supported; use a "
+                                          "for loop with a constant bound and a condition")
         cond = self._condition(cond, "while")
         self.builder.create("condition", [cond.handle] + _handles([before_scope[n]
                                                                    for n in carried]), [])

@@ -66,7 +66,8 @@ def _rebuild(structure: Any, leaves: List[tl.tensor]) -> Any:
     if structure == "tensor":
         return leaves.pop(0)
     kind, items = structure
-    return kind(_rebuild(item, leaves) for item in items)
+    values = [_rebuild(item, leaves) for item in items]
+    return kind._make(values) if hasattr(kind, "_make") else kind(values)  # namedtuples too
 
 
 def _signature(value: Any) -> str:

@@ -187,6 +187,32 @@ __all__ += [
     "sub", "swizzle2d", "topk",
 ]
 
+# Triton's small language types (tuple, slice, const, constexpr_type, void, pi32_t, condition).
+from .compat_types import (  # noqa: E402
+    condition,
+    const,
+    constexpr_type,
+    pi32_t,
+    slice,
+    tuple,
+    tuple_type,
+    void,
+)
+
+__all__ += ["condition", "const", "constexpr_type", "pi32_t", "slice", "tuple", "tuple_type",
+            "void"]
+
+# tl.map_elementwise: a scalar @jit function over tensors (elementwise_map.py).
+from .elementwise_map import map_elementwise  # noqa: E402
+
+__all__ += ["map_elementwise"]
+
+# tl.dot_scaled: microscaling (MX) matrix products (scaled_dot.py).
+from .scaled_dot import dot_scaled  # noqa: E402
+
+__all__ += ["dot_scaled"]
+
+
 def __getattr__(name: str):
     """Submodules not imported yet (``tl.extra``), else a Triton name Tessera lacks:
     TritonAPINotSupported (an AttributeError) that names it as a Triton API not supported

@@ -50,6 +50,8 @@ class AtomicSemantic:
         mask to the pointer's shape, casts value to the pointee type."""
         if not isinstance(pointer, tensor) or not pointer.dtype.is_ptr():
             raise TypeError(f"atomic_{op} needs a pointer or a tensor of pointers, got {pointer}")
+        if pointer.dtype.is_const():  # a `tl.const` parameter (as Triton)
+            raise ValueError("Cannot store to a constant pointer")
         element = pointer.dtype.element_ty
         if element in (tl.float16, tl.bfloat16) and op != "add":
             raise ValueError(f"atomic_{op} does not support {element}")

@@ -162,7 +162,7 @@ class pointer_type(dtype):
             raise TypeError(f"pointer_type needs a dtype, got {element_ty!r}")
         self.element_ty = element_ty
         self.address_space = address_space
-        self.const = bool(const)  # Triton's read-only pointers: accepted, not enforced
+        self.const = bool(const)  # Triton's read-only pointers: stores through them fail
         self.name = f"pointer<{element_ty}>"
         self.primitive_bitwidth = 64
 

@@ -60,7 +60,7 @@ _DTYPE_MEMBERS = {
     "codegen_name": _codegen_name,
     "mangle": _mangle,
     "is_dtype": staticmethod(lambda type_str: type_str in dtype._IR_NAMES),
-    "is_void": staticmethod(lambda: False),
+    "is_void": lambda self: False,  # a method: kernels call x.dtype.is_void()
     "is_block": staticmethod(lambda: False),
     "is_const": lambda self: False,
     "with_element_ty": lambda self, element_ty: element_ty,

@@ -611,6 +611,8 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
     def store(self, pointer: Any, value: Any, mask: Any, cache_modifier: str,
               eviction_policy: str) -> None:
         pointer = self._pointer(pointer, "store")
+        if pointer.dtype.is_const():  # a `tl.const` parameter (as Triton)
+            raise ValueError("Cannot store to a constant pointer")
         attrs = self._cache_attrs(cache_modifier, eviction_policy,
                                   ("", ".wb", ".cg", ".cs", ".wt"))
         element = pointer.dtype.element_ty

@@ -10,7 +10,9 @@ _FROM_PACKAGE = {"autotune": "autotuner", "Autotuner": "autotuner", "Config": "a
                  "heuristics": "autotuner", "Heuristics": "autotuner", "JITFunction": "jit",
                  "KernelInterface": "jit", "jit": "jit", "MockTensor": "warmup",
                  "OutOfResources": "errors", "InterpreterError": "errors",
-                 "TritonError": "errors"}
+                 "TritonError": "errors", "TensorWrapper": "reinterpret",
+                 "reinterpret": "reinterpret", "RemoteCacheBackend": "runtime.remote_cache",
+                 "RedisRemoteCacheBackend": "runtime.remote_cache"}
 _SUBMODULES = ("driver", "cache", "launcher", "errors", "active_driver")
 
 

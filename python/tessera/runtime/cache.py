@@ -104,10 +104,21 @@ class KernelCache:
         return self.root / key[:2] / key
 
     def get(self, key: str) -> Optional[Dict[str, bytes]]:
-        """The entry's files by name, or None (absent, incomplete, corrupted, always_compile)."""
-        entry = self.entry_path(key)
+        """The entry's files by name, or None (absent, incomplete, corrupted, always_compile).
+        An entry missing here comes from the remote backend when one is configured
+        (remote_cache.py), and is then kept on disk."""
         if knobs.always_compile:
             return None
+        files = self._get_local(key)
+        if files is None:
+            from . import remote_cache
+            files = remote_cache.get(key)
+            if files is not None:
+                self._put_local(key, files)
+        return files
+
+    def _get_local(self, key: str) -> Optional[Dict[str, bytes]]:
+        entry = self.entry_path(key)
         try:
             manifest = json.loads((entry / _MANIFEST).read_bytes())
             if manifest.get("format") != _FORMAT or manifest.get("key") != key:
@@ -124,7 +135,14 @@ class KernelCache:
 
     def put(self, key: str, files: Mapping[str, bytes]) -> Optional[Path]:
         """Writes the entry atomically (replacing any existing one) and returns its path, or
-        None (with a warning, once per directory) when the cache cannot be written."""
+        None (with a warning, once per directory) when the cache cannot be written. The
+        remote backend, when one is configured, gets the entry too."""
+        path = self._put_local(key, files)
+        from . import remote_cache
+        remote_cache.put(key, files)
+        return path
+
+    def _put_local(self, key: str, files: Mapping[str, bytes]) -> Optional[Path]:
         entry = self.entry_path(key)
         for name, data in files.items():
             if not _FILE_NAME.match(name) or name == _MANIFEST:

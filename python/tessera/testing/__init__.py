@@ -11,6 +11,19 @@ from .compat import assert_close, do_bench_cudagraph  # noqa: E402
 
 __all__ += ["assert_close", "do_bench_cudagraph"]
 
+# triton.testing's device helpers (gpu_info.py)
+from .gpu_info import (  # noqa: E402
+    cuda_memcheck,
+    get_dram_gbps,
+    get_max_simd_tflops,
+    get_max_tensorcore_tflops,
+    nvsmi,
+    set_gpu_clock,
+)
+
+__all__ += ["cuda_memcheck", "get_dram_gbps", "get_max_simd_tflops", "get_max_tensorcore_tflops",
+            "nvsmi", "set_gpu_clock"]
+
 
 def __getattr__(name: str):
     from .._triton_api import missing_name_error

@@ -24,4 +24,5 @@ MODULES = [
     "block_ptr_matmul",
     "flash_attention",
     "early_exit_rows",
+    "multi_tensor_selu",
 ]
