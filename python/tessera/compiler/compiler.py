@@ -51,6 +51,8 @@ class CompileOptions:
     maxnreg: Optional[int] = None
     enable_fp_fusion: bool = True
     debug: bool = field(default_factory=lambda: bool(knobs.debug))
+    # The opt-in Hopper path (knobs.tma): TMA copies of descriptor tiles, on sm_90a only.
+    tma: bool = field(default_factory=lambda: bool(knobs.tma))
 
     def key(self) -> str:
         return repr(dataclasses.astuple(self))
@@ -133,11 +135,12 @@ def _run_pipeline(module, stage: str) -> None:
 
 def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                   divisibility_16=(), equal_to_1=(), num_warps: int = 4,
-                  debug: Optional[bool] = None):
+                  debug: Optional[bool] = None, tma: bool = False):
     """Front end + target-neutral cleanup: the layout-free tile IR (what the interpreter runs).
-    ``debug``: device asserts build code (None: as knobs.debug)."""
+    ``debug``: device asserts build code (None: as knobs.debug); ``tma``: descriptor loads
+    carry tensor maps (frontend.build_module)."""
     module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
-                                   set(equal_to_1), debug=debug)
+                                   set(equal_to_1), debug=debug, tma=tma)
     module.set_attr("num_warps", num_warps)
     _run_pipeline(module, "tir")
     return module
@@ -165,12 +168,16 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     consumed) instead of running the front end again (the autotuner reads it first)."""
     kernel_name = getattr(fn, "__name__", "kernel")
     target_limits.check_arch(kernel_name, options.arch)
+    tma = options.tma and options.arch == "sm_90a"
     module = tile_ir if tile_ir is not None else build_tile_ir(
-        fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps, options.debug)
+        fn, signature, constexprs, divisibility_16, equal_to_1, options.num_warps, options.debug,
+        tma=tma)
     asm: Dict[str, Any] = KernelAsm(tir=module.str())
     module.set_attr("num_stages", options.num_stages)  # the pipeliner's default depth
     module.set_attr("wgmma", int(options.wgmma and options.arch == "sm_90a"))
     module.set_attr("wgmma_overlap", int(options.wgmma_overlap))
+    if tma:  # the pipeliner's TMA variant (transforms/pipeline/tma.h); absent: unchanged IR
+        module.set_attr("tma", 1)
     _run_pipeline(module, "tgir")
     asm["tgir"] = module.str()
     # None found: codegen names the default place in its error, if the kernel needs libdevice.

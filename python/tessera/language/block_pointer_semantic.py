@@ -285,7 +285,16 @@ def descriptor_load(sem: Any, desc: "_api.tensor_descriptor", offsets: Any) -> t
     """Elements outside the tensor read as the padding (0 or NaN), as Triton's TMA loads."""
     ptrs, bounds = _descriptor_access(sem, desc, offsets)
     result = sem.load(ptrs, bounds, _padding(desc.padding, desc.dtype), "", "", False)
-    result.handle.defining_op.set_attr(DESCRIPTOR_ATTR, True)
+    load = result.handle.defining_op
+    load.set_attr(DESCRIPTOR_ATTR, True)
+    tensormap = desc.__dict__.get("tensormap")  # a TensorDescriptor parameter under TMA
+    if tensormap is not None and load.name == "load" and len(load.operands) == 3:
+        # The masked load stays its meaning everywhere; the tensor map and the box's
+        # coordinates let the pipeliner copy it with TMA instead (transforms/pipeline/tma.h).
+        coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
+                  for i, o in enumerate(_as_list(offsets))]
+        load.set_operands(list(load.operands) + [tensormap.handle] + coords)
+        load.set_attr("tma", True)
     return result
 
 
