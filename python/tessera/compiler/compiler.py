@@ -195,6 +195,9 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         "arch": options.arch,
         "signature": dict(signature),
     }
+    tensormaps = [list(f.attrs.get("tensormaps", [])) for f in module.functions()]
+    if any(tensormaps):  # the launch passes the descriptors' CUtensorMaps (TESSERA_TMA)
+        metadata["tensormaps"] = tensormaps[0]
     assembled = ptxas.assemble(asm["ptx"], options.arch,
                                options=() if options.enable_fp_fusion else ("--fmad=false",))
     if assembled is not None:

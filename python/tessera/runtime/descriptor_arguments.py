@@ -52,21 +52,26 @@ def parse_type(text: str) -> Tuple[str, List[int], str, List[int]]:
     return code, [int(b) for b in block.split(",")], padding, div16
 
 
-def launch_kinds(names: Sequence[str], signature: dict, kind_of) -> List[str]:
-    """The launcher's parameter kinds, a descriptor expanded (``kind_of`` maps the rest)."""
+def launch_kinds(names: Sequence[str], signature: dict, kind_of,
+                 tensor_maps: bool = False) -> List[str]:
+    """The launcher's parameter kinds, a descriptor expanded (``kind_of`` maps the rest);
+    ``tensor_maps``: the kernel takes each 2-D descriptor's CUtensorMap too (TESSERA_TMA)."""
     kinds: List[str] = []
     for name in names:
         text = signature[name]
         if is_descriptor_type(text):
             rank = len(parse_type(text)[1])
             kinds += ["ptr"] + ["i32"] * rank + ["i64"] * rank
+            kinds += ["tensormap"] if tensor_maps and rank == 2 else []
         else:
             kinds.append(kind_of(text))
     return kinds
 
 
-def flatten(names: Sequence[str], values: Sequence[Any]) -> Tuple[List[str], List[Any]]:
-    """Names and values with each descriptor expanded into base, shape and strides."""
+def flatten(names: Sequence[str], values: Sequence[Any],
+            tensor_maps: bool = False) -> Tuple[List[str], List[Any]]:
+    """Names and values with each descriptor expanded into base, shape and strides, and with
+    ``tensor_maps`` a 2-D one's CUtensorMap (the host address of its encoded bytes)."""
     if not any(isinstance(v, TensorDescriptor) for v in values):
         return list(names), list(values)
     out_names: List[str] = []
@@ -77,6 +82,10 @@ def flatten(names: Sequence[str], values: Sequence[Any]) -> Tuple[List[str], Lis
             out_names += [f"{name}.base"] + [f"{name}.shape[{i}]" for i in range(rank)] \
                 + [f"{name}.strides[{i}]" for i in range(rank)]
             out_values += [value.base, *value.shape, *value.strides]
+            if tensor_maps and rank == 2:
+                from .tensor_map import host_address
+                out_names.append(f"{name}.tensormap")
+                out_values.append(host_address(value))
         else:
             out_names.append(name)
             out_values.append(value)

@@ -141,3 +141,20 @@ def emulate_box(args: TensorMapArguments, base: Any, coords: List[int]) -> Any:
         dst.append(slice(a - lo, b - lo))
     out[tuple(dst)] = base[tuple(src)]
     return out
+
+
+def host_address(desc: TensorDescriptor) -> int:
+    """The host address of ``desc``'s encoded CUtensorMap, 64-byte aligned, for the launcher
+    (which passes those 128 bytes as the kernel parameter). Encoded once per descriptor and
+    kept on it while its tensor, shape and block stay the same."""
+    import numpy as np
+    key = (data_pointer(desc.base), tuple(desc.shape), tuple(desc.strides),
+           tuple(desc.block_shape), desc.padding)
+    cached = desc.__dict__.get("_tensor_map")
+    if cached is None or cached[0] != key:
+        storage = np.zeros(128 + 64, np.uint8)
+        start = -storage.ctypes.data % 64
+        storage[start:start + 128] = np.frombuffer(encode(desc), np.uint8)
+        cached = (key, storage, storage.ctypes.data + start)
+        desc.__dict__["_tensor_map"] = cached
+    return cached[2]

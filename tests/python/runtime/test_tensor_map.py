@@ -79,3 +79,74 @@ def test_emulated_box_pads_out_of_bounds(padding):
                 if 0 <= row + i < m and 0 <= col + j < n:
                     ref[i, j] = a[row + i, col + j]
         np.testing.assert_array_equal(box, ref)
+
+
+# --- the launch side: kinds, the parameter buffer, the C++ checks (no driver needed) ---------
+
+from tessera._tessera import runtime as _runtime  # noqa: E402
+from tessera.runtime import descriptor_arguments, driver  # noqa: E402
+
+
+def _aligned_map(rng):
+    storage = np.zeros(192, np.uint8)
+    start = -storage.ctypes.data % 64
+    storage[start:start + 128] = rng.integers(0, 256, 128, dtype=np.uint8)
+    return storage, storage.ctypes.data + start, storage[start:start + 128].tobytes()
+
+
+def test_tensor_map_parameter_is_128_bytes_at_a_64_byte_offset():
+    rng = np.random.default_rng()
+    storage, address, content = _aligned_map(rng)
+    launcher = driver.KernelLauncher(["ptr", "i32", "tensormap", "i32"], None, num_warps=4)
+    packed = launcher.pack([0x1000, 7, address, -3])
+    assert len(packed) == 64 + 128 + 4
+    assert packed[:12] == (0x1000).to_bytes(8, "little") + (7).to_bytes(4, "little")
+    assert packed[12:64] == bytes(52)  # padding up to .align 64
+    assert packed[64:192] == content and packed[192:] == (-3).to_bytes(4, "little", signed=True)
+
+
+def test_tensor_map_parameter_needs_an_aligned_address():
+    launcher = driver.KernelLauncher(["tensormap"], None, num_warps=4)
+    storage, address, _ = _aligned_map(np.random.default_rng())
+    for bad in (0, address + 8, 1.5):
+        with pytest.raises(Exception):
+            launcher.pack([bad])
+
+
+def test_launch_kinds_and_flattening_add_maps_of_2d_descriptors(monkeypatch):
+    a = np.zeros((64, 64), np.float16)
+    calls = []
+
+    def fake_encode(desc):
+        calls.append(desc)
+        return bytes(range(128))
+
+    monkeypatch.setattr(tm, "encode", fake_encode)
+    d2 = TensorDescriptor.from_tensor(a, [32, 32])
+    d1 = TensorDescriptor.from_tensor(np.zeros(64, np.float32), [16])
+    signature = {"x": descriptor_arguments.type_text(descriptor_arguments.key(d2), "fp16"),
+                 "y": descriptor_arguments.type_text(descriptor_arguments.key(d1), "fp32"),
+                 "n": "i32"}
+    kinds = descriptor_arguments.launch_kinds(["x", "y", "n"], signature, lambda t: t, True)
+    assert kinds == ["ptr", "i32", "i32", "i64", "i64", "tensormap", "ptr", "i32", "i64", "i32"]
+    assert descriptor_arguments.launch_kinds(["x"], signature, lambda t: t) == kinds[:5]
+    names, values = descriptor_arguments.flatten(["x", "y", "n"], [d2, d1, 5], True)
+    assert names[5] == "x.tensormap" and len(values) == len(kinds)
+    assert values[5] % 64 == 0 and values[5] == tm.host_address(d2)  # encoded once, cached
+    assert len(calls) == 1
+    launcher = driver.KernelLauncher(kinds, None, num_warps=4)
+    packed = launcher.pack([0x2000, 64, 64, 64, 1, values[5], 0x3000, 64, 1, 5])
+    assert bytes(range(128)) in packed
+
+
+def test_cpp_checks_the_encoding_arrays():
+    a = np.zeros((300, 224), np.float16)
+    args = tm.encode_arguments(TensorDescriptor.from_tensor(a, [128, 64]))
+    _runtime.check_tensor_map_arguments(args.global_dim, args.global_strides, args.box_dim,
+                                        args.element_strides, args.global_address)
+    with pytest.raises(ValueError, match="global strides"):
+        _runtime.check_tensor_map_arguments(args.global_dim, [], args.box_dim,
+                                            args.element_strides, args.global_address)
+    with pytest.raises(ValueError, match="box dims"):
+        _runtime.check_tensor_map_arguments(args.global_dim, args.global_strides, [64, 512],
+                                            args.element_strides, args.global_address)
