@@ -96,6 +96,10 @@ void lowerTmaLoad(KernelLowering &lowering, const ir::Operation &op) {
   llvm::Value *map = lowering.registersOf(op.operand(0))[0];
   llvm::Value *row = lowering.registersOf(op.operand(5))[0];
   llvm::Value *column = lowering.registersOf(op.operand(6))[0];
+  // The slot was last read before the barrier that precedes this copy, possibly through the
+  // generic proxy (ldmatrix, when the dot is not on wgmma): order those reads before the
+  // async proxy's writes.
+  emitAsm(lowering, std::string(kIfLeader) + "@p fence.proxy.async.shared::cta; }", "r", {first});
   for (int64_t box = 0; box < boxes; ++box) // TMA coordinates: innermost dim first
     emitAsm(lowering,
             std::string(kIfLeader) +
