@@ -14,7 +14,7 @@ from typing import Any, List, Tuple
 
 from ..language import core as tl
 from ..language.block_pointer import tensor_descriptor
-from ..runtime.descriptor_arguments import is_descriptor_type, parse_type
+from ..runtime.descriptor_arguments import has_tensor_map, is_descriptor_type, parse_type
 
 
 class DescriptorParameter:
@@ -22,6 +22,7 @@ class DescriptorParameter:
 
     def __init__(self, text: str) -> None:
         code, self.block_shape, self.padding, self.div16 = parse_type(text)
+        self.text = text
         self.element = tl.str_to_ty(code)
 
     @staticmethod
@@ -31,8 +32,9 @@ class DescriptorParameter:
 
     def has_tensor_map(self, tma: bool) -> bool:
         """Whether the parameter also passes a CUtensorMap: with TMA asked for (TESSERA_TMA
-        on sm_90a), for the 2-D descriptors the pipeliner can copy with TMA."""
-        return tma and len(self.block_shape) == 2
+        on sm_90a), for the 2-D descriptors whose box the host can encode (a data type the
+        TMA knows, at most 256 rows: runtime/tensor_map.py)."""
+        return tma and has_tensor_map(self.text)  # the launcher's rule too
 
     def block_arguments(self, name: str, tma: bool = False) -> List[Tuple[str, tl.dtype, int]]:
         """(name, dtype, divisibility) of each block argument, in launch order; the tensor

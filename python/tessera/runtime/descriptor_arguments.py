@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, List, Sequence, Tuple
 
+from ..specialization import dtype_code
 from ..tools.tensor_descriptor import TensorDescriptor
 
 PREFIX = "tensordesc<"
@@ -52,6 +53,14 @@ def parse_type(text: str) -> Tuple[str, List[int], str, List[int]]:
     return code, [int(b) for b in block.split(",")], padding, div16
 
 
+def has_tensor_map(text: str) -> bool:
+    """Whether a descriptor of this type passes a CUtensorMap when the kernel takes maps:
+    the front end's rule (frontend/descriptor_parameters.py), read from the type text."""
+    from .tensor_map import DATA_TYPES, MAX_BOX
+    code, block, _, _ = parse_type(text)
+    return len(block) == 2 and code in DATA_TYPES and block[0] <= MAX_BOX
+
+
 def launch_kinds(names: Sequence[str], signature: dict, kind_of,
                  tensor_maps: bool = False) -> List[str]:
     """The launcher's parameter kinds, a descriptor expanded (``kind_of`` maps the rest);
@@ -62,7 +71,7 @@ def launch_kinds(names: Sequence[str], signature: dict, kind_of,
         if is_descriptor_type(text):
             rank = len(parse_type(text)[1])
             kinds += ["ptr"] + ["i32"] * rank + ["i64"] * rank
-            kinds += ["tensormap"] if tensor_maps and rank == 2 else []
+            kinds += ["tensormap"] if tensor_maps and has_tensor_map(text) else []
         else:
             kinds.append(kind_of(text))
     return kinds
@@ -82,7 +91,8 @@ def flatten(names: Sequence[str], values: Sequence[Any],
             out_names += [f"{name}.base"] + [f"{name}.shape[{i}]" for i in range(rank)] \
                 + [f"{name}.strides[{i}]" for i in range(rank)]
             out_values += [value.base, *value.shape, *value.strides]
-            if tensor_maps and rank == 2:
+            text = type_text(key(value), dtype_code(value.base.dtype)) if tensor_maps else ""
+            if tensor_maps and has_tensor_map(text):
                 from .tensor_map import host_address
                 out_names.append(f"{name}.tensormap")
                 out_values.append(host_address(value))

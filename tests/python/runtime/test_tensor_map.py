@@ -150,3 +150,24 @@ def test_cpp_checks_the_encoding_arrays():
     with pytest.raises(ValueError, match="box dims"):
         _runtime.check_tensor_map_arguments(args.global_dim, args.global_strides, [64, 512],
                                             args.element_strides, args.global_address)
+
+
+def test_maps_only_for_descriptors_the_host_can_encode():
+    from tessera.frontend.descriptor_parameters import DescriptorParameter
+
+    def text(array, block):
+        desc = TensorDescriptor.from_tensor(array, block)
+        return descriptor_arguments.type_text(descriptor_arguments.key(desc),
+                                              str(array.dtype).replace("float", "fp"))
+
+    tall = text(np.zeros((1024, 64), np.float16), [512, 64])  # 512 rows: over TMA's 256
+    fine = text(np.zeros((1024, 64), np.float16), [256, 64])
+    flat = text(np.zeros(64, np.float16), [64])
+    assert descriptor_arguments.has_tensor_map(fine)
+    assert not descriptor_arguments.has_tensor_map(tall)
+    assert not descriptor_arguments.has_tensor_map(flat)
+    for t, expected in ((fine, True), (tall, False), (flat, False)):
+        param = DescriptorParameter(t)
+        assert param.has_tensor_map(True) is expected and not param.has_tensor_map(False)
+        names = [n for n, _, _ in param.block_arguments("d", True)]
+        assert (names[-1] == "d.tensormap") is expected
