@@ -51,6 +51,7 @@ def test_tma_matmul_ptx(meta):
     assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 3  # a, b, c maps
     assert len(re.findall(r"cvta\.param\.u64", ptx)) >= 2  # a's and b's maps, read in place
     assert "cp.async.cg" not in ptx and "cp.async.wait_group" not in ptx
+    assert "ld.global" not in ptx  # the pointer tiles of the loads are gone with them
     inits = positions(ptx, r"mbarrier\.init\.shared::cta\.b64")
     expects = positions(ptx, r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64")
     copies = positions(ptx, r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\."
