@@ -32,6 +32,19 @@ def device_descriptor_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constex
     c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
 
 
+@tessera.jit
+def shifted_descriptor_matmul_kernel(a_desc, b_desc, c_desc, K, SHIFT: tl.constexpr,
+                                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # C[i, :] = A[i - SHIFT, :] @ B: boxes start above the tensor's first row (negative
+    # coordinates) and end past its last, so both edges read the padding.
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        acc += tl.dot(a_desc.load([pid_m * BM - SHIFT, k]), b_desc.load([k, pid_n * BN]))
+    c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
+
 CONFIGS = [dict(BM=128, BN=128, BK=64, num_warps=4, num_stages=3),
            dict(BM=128, BN=256, BK=64, num_warps=8, num_stages=3),
            dict(BM=64, BN=128, BK=32, num_warps=4, num_stages=4)]

@@ -69,6 +69,25 @@ def test_tma_matmul_matches_torch_and_cp_async(dtype, shape, meta):
     assert torch.equal(with_tma, run_matmul(a, b, meta, False))
 
 
+@pytest.mark.parametrize("shift", [8, 24])
+def test_boxes_above_and_below_the_tensor_read_zeros(shift):
+    meta = dm.CONFIGS[2]
+    m, n, k = 200, 136, 72
+    torch.manual_seed(shift)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    grid = (triton_cdiv(m, meta["BM"]), triton_cdiv(n, meta["BN"]))
+    with knobs.scope(tma=True):
+        dm.shifted_descriptor_matmul_kernel[grid](*dm.descriptors(a, b, c, meta), k,
+                                                  SHIFT=shift, **meta)
+    torch.cuda.synchronize()
+    shifted = torch.zeros(m, k, device="cuda", dtype=torch.float64)
+    shifted[shift:] = a[:m - shift].double()
+    assert torch.all(c[:shift] == 0)
+    assert relative_error(c.double(), shifted @ b.double()) < 5e-3
+
+
 def test_tma_kernel_really_uses_tma():
     a = torch.zeros(256, 256, device="cuda", dtype=torch.float16)
     meta = dm.CONFIGS[0]

@@ -109,6 +109,29 @@ def test_tma_pipeline_runs_in_the_interpreter(meta):
     assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-3
 
 
+def test_negative_box_coordinates_read_padding_in_the_interpreter():
+    meta, shift = dm.CONFIGS[2], 24
+    a0 = np.zeros((64, 64), np.float16)
+    with knobs.scope(tma=True, always_compile=True):
+        kernel = dm.shifted_descriptor_matmul_kernel.compile(
+            *dm.descriptors(a0, a0, a0, meta), 64, SHIFT=shift, arch="sm_90a", **meta)
+    assert "cp.async.bulk.tensor" in kernel.asm["ptx"]
+    module = ir.parse_module(kernel.asm["tgir"])
+    rng = np.random.default_rng()
+    m, n, k = 112, 80, 48
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float16)
+    da, db, dc = dm.descriptors(a, b, c, meta)
+    args = [a, m, k, k, 1, da, b, k, n, n, 1, db, c, m, n, n, 1, dc, k]
+    interpreter.run(module, grid=(-(-m // meta["BM"]), -(-n // meta["BN"])), args=args)
+    shifted = np.zeros((m, k))
+    shifted[shift:] = a[:m - shift]
+    ref = shifted @ b.astype(np.float64)
+    assert np.all(c[:shift] == 0)
+    assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-3
+
+
 def test_interpreter_faults_on_a_broken_protocol():
     # Without the loop's expect_tx, the copies complete bytes nobody announced.
     tgir = compile_matmul(dm.CONFIGS[0], size=64).asm["tgir"]
