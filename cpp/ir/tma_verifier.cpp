@@ -13,7 +13,8 @@ namespace {
 
 void expectCounts(const Operation &op, unsigned minOperands, unsigned maxOperands,
                   unsigned results) {
-  if (op.numOperands() < minOperands || op.numOperands() > maxOperands || op.numResults() != results)
+  if (op.numOperands() < minOperands || op.numOperands() > maxOperands ||
+      op.numResults() != results)
     emitError(op, std::string(op.name()) + " expects " + std::to_string(minOperands) +
                       (minOperands == maxOperands ? "" : ".." + std::to_string(maxOperands)) +
                       " operands and " + std::to_string(results) + " results, got " +
