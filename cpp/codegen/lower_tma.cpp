@@ -89,8 +89,8 @@ void lowerTmaLoad(KernelLowering &lowering, const ir::Operation &op) {
   int64_t boxes = std::max<int64_t>(1, tile.shape[1] / boxColumns);
   llvm::Value *slot = lowering.registersOf(op.operand(2))[0];
   llvm::Value *slotBytes = lowering.i32(tile.allocationSize() * elementBytes);
-  llvm::Value *ring = address32(lowering, lowering.registersOf(op.operand(1))[0]);
-  llvm::Value *destination = b.CreateAdd(ring, b.CreateMul(slot, slotBytes));
+  llvm::Value *ringBase = address32(lowering, lowering.registersOf(op.operand(1))[0]);
+  llvm::Value *destination = b.CreateAdd(ringBase, b.CreateMul(slot, slotBytes));
   llvm::Value *barrier = barrierAddress(lowering, op, 3, slot);
   llvm::Value *first = leader(lowering, lowering.registersOf(op.operand(4))[0]);
   llvm::Value *map = lowering.registersOf(op.operand(0))[0];
