@@ -32,6 +32,8 @@
 // 4. After the loop, wait for the (empty, predicated-off) copies still in flight.
 // Copies past the end are predicated off: cp.async then reads nothing and writes zeros into a
 // slot nobody reads again (no peeled epilogue).
+// With the module's `tma` = 1 and descriptor loads that carry their tensor maps, the same plan
+// copies with TMA and waits on an mbarrier per slot instead of cp.async groups (tma.h).
 #include "transforms/pipeline/schedule.h"
 #include "transforms/pipeline/tma.h"
 

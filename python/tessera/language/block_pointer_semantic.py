@@ -14,8 +14,9 @@ The scalar part carries the offsets, so inside a loop that advances the pointer 
 scalar changes: the 1-D ``arange * stride`` parts depend on the strides alone and are
 hoisted by licm; a stride that is the constant 1 folds away and leaves the tile contiguous
 along that dim, which axis info turns into vector accesses. Descriptor loads and stores carry the attribute
-``tensor_descriptor = true`` so that a later pass (Hopper's TMA) can find them; both are
-built by ``descriptor_load`` / ``descriptor_store`` below, where such a lowering would start.
+``tensor_descriptor = true``; both are built by ``descriptor_load`` / ``descriptor_store``
+below. Under TESSERA_TMA (sm_90a), a load through a host descriptor's tensor map also carries
+the map and the box's coordinates (attribute ``tma``), for the pipeliner's TMA copies.
 """
 from __future__ import annotations
 
