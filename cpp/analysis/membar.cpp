@@ -181,6 +181,26 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
     state.asyncUncommitted.add(range);
     return;
   }
+  case OpCode::TmaLoad: {
+    // As async_copy, but its bytes become visible through the slot's mbarrier, which every
+    // reader waits on (mbarrier_wait): no barrier is owed after it.
+    ByteRange range = bufferRange(op.operand(1));
+    if (writeConflicts(state, range))
+      barrierBefore(op, state, insert);
+    return;
+  }
+  case OpCode::MBarrierInit: // ends in a bar.sync of its own (lower_tma.cpp)
+    state.reads.clear();
+    state.writes.clear();
+    return;
+  case OpCode::MBarrierInval: // bar.sync, then one thread writes the barriers
+    state.reads.clear();
+    state.writes.clear();
+    state.writes.add(bufferRange(op.operand(0)));
+    return;
+  case OpCode::MBarrierExpectTx: // mbarriers order themselves
+  case OpCode::MBarrierWait:
+    return;
   case OpCode::AsyncCommitGroup:
     state.asyncGroups.push_back(state.asyncUncommitted);
     state.asyncUncommitted.clear();

@@ -165,6 +165,7 @@ void bindIR(py::module_ &m) {
       .def_property_readonly("parent_block", &Operation::parentBlock, ref)
       .def_property_readonly("parent_op", &Operation::parentOp, ref)
       .def("set_operand", &Operation::setOperand)
+      .def("set_operands", &Operation::setOperands)
       .def("add_result", &Operation::addResult, ref, py::arg("type"))
       .def("erase", &Operation::erase)
       .def("__str__", [](const Operation &op) { return toString(op); });

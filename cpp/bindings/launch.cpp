@@ -93,6 +93,14 @@ bool parseGrid(PyObject *grid, LaunchGrid &parsed) {
 } // namespace
 
 bool packValue(ArgKind kind, const ArgumentValue &value, uint64_t &slot) {
+  if (kind == ArgKind::TensorMap) { // the host address of its 128 bytes, 64-byte aligned
+    bool address = value.kind == ValueKind::Int || value.kind == ValueKind::UInt ||
+                   value.kind == ValueKind::Address;
+    if (!address || value.bits == 0 || value.bits % 64)
+      return false;
+    slot = value.bits;
+    return true;
+  }
   switch (value.kind) {
   case ValueKind::Address:
     if (kind != ArgKind::Pointer)
@@ -127,6 +135,8 @@ bool packValues(const KernelLauncher &launcher, const ArgumentValue *values, siz
     if (packed >= signature.size() || !packValue(signature[packed], values[i],
                                                  buffer.slot(packed)))
       return false;
+    if (signature[packed] == ArgKind::TensorMap) // the parameter is the bytes themselves
+      buffer.params()[packed] = reinterpret_cast<void *>(buffer.slot(packed));
     ++packed;
   }
   return packed == signature.size();

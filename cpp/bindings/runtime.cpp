@@ -3,6 +3,7 @@
 #include "bindings.h"
 #include "launch_dispatcher.h"
 
+#include "runtime/tensor_map.h"
 #include "runtime/launch.h"
 #include "runtime/python_tensor_info.h"
 
@@ -222,6 +223,38 @@ void bindRuntime(py::module_ &m) {
   m.def("driver_available", &driverAvailable,
         "(True, description) when libcuda loads and sees a device, else (False, reason).");
   m.def("driver_version", &driverVersion);
+  m.def(
+      "encode_tensor_map_tiled",
+      [](int dataType, unsigned rank, uint64_t address, std::vector<uint64_t> globalDim,
+         std::vector<uint64_t> globalStrides, std::vector<uint32_t> boxDim,
+         std::vector<uint32_t> elementStrides, int interleave, int swizzle, int l2Promotion,
+         int oobFill) {
+        runtime::TensorMapArguments arguments{dataType, address, std::move(globalDim),
+                                              std::move(globalStrides), std::move(boxDim),
+                                              std::move(elementStrides), interleave, swizzle,
+                                              l2Promotion, oobFill};
+        if (arguments.globalDim.size() != rank)
+          throw std::invalid_argument("tensor map: rank differs from the dims given");
+        runtime::TensorMapBytes bytes = runtime::encodeTensorMap(arguments);
+        return py::bytes(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+      },
+      py::arg("data_type"), py::arg("rank"), py::arg("global_address"), py::arg("global_dim"),
+      py::arg("global_strides"), py::arg("box_dim"), py::arg("element_strides"),
+      py::arg("interleave"), py::arg("swizzle"), py::arg("l2_promotion"), py::arg("oob_fill"),
+      "The 128-byte CUtensorMap (cuTensorMapEncodeTiled; arguments: runtime/tensor_map.py).");
+  m.def(
+      "check_tensor_map_arguments",
+      [](std::vector<uint64_t> globalDim, std::vector<uint64_t> globalStrides,
+         std::vector<uint32_t> boxDim, std::vector<uint32_t> elementStrides, uint64_t address) {
+        runtime::TensorMapArguments arguments;
+        arguments.globalAddress = address;
+        arguments.globalDim = std::move(globalDim);
+        arguments.globalStrides = std::move(globalStrides);
+        arguments.boxDim = std::move(boxDim);
+        arguments.elementStrides = std::move(elementStrides);
+        runtime::checkTensorMapArguments(arguments);
+      },
+      "Checks encode_tensor_map_tiled's array arguments on the CPU (ValueError when wrong).");
   m.def("device_count", &deviceCount);
   m.def("device_info", &deviceInfoDict, py::arg("device"));
   m.def(

@@ -4,6 +4,7 @@
 // of each carried value; every other op goes to lower_elementwise.cpp, lower_memory.cpp or
 // lower_layout.cpp. Thread coordinates of a register come from the value's linear layout:
 // L(register, lane = tid % 32, warp = tid / 32) (thread_indices.cpp).
+#include "codegen/lower_tma.h"
 #include "codegen/lower_to_llvm.h"
 #include "codegen/symbol_names.h"
 
@@ -147,6 +148,9 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
                               arg->type().str());
     paramTypes.push_back(registerType(arg->type(), func));
   }
+  if (func.hasAttr("tensormaps")) // generic pointers to their byval parameters (lower_tma.h)
+    for (int64_t index : func.arrayAttr("tensormaps"))
+      paramTypes.at(static_cast<size_t>(index)) = llvm::PointerType::get(context(), 0);
   auto *type = llvm::FunctionType::get(builder_.getVoidTy(), paramTypes, false);
   auto *function = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage,
                                           ptxSymbolName(func.stringAttr("sym_name")), module_);
@@ -160,6 +164,7 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
       function->addParamAttr(
           i, llvm::Attribute::getWithAlignment(
                  context(), llvm::Align(largestPowerOfTwoDivisor(divisibility[i]))));
+  addTensorMapParameters(func, *function);
 
   // The analysis only reads the IR; it takes a mutable op for the passes that share it.
   axisInfo_ = std::make_unique<analysis::AxisInfoAnalysis>(const_cast<ir::Operation *>(&func));
@@ -274,6 +279,8 @@ void KernelLowering::lowerOp(const ir::Operation &op) {
 
 void KernelLowering::dispatchOp(const ir::Operation &op) {
   if (lowerTensorCoreOp(*this, op)) // dot, trans, shared-memory ops, operand conversions
+    return;
+  if (lowerTmaOp(*this, op)) // mbarriers and TMA copies (sm_90a)
     return;
   switch (op.code()) {
   case ir::OpCode::Return:

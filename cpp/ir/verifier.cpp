@@ -4,6 +4,7 @@
 
 #include "ir/diagnostics.h"
 #include "ir/tensor_core_verifier.h"
+#include "ir/tma_verifier.h"
 #include "layout/slice.h"
 
 #include <set>
@@ -179,7 +180,10 @@ void verifyOpContract(const Operation &op) {
       emitError(op, "addptr takes pointers and integer offsets");
     break;
   case OpCode::Load:
-    expectOperands(op, 1, 3);
+    if (op.hasAttr("tma"))
+      verifyTmaLoadOperands(op);
+    else
+      expectOperands(op, 1, 3);
     expectResults(op, 1);
     if (!ops[0]->type().elementType().isPointer() ||
         ops[0]->type().elementType().pointee() != op.result()->type().elementType())
@@ -250,6 +254,13 @@ void verifyOpContract(const Operation &op) {
   case OpCode::AsyncWait:
   case OpCode::Barrier:
     verifyTensorCoreOp(op);
+    break;
+  case OpCode::MBarrierInit:
+  case OpCode::MBarrierExpectTx:
+  case OpCode::TmaLoad:
+  case OpCode::MBarrierWait:
+  case OpCode::MBarrierInval:
+    verifyTmaOp(op);
     break;
   case OpCode::Exp:
   case OpCode::Exp2:

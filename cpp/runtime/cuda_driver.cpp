@@ -55,6 +55,9 @@ std::string resolveAll(void *library, DriverApi &api) {
   resolveSymbol(library, "cuLinkDestroy", api.cuLinkDestroy, missing);
   resolveSymbol(library, "cuPointerGetAttribute", api.cuPointerGetAttribute, missing);
   resolveSymbol(library, "cuGetErrorName", api.cuGetErrorName, missing);
+  // Optional: only the opt-in TMA path needs it, and says so where it is missing.
+  api.cuTensorMapEncodeTiled = reinterpret_cast<decltype(api.cuTensorMapEncodeTiled)>(
+      dlsym(library, "cuTensorMapEncodeTiled"));
   resolveSymbol(library, "cuGetErrorString", api.cuGetErrorString, missing);
   return missing;
 }

@@ -104,6 +104,12 @@ struct DriverApi {
   CUresult (*cuLinkDestroy)(CUlinkState state);
   CUresult (*cuPointerGetAttribute)(void *data, int attribute, CUdeviceptr pointer);
   CUresult (*cuGetErrorName)(CUresult error, const char **name);
+  /// Optional (null in drivers before CUDA 12): the TMA path's tensor maps (tensor_map.h).
+  CUresult (*cuTensorMapEncodeTiled)(void *tensorMap, int dataType, unsigned rank,
+                                     void *globalAddress, const unsigned long long *globalDim,
+                                     const unsigned long long *globalStrides,
+                                     const unsigned *boxDim, const unsigned *elementStrides,
+                                     int interleave, int swizzle, int l2Promotion, int oobFill);
   CUresult (*cuGetErrorString)(CUresult error, const char **text);
 };
 

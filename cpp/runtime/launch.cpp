@@ -1,6 +1,7 @@
 // Argument kinds, scalar conversions and the cuLaunchKernel call behind every Tessera launch.
 #include "runtime/launch.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -18,6 +19,7 @@ constexpr KindName kKindNames[] = {
     {ArgKind::I16, "i16", 2},     {ArgKind::I32, "i32", 4},   {ArgKind::I64, "i64", 8},
     {ArgKind::U32, "u32", 4},     {ArgKind::U64, "u64", 8},   {ArgKind::F16, "fp16", 2},
     {ArgKind::BF16, "bf16", 2},   {ArgKind::F32, "fp32", 4},  {ArgKind::F64, "fp64", 8},
+    {ArgKind::TensorMap, "tensormap", 128},
 };
 
 const KindName &kindEntry(ArgKind kind) { return kKindNames[static_cast<int>(kind)]; }
@@ -203,7 +205,8 @@ std::string KernelLauncher::packedBytes(ArgumentBuffer &arguments) const {
   std::string bytes;
   for (size_t i = 0; i < signature_.size(); ++i) {
     size_t size = argKindBytes(signature_[i]);
-    bytes.resize((bytes.size() + size - 1) / size * size, '\0');
+    size_t align = std::min<size_t>(size, 64); // a tensor map: .align 64
+    bytes.resize((bytes.size() + align - 1) / align * align, '\0');
     bytes.append(static_cast<const char *>(arguments.params()[i]), size);
   }
   return bytes;

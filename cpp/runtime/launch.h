@@ -17,7 +17,11 @@ namespace tessera::runtime {
 
 /// How one kernel parameter is passed. Names as in signatures: "ptr", "i1", "i8", "i16", "i32",
 /// "i64", "u32", "u64", "fp16", "bf16", "fp32", "fp64".
-enum class ArgKind : uint8_t { Pointer, I1, I8, I16, I32, I64, U32, U64, F16, BF16, F32, F64 };
+/// TensorMap: a 128-byte CUtensorMap parameter (TMA, 64-byte aligned); its value is the host
+/// address of the encoded bytes, which the launch passes in place of a slot.
+enum class ArgKind : uint8_t {
+  Pointer, I1, I8, I16, I32, I64, U32, U64, F16, BF16, F32, F64, TensorMap
+};
 
 /// Parses a signature name; false when `name` is none of the above.
 bool parseArgKind(const std::string &name, ArgKind &kind);

@@ -393,9 +393,21 @@ inline void packArguments(const std::vector<ArgKind> &signature, PyObject *args,
                          " arguments, got " + std::to_string(count));
   PyObject **items = PySequence_Fast_ITEMS(sequence.ptr());
   for (size_t i = 0; i < signature.size(); ++i) {
-    if (signature[i] == ArgKind::Pointer)
+    if (signature[i] == ArgKind::Pointer) {
       buffer.slot(i) = pointerArgument(i, items[i], stream);
-    else
+    } else if (signature[i] == ArgKind::TensorMap) { // the host address of its 128 bytes
+      PyObject *obj = items[i];
+      unsigned long long address =
+          PyLong_Check(obj) && !PyBool_Check(obj) ? PyLong_AsUnsignedLongLong(obj) : 0;
+      if (PyErr_Occurred())
+        PyErr_Clear();
+      if (address == 0 || address % 64)
+        throw ArgumentError{i, "expected the 64-byte-aligned host address of an encoded "
+                               "CUtensorMap (runtime/tensor_map.py), got " +
+                                   py::repr(obj).cast<std::string>()};
+      buffer.slot(i) = address;
+      buffer.params()[i] = reinterpret_cast<void *>(address); // the bytes are the parameter
+    } else
       scalarArgument(i, signature[i], items[i], buffer.slot(i));
   }
 }

@@ -85,6 +85,11 @@ KNOBS = {
                           "Let a wgmma dot run on the tensor cores while the ops after it that "
                           "do not need its result execute, waiting at its first use (off: wait "
                           "right after each dot, e.g. to compare). Part of the cache key."),
+    "tma": Knob("TESSERA_TMA", False, _parse_bool,
+                "Opt-in Hopper path (sm_90a only; off by default): host TensorDescriptor "
+                "arguments also pass a CUtensorMap and the pipeliner copies their tiles with "
+                "TMA (cp.async.bulk.tensor) into mbarrier-tracked rings. Never run on a GPU "
+                "yet (docs/perf/hopper.md). Part of the cache key."),
     "always_compile": Knob("TESSERA_ALWAYS_COMPILE", False, _parse_bool,
                            "Ignore the on-disk cache and compile every kernel again."),
     "autotune": Knob("TESSERA_AUTOTUNE", "", str,

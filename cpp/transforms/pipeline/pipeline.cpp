@@ -32,7 +32,10 @@
 // 4. After the loop, wait for the (empty, predicated-off) copies still in flight.
 // Copies past the end are predicated off: cp.async then reads nothing and writes zeros into a
 // slot nobody reads again (no peeled epilogue).
+// With the module's `tma` = 1 and descriptor loads that carry their tensor maps, the same plan
+// copies with TMA and waits on an mbarrier per slot instead of cp.async groups (tma.h).
 #include "transforms/pipeline/schedule.h"
+#include "transforms/pipeline/tma.h"
 
 #include "ir/builder.h"
 #include "ir/pass_manager.h"
@@ -145,7 +148,7 @@ void readSlotInstead(Operation *before, Value *replaced, Value *ring, Value *slo
   replaced->replaceAllUsesWith(read->result());
 }
 
-void pipelineLoop(const LoopSchedule &schedule) {
+void pipelineLoop(const LoopSchedule &schedule, bool tma) {
   Operation *loop = schedule.loop;
   Block &body = loop->body();
   Operation *yield = body.terminator();
@@ -157,6 +160,13 @@ void pipelineLoop(const LoopSchedule &schedule) {
   builder.setInsertionPoint(loop);
   builder.setLocation(loop->location());
   std::vector<Value *> rings = allocateRings(builder, schedule);
+  Value *barriers = tma ? createBarriers(builder, numStages) : nullptr; // tma.h
+  auto issue = [&](Builder &at, const Mapping &mapping, Value *slot, Value *inRange) {
+    if (tma)
+      issueTmaCopies(at, schedule, rings, barriers, mapping, slot, inRange);
+    else
+      issueCopies(at, schedule, rings, mapping, slot, inRange);
+  };
 
   // Plan step 2: iterations 0 .. D-1; `state` ends holding the carried values of iteration D.
   Mapping state;
@@ -170,7 +180,7 @@ void pipelineLoop(const LoopSchedule &schedule) {
     mapping[body.argument(0)] = iv;
     Value *inRange = binary(builder, OpCode::CmpI, iv, upper, {{"predicate", std::string("slt")}});
     cloneAhead(builder, schedule, mapping, inRange);
-    issueCopies(builder, schedule, rings, mapping, constant(builder, j, Type::i32()), inRange);
+    issue(builder, mapping, constant(builder, j, Type::i32()), inRange);
     for (unsigned carried : schedule.aheadCarried)
       state[body.argument(carried + 1)] = mapped(mapping, yield->operand(carried));
   }
@@ -187,22 +197,30 @@ void pipelineLoop(const LoopSchedule &schedule) {
   }
   operands.push_back(constant(builder, 0, Type::i32()));
   operands.push_back(constant(builder, distance, Type::i32()));
+  if (tma) // the parity of the read slot's current phase
+    operands.push_back(constant(builder, 0, Type::i32()));
   loop->setOperands(operands);
   Value *readSlot = body.addArgument(Type::i32()), *writeSlot = body.addArgument(Type::i32());
   loop->addResult(Type::i32());
   loop->addResult(Type::i32());
+  Value *phase = tma ? body.addArgument(Type::i32()) : nullptr;
+  if (tma)
+    loop->addResult(Type::i32());
 
   Builder inside;
   inside.setInsertionPoint(body.operations().front().get());
   inside.setLocation(loop->location());
-  inside.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(distance - 1)}});
+  if (tma)
+    inside.create(OpCode::MBarrierWait, {barriers, readSlot, phase}, {});
+  else
+    inside.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(distance - 1)}});
   inside.create(OpCode::Barrier, {}, {});
   Value *aheadIv = binary(inside, OpCode::AddI, body.argument(0), aheadOffset);
   ahead[body.argument(0)] = aheadIv;
   Value *inRange =
       binary(inside, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
   cloneAhead(inside, schedule, ahead, inRange);
-  issueCopies(inside, schedule, rings, ahead, writeSlot, inRange);
+  issue(inside, ahead, writeSlot, inRange);
 
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
     const PipelinedLoad &pipelined = schedule.loads[i];
@@ -231,14 +249,24 @@ void pipelineLoop(const LoopSchedule &schedule) {
   std::vector<Value *> yielded = yield->operands();
   for (unsigned carried : schedule.aheadCarried)
     yielded.push_back(mapped(ahead, yield->operand(carried)));
-  yielded.push_back(nextSlot(atYield, readSlot, numStages));
+  Value *nextRead = nextSlot(atYield, readSlot, numStages);
+  yielded.push_back(nextRead);
   yielded.push_back(nextSlot(atYield, writeSlot, numStages));
+  if (tma) { // the phase flips when the read slot wraps around
+    Value *wraps = binary(atYield, OpCode::CmpI, nextRead, constant(atYield, 0, Type::i32()),
+                          {{"predicate", std::string("eq")}});
+    Value *flip = atYield.create(OpCode::ExtUI, {wraps}, {Type::i32()})->result();
+    yielded.push_back(binary(atYield, OpCode::XOrI, phase, flip));
+  }
   yield->setOperands(yielded);
 
   // Plan step 4.
   Builder after;
   after.setInsertionPointAfter(loop);
-  after.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(0)}});
+  if (tma)
+    after.create(OpCode::MBarrierInval, {barriers}, {});
+  else
+    after.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(0)}});
 }
 
 } // namespace
@@ -253,7 +281,7 @@ void pipelineLoops(Module &module) {
     for (Operation *loop : loops) {
       LoopSchedule schedule = scheduleLoop(loop, requestedStages(*loop, module));
       if (schedule.isPipelined())
-        pipelineLoop(schedule);
+        pipelineLoop(schedule, tmaRejection(schedule, module).empty());
     }
   }
 }

@@ -101,7 +101,7 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
   const Type &type = load->result()->type();
   if ((type.rank() != 1 && type.rank() != 2) || !type.encoding())
     return "not a 1-D or 2-D tile with a layout";
-  if (load->numOperands() == 3 && !isZeroConstant(load->operand(2)))
+  if (load->numOperands() >= 3 && !isZeroConstant(load->operand(2)))
     return "masked-off lanes are not zero";
   if (!load->result()->hasUses())
     return "unused";

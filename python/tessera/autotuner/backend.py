@@ -76,8 +76,10 @@ def compile_one(job: CompileJob) -> Outcome:
     props = job.target.properties
     signature, div16, eq1 = job.specialization
     try:
+        tma = bool(getattr(job.options, "tma", False)) and \
+            getattr(job.options, "arch", "") == "sm_90a"  # as compile_kernel decides it
         module = build_tile_ir(job.jit_fn.fn, signature, job.constexpr_dict, div16, eq1,
-                               job.options.num_warps, debug=job.options.debug)
+                               job.options.num_warps, debug=job.options.debug, tma=tma)
         reason = None if not job.estimate_first else resources.why_not_fit_before_compile(
             module, job.options.num_warps, job.options.num_stages, props)
         if reason is not None:

@@ -48,6 +48,8 @@ class CompileOptions:
     maxnreg: Optional[int] = None
     enable_fp_fusion: bool = True
     debug: bool = field(default_factory=lambda: bool(knobs.debug))
+    # The opt-in Hopper path (knobs.tma): TMA copies of descriptor tiles, on sm_90a only.
+    tma: bool = field(default_factory=lambda: bool(knobs.tma))
 
     def key(self) -> str:
         return repr(dataclasses.astuple(self))
@@ -132,11 +134,12 @@ def _run_pipeline(module, stage: str, **options: Any) -> None:
 
 def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                   divisibility_16=(), equal_to_1=(), num_warps: int = 4,
-                  debug: Optional[bool] = None):
+                  debug: Optional[bool] = None, tma: bool = False):
     """Front end + target-neutral cleanup: the layout-free tile IR (what the interpreter runs).
-    ``debug``: device asserts build code (None: as knobs.debug)."""
+    ``debug``: device asserts build code (None: as knobs.debug); ``tma``: descriptor loads
+    carry tensor maps (frontend.build_module)."""
     module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
-                                   set(equal_to_1), debug=debug)
+                                   set(equal_to_1), debug=debug, tma=tma)
     _run_pipeline(module, "tir", num_warps=num_warps)
     return module
 
@@ -163,14 +166,17 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     consumed) instead of running the front end again (the autotuner reads it first)."""
     kernel_name = getattr(fn, "__name__", "kernel")
     target_limits.check_arch(kernel_name, options.arch)
+    tma = options.tma and options.arch == "sm_90a"
     if tile_ir is not None:
         module = tile_ir
     else:
         from ..language.target_info import compiling_for  # tl.target_info sees this arch
         with compiling_for(options.arch):
             module = build_tile_ir(fn, signature, constexprs, divisibility_16, equal_to_1,
-                                   options.num_warps, options.debug)
+                                   options.num_warps, options.debug, tma=tma)
     asm: Dict[str, Any] = KernelAsm(tir=module.str())
+    if tma:  # the pipeliner's TMA variant (transforms/pipeline/tma.h); absent: unchanged IR
+        module.set_attr("tma", 1)
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,
                   wgmma=options.wgmma, wgmma_overlap=options.wgmma_overlap)
@@ -190,6 +196,9 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         "arch": options.arch,
         "signature": dict(signature),
     }
+    tensormaps = [list(f.attrs.get("tensormaps", [])) for f in module.functions()]
+    if any(tensormaps):  # the launch passes the descriptors' CUtensorMaps (TESSERA_TMA)
+        metadata["tensormaps"] = tensormaps[0]
     assembled = ptxas.assemble(asm["ptx"], options.arch,
                                options=() if options.enable_fp_fusion else ("--fmad=false",))
     if assembled is not None:

@@ -29,7 +29,8 @@ __all__ = ["build_module", "kernel_source_key", "kernel_parameters", "KernelPara
 def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, Any],
                  divisibility_16: AbstractSet[str] = frozenset(),
                  equal_to_1: AbstractSet[str] = frozenset(),
-                 kernel_name: Optional[str] = None, debug: Optional[bool] = None) -> Any:
+                 kernel_name: Optional[str] = None, debug: Optional[bool] = None,
+                 tma: bool = False) -> Any:
     """Compiles ``fn`` (a Python function or a JITFunction) to a verified tile-IR module.
 
     ``signature`` maps each runtime parameter to a type string ("*fp16", "i32", ...);
@@ -38,6 +39,8 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     ``divisibility`` attribute; ``equal_to_1`` names int parameters equal to 1, whose uses
     become the constant 1 while they stay in the signature. ``debug``: tl.device_assert and
     ``assert`` build code (None: as knobs.debug; a launch passes its options' debug).
+    ``tma``: 2-D TensorDescriptor parameters also take a tensor map, which their loads carry
+    for the pipeliner's TMA copies (TESSERA_TMA on sm_90a; off, nothing changes).
     Raises tessera.CompilationError naming the kernel and the offending file:line:col.
     """
     fn = fn.fn if is_jit(fn) else fn
@@ -59,19 +62,23 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     block_arguments = []  # (name, dtype, divisibility); a descriptor parameter gives several
     for param, ty in arguments.items():
         if isinstance(ty, DescriptorParameter):
-            block_arguments += ty.block_arguments(param)
+            block_arguments += ty.block_arguments(param, tma)
         else:
             block_arguments.append((param, ty, 16 if param in divisibility_16 else 1))
     divisibility = [d for _, _, d in block_arguments]
     builder.set_insertion_point_to_end(module.body)
-    func = builder.create("func", [], [], {"sym_name": name, "divisibility": divisibility}, 1)
+    func_attrs = {"sym_name": name, "divisibility": divisibility}
+    tensormaps = [i for i, (n, _, _) in enumerate(block_arguments) if n.endswith(".tensormap")]
+    if tensormaps:  # 128-byte __grid_constant__ parameters (codegen/lower_tma.h)
+        func_attrs["tensormaps"] = tensormaps
+    func = builder.create("func", [], [], func_attrs, 1)
     entry = func.body(0)
     scope: Dict[str, Any] = {}
     handles = {p: entry.add_argument(ty.to_ir()) for p, ty, _ in block_arguments}
     builder.set_insertion_point_to_end(entry)
     for param, ty in arguments.items():
         if isinstance(ty, DescriptorParameter):
-            parts = [handles[n] for n, _, _ in ty.block_arguments(param)]
+            parts = [handles[n] for n, _, _ in ty.block_arguments(param, tma)]
             scope[param] = ty.value(parts, ctx.semantic)
         elif param in equal_to_1:
             if not ty.is_int():

@@ -20,6 +20,7 @@ from . import dot_ops  # noqa: F401  (registers dot, trans and the shared-memory
 from . import math_ops  # noqa: F401  (registers exp, log, sqrt, erf, fma, ...)
 from . import atomic_ops  # noqa: F401  (registers atomic_rmw and atomic_cas)
 from . import libdevice_ops  # noqa: F401  (registers extern_elementwise: libdevice)
+from . import tma_ops  # noqa: F401  (registers tma_load and the mbarrier ops)
 from .errors import AssertionFault, KernelAssertionError, KernelRuntimeError, OpFault
 from .handlers import HANDLERS, handles
 from .memory import AccessError, AddressSpace

@@ -114,7 +114,9 @@ def _load(info: OpInfo):
     result = info.results[0]
     shape, dtype = result.shape, result.dtype
 
-    def load(state, pointer, mask=None, other=None):
+    def load(state, pointer, mask=None, other=None, *tensor_map):
+        # A descriptor load under TMA also carries its tensor map and box coordinates (ops.def):
+        # the masked load is its meaning, so they are not needed here.
         if mask is not None:
             mask = np.broadcast_to(mask, shape)
         values, lanes = state.memory.load(np.asarray(pointer), mask, dtype)

@@ -67,6 +67,7 @@ class FuncPlan:
     body: BlockPlan
     num_slots: int
     divisibility: List[int]  # per argument, from the func's specialization (1: nothing known)
+    tensormaps: List[int] = field(default_factory=list)  # arguments that are tensor maps (TMA)
 
 
 class PlanError(Exception):
@@ -148,4 +149,4 @@ def compile_func(func, handlers: Dict[str, Callable[[OpInfo], Callable]]) -> Fun
     plan_body = compiler.block(body)
     divisibility = list(func.attrs.get("divisibility", [])) or [1] * len(arg_types)
     return FuncPlan(func.attr("sym_name"), arg_types, plan_body, len(compiler.slots),
-                    divisibility)
+                    divisibility, list(func.attrs.get("tensormaps", [])))

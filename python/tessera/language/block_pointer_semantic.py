@@ -14,8 +14,9 @@ The scalar part carries the offsets, so inside a loop that advances the pointer 
 scalar changes: the 1-D ``arange * stride`` parts depend on the strides alone and are
 hoisted by licm; a stride that is the constant 1 folds away and leaves the tile contiguous
 along that dim, which axis info turns into vector accesses. Descriptor loads and stores carry the attribute
-``tensor_descriptor = true`` so that a later pass (Hopper's TMA) can find them; both are
-built by ``descriptor_load`` / ``descriptor_store`` below, where such a lowering would start.
+``tensor_descriptor = true``; both are built by ``descriptor_load`` / ``descriptor_store``
+below. Under TESSERA_TMA (sm_90a), a load through a host descriptor's tensor map also carries
+the map and the box's coordinates (attribute ``tma``), for the pipeliner's TMA copies.
 """
 from __future__ import annotations
 
@@ -285,7 +286,16 @@ def descriptor_load(sem: Any, desc: "_api.tensor_descriptor", offsets: Any) -> t
     """Elements outside the tensor read as the padding (0 or NaN), as Triton's TMA loads."""
     ptrs, bounds = _descriptor_access(sem, desc, offsets)
     result = sem.load(ptrs, bounds, _padding(desc.padding, desc.dtype), "", "", False)
-    result.handle.defining_op.set_attr(DESCRIPTOR_ATTR, True)
+    load = result.handle.defining_op
+    load.set_attr(DESCRIPTOR_ATTR, True)
+    tensormap = desc.__dict__.get("tensormap")  # a TensorDescriptor parameter under TMA
+    if tensormap is not None and load.name == "load" and len(load.operands) == 3:
+        # The masked load stays its meaning everywhere; the tensor map and the box's
+        # coordinates let the pipeliner copy it with TMA instead (transforms/pipeline/tma.h).
+        coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
+                  for i, o in enumerate(_as_list(offsets))]
+        load.set_operands(list(load.operands) + [tensormap.handle] + coords)
+        load.set_attr("tma", True)
     return result
 
 

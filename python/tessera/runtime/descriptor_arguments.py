@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, List, Sequence, Tuple
 
+from ..specialization import dtype_code
 from ..tools.tensor_descriptor import TensorDescriptor
 
 PREFIX = "tensordesc<"
@@ -52,21 +53,34 @@ def parse_type(text: str) -> Tuple[str, List[int], str, List[int]]:
     return code, [int(b) for b in block.split(",")], padding, div16
 
 
-def launch_kinds(names: Sequence[str], signature: dict, kind_of) -> List[str]:
-    """The launcher's parameter kinds, a descriptor expanded (``kind_of`` maps the rest)."""
+def has_tensor_map(text: str) -> bool:
+    """Whether a descriptor of this type passes a CUtensorMap when the kernel takes maps:
+    the front end's rule (frontend/descriptor_parameters.py), read from the type text."""
+    from .tensor_map import DATA_TYPES, MAX_BOX
+    code, block, _, _ = parse_type(text)
+    return len(block) == 2 and code in DATA_TYPES and block[0] <= MAX_BOX
+
+
+def launch_kinds(names: Sequence[str], signature: dict, kind_of,
+                 tensor_maps: bool = False) -> List[str]:
+    """The launcher's parameter kinds, a descriptor expanded (``kind_of`` maps the rest);
+    ``tensor_maps``: the kernel takes each 2-D descriptor's CUtensorMap too (TESSERA_TMA)."""
     kinds: List[str] = []
     for name in names:
         text = signature[name]
         if is_descriptor_type(text):
             rank = len(parse_type(text)[1])
             kinds += ["ptr"] + ["i32"] * rank + ["i64"] * rank
+            kinds += ["tensormap"] if tensor_maps and has_tensor_map(text) else []
         else:
             kinds.append(kind_of(text))
     return kinds
 
 
-def flatten(names: Sequence[str], values: Sequence[Any]) -> Tuple[List[str], List[Any]]:
-    """Names and values with each descriptor expanded into base, shape and strides."""
+def flatten(names: Sequence[str], values: Sequence[Any],
+            tensor_maps: bool = False) -> Tuple[List[str], List[Any]]:
+    """Names and values with each descriptor expanded into base, shape and strides, and with
+    ``tensor_maps`` a 2-D one's CUtensorMap (the host address of its encoded bytes)."""
     if not any(isinstance(v, TensorDescriptor) for v in values):
         return list(names), list(values)
     out_names: List[str] = []
@@ -77,6 +91,11 @@ def flatten(names: Sequence[str], values: Sequence[Any]) -> Tuple[List[str], Lis
             out_names += [f"{name}.base"] + [f"{name}.shape[{i}]" for i in range(rank)] \
                 + [f"{name}.strides[{i}]" for i in range(rank)]
             out_values += [value.base, *value.shape, *value.strides]
+            text = type_text(key(value), dtype_code(value.base.dtype)) if tensor_maps else ""
+            if tensor_maps and has_tensor_map(text):
+                from .tensor_map import host_address
+                out_names.append(f"{name}.tensormap")
+                out_values.append(host_address(value))
         else:
             out_names.append(name)
             out_values.append(value)

@@ -86,7 +86,8 @@ class Launchable:
 
     def launch(self, grid, args: Sequence[Any]) -> None:
         if self.expand_from is not None:  # TensorDescriptor arguments: expand them
-            args = descriptor_arguments.flatten(self.expand_from, args)[1]
+            args = descriptor_arguments.flatten(self.expand_from, args,
+                                                bool(self.metadata.get("tensormaps")))[1]
         try:
             self.launcher.launch(grid, self.current_stream(), args)
         except driver.ArgumentError as e:
@@ -192,7 +193,8 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
     signature = specialization[0]
     module = driver.load_module(image, device)
     function = module.function(metadata["name"])
-    kinds = descriptor_arguments.launch_kinds(present, signature, _launcher_kind)
+    kinds = descriptor_arguments.launch_kinds(present, signature, _launcher_kind,
+                                              bool(metadata.get("tensormaps")))
     launcher = driver.KernelLauncher(kinds, function,
                                      num_warps=metadata["num_warps"],
                                      shared_bytes=metadata.get("shared_bytes", 0))

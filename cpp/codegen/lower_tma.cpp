@@ -1,0 +1,164 @@
+// TMA and mbarrier ops -> inline PTX (sm_90a; the opt-in TESSERA_TMA path). One thread (thread
+// 0 of the CTA) initializes the mbarriers, arrives with the expected byte count and issues the
+// copies; every thread waits on the barrier's phase parity. A tma_load of a tile whose rows
+// exceed the swizzle span (128 bytes) issues one box per 128-byte column block, each to its
+// block of the slot (SharedTileLayout::blockCols), so the bytes land exactly where the
+// pipeliner's wgmma layout (layout/shared_encoding.h) puts them; the host encodes the same box
+// and swizzle (python/tessera/runtime/tensor_map.py).
+#include "codegen/lower_tma.h"
+
+#include "analysis/shared_scratch.h"
+#include "ir/diagnostics.h"
+#include "layout/shared_encoding.h"
+
+#include <llvm/IR/InlineAsm.h>
+
+namespace tessera::codegen {
+
+namespace {
+
+void emitAsm(KernelLowering &lowering, const std::string &text, const std::string &constraints,
+             const std::vector<llvm::Value *> &args) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  std::vector<llvm::Type *> types;
+  for (llvm::Value *arg : args)
+    types.push_back(arg->getType());
+  auto *type = llvm::FunctionType::get(b.getVoidTy(), types, false);
+  b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/true), args);
+}
+
+/// A shared pointer as the 32-bit address PTX's .shared::cta operands take.
+llvm::Value *address32(KernelLowering &lowering, llvm::Value *pointer) {
+  return lowering.builder().CreatePtrToInt(pointer, lowering.builder().getInt32Ty());
+}
+
+/// The 32-bit address of barriers[slot] (8 bytes each).
+llvm::Value *barrierAddress(KernelLowering &lowering, const ir::Operation &op, unsigned index,
+                            llvm::Value *slot) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  llvm::Value *base = address32(lowering, lowering.registersOf(op.operand(index))[0]);
+  return b.CreateAdd(base, b.CreateMul(slot, lowering.i32(8)));
+}
+
+/// i32 1 in thread 0 of the CTA where `predicate` (may be null) holds, else 0.
+llvm::Value *leader(KernelLowering &lowering, llvm::Value *predicate) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  llvm::Value *first = b.CreateICmpEQ(lowering.threadId(), lowering.i32(0));
+  if (predicate)
+    first = b.CreateAnd(first, predicate);
+  return b.CreateZExt(first, b.getInt32Ty());
+}
+
+const char *const kIfLeader = "{ .reg .pred p; setp.ne.b32 p, $0, 0; ";
+
+int64_t slotCount(const ir::Operation &op, unsigned index) {
+  return op.operand(index)->type().shape()[0];
+}
+
+void lowerInit(KernelLowering &lowering, const ir::Operation &op) {
+  llvm::Value *first = leader(lowering, nullptr);
+  for (int64_t slot = 0; slot < slotCount(op, 0); ++slot)
+    emitAsm(lowering, std::string(kIfLeader) + "@p mbarrier.init.shared::cta.b64 [$1], $2; }",
+            "r,r,r",
+            {first, barrierAddress(lowering, op, 0, lowering.i32(slot)),
+             lowering.i32(op.intAttr("count"))});
+  // The initialization is visible to the async proxy (the TMA unit) and to every thread.
+  emitAsm(lowering, "fence.mbarrier_init.release.cluster;", "", {});
+  lowering.emitBarrier();
+}
+
+void lowerExpectTx(KernelLowering &lowering, const ir::Operation &op) {
+  llvm::Value *slot = lowering.registersOf(op.operand(1))[0];
+  emitAsm(lowering,
+          std::string(kIfLeader) + "@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], $2; }",
+          "r,r,r",
+          {leader(lowering, lowering.registersOf(op.operand(2))[0]),
+           barrierAddress(lowering, op, 0, slot), lowering.i32(op.intAttr("bytes"))});
+}
+
+void lowerTmaLoad(KernelLowering &lowering, const ir::Operation &op) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  const ir::Type &ring = op.operand(1)->type();
+  int elementBytes = lowering.memoryBytes(ring, op);
+  SharedTileLayout tile = analysis::sharedSlotTile(ring, true);
+  int swizzle = wgmmaSwizzleBytes(tile, elementBytes);
+  if (tile.order.size() != 2 || tile.order[0] != 1 || swizzle == 0)
+    ir::emitError(op, "codegen: tma_load needs a slot in a wgmma swizzle (32, 64 or 128 bytes) "
+                      "with the last dim contiguous, got " + tile.str());
+  int64_t rows = tile.shape[0], boxColumns = swizzle / elementBytes;
+  int64_t boxes = std::max<int64_t>(1, tile.shape[1] / boxColumns);
+  llvm::Value *slot = lowering.registersOf(op.operand(2))[0];
+  llvm::Value *slotBytes = lowering.i32(tile.allocationSize() * elementBytes);
+  llvm::Value *ringBase = address32(lowering, lowering.registersOf(op.operand(1))[0]);
+  llvm::Value *destination = b.CreateAdd(ringBase, b.CreateMul(slot, slotBytes));
+  llvm::Value *barrier = barrierAddress(lowering, op, 3, slot);
+  llvm::Value *first = leader(lowering, lowering.registersOf(op.operand(4))[0]);
+  llvm::Value *map = lowering.registersOf(op.operand(0))[0];
+  llvm::Value *row = lowering.registersOf(op.operand(5))[0];
+  llvm::Value *column = lowering.registersOf(op.operand(6))[0];
+  // The slot was last read before the barrier that precedes this copy, possibly through the
+  // generic proxy (ldmatrix, when the dot is not on wgmma): order those reads before the
+  // async proxy's writes.
+  emitAsm(lowering, std::string(kIfLeader) + "@p fence.proxy.async.shared::cta; }", "r", {first});
+  for (int64_t box = 0; box < boxes; ++box) // TMA coordinates: innermost dim first
+    emitAsm(lowering,
+            std::string(kIfLeader) +
+                "@p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                "[$1], [$2, {$3, $4}], [$5]; }",
+            "r,r,l,r,r,r",
+            {first, b.CreateAdd(destination, lowering.i32(box * rows * swizzle)), map,
+             b.CreateAdd(column, lowering.i32(box * boxColumns)), row, barrier});
+}
+
+void lowerWait(KernelLowering &lowering, const ir::Operation &op) {
+  llvm::Value *slot = lowering.registersOf(op.operand(1))[0];
+  emitAsm(lowering,
+          "{ .reg .pred done; TESSERA_MBAR_WAIT_${:uid}: "
+          "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1; "
+          "@!done bra TESSERA_MBAR_WAIT_${:uid}; }",
+          "r,r",
+          {barrierAddress(lowering, op, 0, slot), lowering.registersOf(op.operand(2))[0]});
+}
+
+void lowerInval(KernelLowering &lowering, const ir::Operation &op) {
+  lowering.emitBarrier(); // every thread is past its last wait
+  llvm::Value *first = leader(lowering, nullptr);
+  for (int64_t slot = 0; slot < slotCount(op, 0); ++slot)
+    emitAsm(lowering, std::string(kIfLeader) + "@p mbarrier.inval.shared::cta.b64 [$1]; }",
+            "r,r", {first, barrierAddress(lowering, op, 0, lowering.i32(slot))});
+}
+
+} // namespace
+
+bool lowerTmaOp(KernelLowering &lowering, const ir::Operation &op) {
+  if (lowering.smVersion() < 90 &&
+      (op.code() == ir::OpCode::TmaLoad || op.code() == ir::OpCode::MBarrierInit))
+    ir::emitError(op, std::string("codegen: ") + op.name() + " needs sm_90a");
+  switch (op.code()) {
+  case ir::OpCode::MBarrierInit: lowerInit(lowering, op); return true;
+  case ir::OpCode::MBarrierExpectTx: lowerExpectTx(lowering, op); return true;
+  case ir::OpCode::TmaLoad: lowerTmaLoad(lowering, op); return true;
+  case ir::OpCode::MBarrierWait: lowerWait(lowering, op); return true;
+  case ir::OpCode::MBarrierInval: lowerInval(lowering, op); return true;
+  default: return false;
+  }
+}
+
+void addTensorMapParameters(const ir::Operation &func, llvm::Function &function) {
+  if (!func.hasAttr("tensormaps"))
+    return;
+  llvm::LLVMContext &context = function.getContext();
+  auto *bytes = llvm::ArrayType::get(llvm::Type::getInt8Ty(context), 128);
+  for (int64_t index : func.arrayAttr("tensormaps")) {
+    // `.param .align 64 .b8 name[128]`, read in place (__grid_constant__): TMA instructions
+    // take the parameter's generic address (cvta.param).
+    function.addParamAttr(static_cast<unsigned>(index),
+                          llvm::Attribute::getWithByValType(context, bytes));
+    function.addParamAttr(static_cast<unsigned>(index),
+                          llvm::Attribute::getWithAlignment(context, llvm::Align(64)));
+    function.addParamAttr(static_cast<unsigned>(index),
+                          llvm::Attribute::get(context, "nvvm.grid_constant"));
+  }
+}
+
+} // namespace tessera::codegen

@@ -1,0 +1,31 @@
+// The TMA variant of the software pipeliner (sm_90a, opt-in: the module's `tma` = 1, set by
+// TESSERA_TMA): descriptor loads (`load` with attribute `tma`, carrying their tensor map and
+// box coordinates) are copied by the TMA unit into the same rings, one mbarrier per slot
+// tracking each stage's bytes, instead of cp.async groups. pipeline.cpp calls these.
+#pragma once
+
+#include "ir/builder.h"
+#include "transforms/pipeline/schedule.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessera::transforms::pipeline {
+
+/// Why `schedule`'s loads cannot use TMA in `module` ("" when they can): the module must ask
+/// for it, every pipelined load must carry its tensor map, be 2-D, and have a slot in the
+/// wgmma swizzle the host encodes (min(128, row bytes), last dim contiguous).
+std::string tmaRejection(const LoopSchedule &schedule, const ir::Module &module);
+
+/// The ring of mbarriers (one per slot), initialized with one arrival per phase.
+ir::Value *createBarriers(ir::Builder &builder, int numStages);
+
+/// One stage's copies into `slot`: the expected bytes of every load's tile, then one tma_load
+/// per load, all predicated on `inRange`. `mapping` maps the loop's values to the iteration's.
+void issueTmaCopies(ir::Builder &builder, const LoopSchedule &schedule,
+                    const std::vector<ir::Value *> &rings, ir::Value *barriers,
+                    const std::map<ir::Value *, ir::Value *> &mapping, ir::Value *slot,
+                    ir::Value *inRange);
+
+} // namespace tessera::transforms::pipeline
