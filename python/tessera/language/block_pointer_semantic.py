@@ -9,13 +9,13 @@ mask where bounds are checked, as Triton's RewriteTensorPointer pass does:
 
 (each bounds check is one unsigned compare).
 
-Address arithmetic is in int64 (shapes and strides are int64 as in Triton, offsets int32).
-The scalar part carries the offsets, so inside a loop that advances the pointer only a
-scalar changes: the 1-D ``arange * stride`` parts depend on the strides alone and are
-hoisted by licm; a stride that is the constant 1 folds away and leaves the tile contiguous
-along that dim, which axis info turns into vector accesses. Descriptor loads and stores carry the attribute
-``tensor_descriptor = true`` so that a later pass (Hopper's TMA) can find them; both are
-built by ``descriptor_load`` / ``descriptor_store`` below, where such a lowering would start.
+Address arithmetic is in int64 (shapes and strides are int64 as in Triton, offsets int32). The
+scalar part carries the offsets, so inside a loop that advances the pointer only a scalar
+changes: the 1-D ``arange * stride`` parts depend on the strides alone and are hoisted by licm;
+a stride that is the constant 1 folds away and leaves the tile contiguous along that dim, which
+axis info turns into vector accesses. Descriptor loads and stores carry the attribute
+``tensor_descriptor = true`` so that a later pass (Hopper's TMA) can find them; both are built
+by ``descriptor_load`` / ``descriptor_store`` below, where such a lowering would start.
 """
 from __future__ import annotations
 

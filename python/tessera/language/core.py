@@ -257,7 +257,8 @@ _PUBLIC_NAMES = {"fp8e4nv": "float8e4nv", "fp8e5": "float8e5", "fp8e4b15": "floa
 _SIGNATURE_TYPES = {"i1": int1, "i8": int8, "i16": int16, "i32": int32, "i64": int64,
                     "u1": int1, "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64,
                     "fp8e4nv": float8e4nv, "fp8e5": float8e5, "fp8e4b15": float8e4b15,
-                    "fp8e4b8": float8e4b8, "fp8e5b16": float8e5b16, "fp16": float16, "bf16": bfloat16,
+                    "fp8e4b8": float8e4b8, "fp8e5b16": float8e5b16, "fp16": float16,
+                    "bf16": bfloat16,
                     "fp32": float32, "fp64": float64, "B": int1}
 
 
@@ -670,4 +671,4 @@ _install_dtype_table()
 
 # Triton's core.extern / core.extern_elementwise, for user-written extern wrappers (extern.py;
 # imported last: it builds on the names above).
-from .extern import extern, extern_elementwise  # noqa: E402
+from .extern import extern as extern, extern_elementwise as extern_elementwise  # noqa: E402
