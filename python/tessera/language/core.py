@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins as _py
 import enum
 import functools
-from typing import Any, List, Optional, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, TypeVar, Union
 
 from ..errors import StaticAssertionError
 
@@ -55,6 +55,8 @@ class dtype:
     FP_TYPES = ("fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16", "fp32",
                 "fp64")
     STANDARD_FP_TYPES = ("fp16", "bf16", "fp32", "fp64")
+    if TYPE_CHECKING:  # is_fp16(), itemsize, ...: installed from one table (dtype_table.py)
+        def __getattr__(self, name: str) -> Any: ...
     _IR_NAMES = {"int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
                  "uint8": "i8", "uint16": "i16", "uint32": "i32", "uint64": "i64",
                  "fp8e4nv": "f8e4m3", "fp8e5": "f8e5m2", "fp16": "f16", "bf16": "bf16",
@@ -345,6 +347,9 @@ class tensor:
     a list of ints. Operators (+ - * / // % & | ^ << >> ~, comparisons, ``x[:, None]``) are
     compiled by the front end with Triton's promotion and broadcasting rules.
     """
+
+    if TYPE_CHECKING:  # the methods: installed from one table (tensor_methods.py)
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, handle: Any, dtype: dtype, shape: Sequence[int] = ()) -> None:
         self.handle = handle
