@@ -91,11 +91,13 @@ lint-tools:
 lint: lint-tools
 	$(RUFF) check .
 	$(MYPY)
-	$(CLANG_FORMAT) --dry-run -Werror $(CPP_SOURCES)
+	@echo "$(CLANG_FORMAT) --dry-run -Werror <the $(words $(CPP_SOURCES)) files of cpp/>"
+	@$(CLANG_FORMAT) --dry-run -Werror $(CPP_SOURCES)
 
 format: lint-tools
 	$(RUFF) check --fix .
-	$(CLANG_FORMAT) -i $(CPP_SOURCES)
+	@echo "$(CLANG_FORMAT) -i <the $(words $(CPP_SOURCES)) files of cpp/>"
+	@$(CLANG_FORMAT) -i $(CPP_SOURCES)
 
 clean:
 	rm -rf $(BUILD_DIR) $(PIP_BUILD_DIR) python/tessera/_lib python/tessera/_tessera*.so
