@@ -20,7 +20,8 @@ export CCACHE_BASEDIR ?= $(abspath $(CURDIR)/..)
 IN_TREE := PYTHONPATH=$(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
 LIT := -c "from lit.main import main; main()" -sv tests/lit
 
-.PHONY: help setup install build test test-cpp test-lit test-python tutorial gpu clean
+.PHONY: help setup install build test test-cpp test-lit test-python tutorial gpu clean lint format \
+	lint-tools
 
 help:
 	@echo "make setup      install system packages (apt) and make the virtual environment $(VENV)"
@@ -29,6 +30,8 @@ help:
 	@echo "make tutorial   install, then tutorials/01-vector-add.py (GPU if present, else interpreter)"
 	@echo "make build      in-tree development build (python/tessera; run with PYTHONPATH=python)"
 	@echo "make test-cpp|test-lit|test-python   the tests against the in-tree build"
+	@echo "make lint       ruff, mypy (python/tessera) and a clang-format check of cpp/ (CI)"
+	@echo "make format     ruff's safe fixes and clang-format -i on cpp/ (Python is not reformatted)"
 	@echo "make gpu        (GPU machine) install the carried artifact, run GPU tests and benchmarks"
 
 setup:
@@ -63,6 +66,38 @@ test-python: build
 
 gpu:
 	./scripts/gpu.sh
+
+# Lint tools (pinned in requirements-dev.txt; `make setup` installs them into $(VENV)): taken from
+# $(VENV)/bin when there, else from PATH. `make lint` installs nothing; it names what is missing.
+lint_tool = $(firstword $(wildcard $(VENV)/bin/$(1)) $(shell command -v $(1) 2>/dev/null) $(1))
+RUFF ?= $(call lint_tool,ruff)
+MYPY ?= $(call lint_tool,mypy)
+CLANG_FORMAT ?= $(call lint_tool,clang-format)
+# clang-format's output changes between releases: the check needs the pinned one.
+CLANG_FORMAT_VERSION := $(shell sed -n 's/^clang-format==//p' requirements-dev.txt)
+CPP_SOURCES = $(shell git ls-files 'cpp/*.cpp' 'cpp/*.h')
+
+lint-tools:
+	@missing=""; for t in $(RUFF) $(MYPY) $(CLANG_FORMAT); do \
+	    command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	    echo "make lint: missing$$missing; install the pinned tools with" \
+	         "'make setup' or '$(VENV)/bin/python -m pip install -r requirements-dev.txt'" >&2; \
+	    exit 1; fi
+	@$(CLANG_FORMAT) --version | grep -q "version $(CLANG_FORMAT_VERSION)" || { \
+	    echo "make lint: $(CLANG_FORMAT) is not clang-format $(CLANG_FORMAT_VERSION)" \
+	         "(requirements-dev.txt); other releases format differently" >&2; exit 1; }
+
+lint: lint-tools
+	$(RUFF) check .
+	$(MYPY)
+	@echo "$(CLANG_FORMAT) --dry-run -Werror <the $(words $(CPP_SOURCES)) files of cpp/>"
+	@$(CLANG_FORMAT) --dry-run -Werror $(CPP_SOURCES)
+
+format: lint-tools
+	$(RUFF) check --fix .
+	@echo "$(CLANG_FORMAT) -i <the $(words $(CPP_SOURCES)) files of cpp/>"
+	@$(CLANG_FORMAT) -i $(CPP_SOURCES)
 
 clean:
 	rm -rf $(BUILD_DIR) $(PIP_BUILD_DIR) python/tessera/_lib python/tessera/_tessera*.so

@@ -35,4 +35,13 @@ for name in ("numpy", "pybind11", "scikit_build_core", "pytest", "hypothesis", "
              "ml_dtypes", "mpmath", "scipy", "matplotlib", "nbclient", "nbformat",
              "ipykernel"):
     importlib.import_module(name)
+# The lint tools must be the pinned releases (a new one may check or format differently).
+from importlib.metadata import PackageNotFoundError, version
+for line in open("requirements-dev.txt"):
+    if "==" in line:
+        name, pin = line.split("#")[0].strip().split("==")
+        try:
+            assert version(name) == pin
+        except (PackageNotFoundError, AssertionError):
+            raise SystemExit(1)
 PY

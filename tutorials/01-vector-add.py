@@ -38,7 +38,8 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 # %%
 def add(x, y, out=None, BLOCK: int = 1024):
-    out = (np.empty_like(x) if isinstance(x, np.ndarray) else x.new_empty(x.shape)) if out is None else out
+    if out is None:
+        out = np.empty_like(x) if isinstance(x, np.ndarray) else x.new_empty(x.shape)
     n = x.shape[0]
     add_kernel[lambda args: (tessera.cdiv(n, args["BLOCK"]),)](x, y, out, n, BLOCK=BLOCK)
     return out

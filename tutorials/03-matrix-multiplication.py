@@ -11,8 +11,8 @@
 #   of A and columns of B in the L2 cache;
 # - masks for sizes that are not multiples of the blocks, and a fused epilogue (bias +
 #   leaky ReLU) applied to the accumulator before it is stored;
-# - how to check the PTX for `wgmma`, `ldmatrix`, `mma.sync` and `cp.async`, and to benchmark against
-#   `torch.matmul` (cuBLAS) at 4096³ and 8192³ in fp16 and bf16.
+# - how to check the PTX for `wgmma`, `ldmatrix`, `mma.sync` and `cp.async`, and to benchmark
+#   against `torch.matmul` (cuBLAS) at 4096³ and 8192³ in fp16 and bf16.
 #
 # With a GPU the tutorial runs on it; without one it runs through the interpreter (exact, on
 # the CPU) at small sizes.

@@ -44,8 +44,9 @@ except ImportError:
 # neither to O (its probabilities are 0) nor to any gradient. Finding those tiles needs the
 # mask, which changes from batch to batch, so a kernel reads it once: one program per
 # tile and mask head (many small programs: the S² bytes of the mask are read by the whole
-# GPU), 32 rows at a time, counting the visible pairs. 0 visible: dead; all 128 x 128 (and inside the sequences): full, where the
-# attention kernel need not even load the mask; anything else: partial. Causal and the ends
+# GPU), 32 rows at a time, counting the visible pairs. 0 visible: dead; all 128 x 128 (and
+# inside the sequences): full, where the attention kernel need not even load the mask;
+# anything else: partial. Causal and the ends
 # of the sequences enter the same count.
 
 # %%

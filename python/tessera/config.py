@@ -10,7 +10,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Generic, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
 
@@ -64,7 +64,7 @@ def _default_cache_dir() -> str:
     return str(base / "tessera")
 
 
-KNOBS = {
+KNOBS: dict[str, Knob[Any]] = {
     "cache_dir": Knob("TESSERA_CACHE_DIR", "$XDG_CACHE_HOME/tessera or ~/.cache/tessera", str,
                       "Directory of the on-disk cache (cubins, metadata, tuning results).",
                       default_factory=_default_cache_dir, reads=("XDG_CACHE_HOME", "HOME")),
@@ -144,6 +144,11 @@ class _Knobs:
     launch path reads ``interpret`` on every call.
     """
 
+    _overrides: dict[str, Any]
+    _parsed: dict[str, Any]
+    if TYPE_CHECKING:  # the knobs: properties installed from KNOBS below
+        def __getattr__(self, key: str) -> Any: ...
+
     def __init__(self) -> None:
         object.__setattr__(self, "_overrides", {})
         object.__setattr__(self, "_parsed", {})  # knob -> (raw environment bytes, value)
@@ -209,8 +214,11 @@ class _Knobs:
                     self._overrides[key] = value
 
 
+def _knob_property(key: str) -> property:
+    return property(lambda self: self._value(key), doc=KNOBS[key].doc)
+
+
 for _key in KNOBS:
-    setattr(_Knobs, _key, property(lambda self, _k=_key: self._value(_k),
-                                   doc=KNOBS[_key].doc))
+    setattr(_Knobs, _key, _knob_property(_key))
 
 knobs = _Knobs()

@@ -15,7 +15,8 @@ import tessera
 import tessera.language as tl
 from tessera.interpreter import numerics as nm
 
-FORMATS = {"float8e4nv": (ml_dtypes.float8_e4m3fn, 448.0), "float8e5": (ml_dtypes.float8_e5m2, 57344.0),
+FORMATS = {"float8e4nv": (ml_dtypes.float8_e4m3fn, 448.0),
+           "float8e5": (ml_dtypes.float8_e5m2, 57344.0),
            "float8e4b8": (ml_dtypes.float8_e4m3fnuz, 240.0),
            "float8e5b16": (ml_dtypes.float8_e5m2fnuz, 57344.0)}
 SOURCES = {"fp32": (np.float32, torch.float32), "fp16": (np.float16, torch.float16),

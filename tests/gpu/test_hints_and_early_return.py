@@ -33,7 +33,8 @@ def test_hinted_gather(n):
     idx = (rng.integers(0, size // 4, runs)[:, None] * 4 + np.arange(4)).ravel().astype(np.int32)
     rows = np.repeat(rng.integers(0, 10, runs), 4).astype(np.int32)
     y = torch.full((n,), float("nan"), device="cuda")
-    hinted_gather[(tessera.cdiv(n, 1024),)](torch.from_numpy(x).cuda(), torch.from_numpy(idx).cuda(),
+    hinted_gather[(tessera.cdiv(n, 1024),)](torch.from_numpy(x).cuda(),
+                                            torch.from_numpy(idx).cuda(),
                                             torch.from_numpy(rows).cuda(), y, n, 6, BLOCK=1024)
     np.testing.assert_array_equal(y.cpu().numpy(), np.where(rows < 6, x[idx], -1.0))
 

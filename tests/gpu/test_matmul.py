@@ -108,7 +108,8 @@ def test_tile_shapes(blocks, num_warps):
 
 
 @pytest.mark.parametrize("precision", ["tf32", "tf32x3", "ieee"])
-@pytest.mark.parametrize("shape", [(256, 256, 256), (333, 129, 65)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", [(256, 256, 256), (333, 129, 65)],
+                         ids=lambda s: "x".join(map(str, s)))
 def test_float32(precision, shape):
     blocks, warps = ((32, 32, 16), 4) if precision == "ieee" else ((64, 64, 32), 4)
     check(*shape, torch.float32, torch.float32, precision, blocks, warps, bound_key=precision)
@@ -165,7 +166,8 @@ def test_transposed_operand():
     bt = torch.randn((128, 64), device="cuda", dtype=torch.float16)
     c = torch.full((64, 128), float("nan"), device="cuda")
     nt_kernel[(1,)](a, bt, c, M=64, N=128, K=64)
-    assert relative_error(c.double().cpu().numpy(), (a.double() @ bt.double().t()).cpu().numpy()) < 1e-5
+    ref = (a.double() @ bt.double().t()).cpu().numpy()
+    assert relative_error(c.double().cpu().numpy(), ref) < 1e-5
 
 
 @tessera.jit

@@ -17,7 +17,6 @@ if not torch.cuda.is_available():
 
 import tessera as triton  # noqa: E402
 import tessera.language as tl  # noqa: E402
-from tessera.config import knobs  # noqa: E402
 from tessera.jit import JITFunction  # noqa: E402
 from tessera.testing.environment import child_env
 

@@ -79,7 +79,8 @@ def test_jax():
     x = jax.device_put(jax.random.normal(key, (n,), dtype=jnp.float32), gpu)
     y = jax.device_put(jax.random.normal(jax.random.PRNGKey(1), (n,), dtype=jnp.float32), gpu)
     out = jax.device_put(jnp.full((n,), jnp.nan, dtype=jnp.float32), gpu)
-    x.block_until_ready(); y.block_until_ready(); out.block_until_ready()
+    for array in (x, y, out):
+        array.block_until_ready()
     launch(x, y, out, n)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(np.asarray(out), np.asarray(x) + np.asarray(y))
@@ -127,7 +128,8 @@ tessera.compiler.compile_kernel = counting
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
+             mask=mask)
 x = torch.randn(3000, device="cuda"); out = torch.empty_like(x)
 add_kernel[(3,)](x, x, out, 3000, BLOCK=1024)
 assert torch.equal(out, x + x)

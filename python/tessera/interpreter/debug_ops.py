@@ -72,7 +72,7 @@ def _print(info: OpInfo):
         if not values:
             sys.stdout.write(head.rstrip() + prefix + "\n")
             return
-        lines = []
+        lines: List[str] = []
         for number, (value, fmt, idx) in enumerate(zip(values, formats, indices)):
             operand = f"(operand {number}) " if several else ""
             texts = fmt(np.asarray(value).reshape(-1))

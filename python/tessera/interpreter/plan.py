@@ -114,6 +114,7 @@ class _Compiler:
     def block(self, block) -> BlockPlan:
         arg_slots = tuple(self.slot_of(a) for a in block.arguments)
         steps: List[Step] = []
+        term_slots: Tuple[int, ...]
         terminator, term_slots = "", ()
         for op in block.operations:
             name = op.name

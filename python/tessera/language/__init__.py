@@ -109,7 +109,8 @@ from .reduction import (
 __all__ = [
     "PropagateNan", "arange", "bfloat16", "block_type", "broadcast_to", "cast", "cdiv",
     "constexpr", "device_assert", "device_print", "dtype", "expand_dims", "float8e4nv",
-    "float8e5", "float16", "float32", "float64", "full", "int1", "int8", "int16", "int32", "int64", "load", "maximum", "minimum",
+    "float8e5", "float16", "float32", "float64", "full", "int1", "int8", "int16", "int32",
+    "int64", "load", "maximum", "minimum",
     "num_programs", "pointer_type", "program_id", "range", "reshape", "static_assert",
     "static_print", "static_range", "store", "str_to_ty", "tensor", "uint8", "uint16",
     "uint32", "uint64", "where", "zeros", "zeros_like",
@@ -123,7 +124,7 @@ __all__ = [
 ]
 
 # Random numbers (Philox), written in the language as @jit helpers.
-from . import random
+from . import random as random
 from .random import (
     pair_uniform_to_normal,
     philox,
@@ -164,7 +165,8 @@ __all__ += ["inline_asm_elementwise"]
 # Shapes, sorting and the rest of Triton's standard library (shape.py, standard.py), then the
 # tensor methods, bound from one table (tensor_methods.py) once every function exists.
 # (`item` is only a method in Triton: not in __all__.)
-from .shape import broadcast, cat, gather, histogram, interleave, item, join, ravel, split, view
+from .shape import broadcast, cat, gather, histogram, interleave, join, ravel, split, view
+from .shape import item as item
 from .standard import (
     TRITON_MAX_TENSOR_NUMEL,
     add,

@@ -9,11 +9,11 @@ mask where bounds are checked, as Triton's RewriteTensorPointer pass does:
 
 (each bounds check is one unsigned compare).
 
-Address arithmetic is in int64 (shapes and strides are int64 as in Triton, offsets int32).
-The scalar part carries the offsets, so inside a loop that advances the pointer only a
-scalar changes: the 1-D ``arange * stride`` parts depend on the strides alone and are
-hoisted by licm; a stride that is the constant 1 folds away and leaves the tile contiguous
-along that dim, which axis info turns into vector accesses. Descriptor loads and stores carry the attribute
+Address arithmetic is in int64 (shapes and strides are int64 as in Triton, offsets int32). The
+scalar part carries the offsets, so inside a loop that advances the pointer only a scalar
+changes: the 1-D ``arange * stride`` parts depend on the strides alone and are hoisted by licm;
+a stride that is the constant 1 folds away and leaves the tile contiguous along that dim, which
+axis info turns into vector accesses. Descriptor loads and stores carry the attribute
 ``tensor_descriptor = true``; both are built by ``descriptor_load`` / ``descriptor_store``
 below. Under TESSERA_TMA (sm_90a), a load through a host descriptor's tensor map also carries
 the map and the box's coordinates (attribute ``tma``), for the pipeliner's TMA copies.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins as _py
 import enum
 import functools
-from typing import Any, List, Optional, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, TypeVar, Union
 
 from ..errors import StaticAssertionError
 
@@ -55,6 +55,8 @@ class dtype:
     FP_TYPES = ("fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16", "fp32",
                 "fp64")
     STANDARD_FP_TYPES = ("fp16", "bf16", "fp32", "fp64")
+    if TYPE_CHECKING:  # is_fp16(), itemsize, ...: installed from one table (dtype_table.py)
+        def __getattr__(self, name: str) -> Any: ...
     _IR_NAMES = {"int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
                  "uint8": "i8", "uint16": "i16", "uint32": "i32", "uint64": "i64",
                  "fp8e4nv": "f8e4m3", "fp8e5": "f8e5m2", "fp16": "f16", "bf16": "bf16",
@@ -257,7 +259,8 @@ _PUBLIC_NAMES = {"fp8e4nv": "float8e4nv", "fp8e5": "float8e5", "fp8e4b15": "floa
 _SIGNATURE_TYPES = {"i1": int1, "i8": int8, "i16": int16, "i32": int32, "i64": int64,
                     "u1": int1, "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64,
                     "fp8e4nv": float8e4nv, "fp8e5": float8e5, "fp8e4b15": float8e4b15,
-                    "fp8e4b8": float8e4b8, "fp8e5b16": float8e5b16, "fp16": float16, "bf16": bfloat16,
+                    "fp8e4b8": float8e4b8, "fp8e5b16": float8e5b16, "fp16": float16,
+                    "bf16": bfloat16,
                     "fp32": float32, "fp64": float64, "B": int1}
 
 
@@ -344,6 +347,9 @@ class tensor:
     a list of ints. Operators (+ - * / // % & | ^ << >> ~, comparisons, ``x[:, None]``) are
     compiled by the front end with Triton's promotion and broadcasting rules.
     """
+
+    if TYPE_CHECKING:  # the methods: installed from one table (tensor_methods.py)
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, handle: Any, dtype: dtype, shape: Sequence[int] = ()) -> None:
         self.handle = handle
@@ -670,4 +676,4 @@ _install_dtype_table()
 
 # Triton's core.extern / core.extern_elementwise, for user-written extern wrappers (extern.py;
 # imported last: it builds on the names above).
-from .extern import extern, extern_elementwise  # noqa: E402
+from .extern import extern as extern, extern_elementwise as extern_elementwise  # noqa: E402

@@ -2,8 +2,8 @@
 
 ``tl.int64.is_int64()``, ``tl.float16.itemsize``, ``tl.bfloat16.exponent_bias``,
 ``x.dtype.codegen_name()``, ``x.type.get_block_shapes()``, ...: core.py calls ``install()``
-once its classes exist. Every dtype name Triton has gets an ``is_<name>`` predicate, so Triton code that asks
-never fails.
+once its classes exist. Every dtype name Triton has gets an ``is_<name>`` predicate, so
+Triton code that asks never fails.
 """
 from __future__ import annotations
 

@@ -236,8 +236,9 @@ def dot(input: tensor, other: tensor, acc: tensor | None = None,
 @builtin
 def trans(input: tensor, *dims: int, _semantic=None) -> tensor:
     """Permutes the dims of ``input``: the last two swap by default (the transpose of a 2-D
-    tile, batched for 3-D), or to ``dims``. No data moves until a layout needs it; as a dot operand the transposed tile
-    is read from shared memory in the other order. Example: ``bt = tl.trans(b)`` or ``b.T``."""
+    tile, batched for 3-D), or to ``dims``. No data moves until a layout needs it; as a dot
+    operand the transposed tile is read from shared memory in the other order.
+    Example: ``bt = tl.trans(b)`` or ``b.T``."""
     if len(dims) == 1 and isinstance(_unwrap(dims[0]), (list, tuple)):
         dims = tuple(_unwrap(dims[0]))
     return build_trans(_semantic, input, [_unwrap(d) for d in dims])

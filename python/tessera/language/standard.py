@@ -10,7 +10,7 @@ bf16 and types narrower than 32 bits come back as fp32 / int32 when k < the dim'
 from __future__ import annotations
 
 import operator
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from .core import _unwrap, builtin, tensor
 
@@ -55,8 +55,9 @@ def _arith(semantic: Any, op: str, a: Any, b: Any) -> Any:
     return getattr(semantic, op)(a, b)
 
 
-_PY_ARITH = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
-             "floordiv": operator.floordiv, "mod": operator.mod, "minimum": min}
+_PY_ARITH: Dict[str, Callable[[Any, Any], Any]] = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
+    "floordiv": operator.floordiv, "mod": operator.mod, "minimum": min}
 
 
 @builtin

@@ -157,7 +157,7 @@ class KernelCache:
             _warn_unwritable(self.root, error)
             return None
         try:
-            manifest = {"format": _FORMAT, "key": key, "files": {}}
+            manifest: Dict[str, Any] = {"format": _FORMAT, "key": key, "files": {}}
             for name, data in files.items():
                 data = bytes(data)
                 _write_file(staging / name, data)

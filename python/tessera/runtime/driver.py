@@ -161,7 +161,8 @@ def device_and_stream(args: Sequence[Any]) -> Tuple[int, int]:
 # Triton code reads the device through ``triton.runtime.driver.active`` (SM counts, shared
 # memory, the target arch); the same object lives here (active_driver.py).
 
-from .active_driver import CudaDriver, GPUTarget  # noqa: E402
+from .active_driver import CudaDriver  # noqa: E402
+from .active_driver import GPUTarget as GPUTarget  # noqa: E402  (triton.runtime.driver's name)
 
 default = CudaDriver()
 active = default

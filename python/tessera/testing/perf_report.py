@@ -87,6 +87,7 @@ class Table:
 
 def _measure(fn: Callable, bench: Benchmark, extra: Dict[str, Any]):
     """(table, {line name: (ys, mins, maxs)}) with one row per x value."""
+    series: Dict[str, Tuple[List[float], List[float], List[float]]]
     rows, series = [], {name: ([], [], []) for name in bench.line_names}
     for x in bench.x_vals:
         xs = list(x) if isinstance(x, (list, tuple)) else [x] * len(bench.x_names)

@@ -178,8 +178,8 @@ def test_loop_carried_tiles_too_big_for_registers_are_pruned_in_the_worker():
 
 def test_when_the_estimate_prunes_every_config_the_assembler_decides():
     # 8192 fp32 accumulators on one warp (16384 on two): the tile-IR estimate says 256 registers
-    # per thread, more than a thread has; with no config left the tuner compiles them anyway (ptxas spills
-    # what does not fit) rather than leaving the kernel with nothing to run.
+    # per thread, more than a thread has; with no config left the tuner compiles them anyway
+    # (ptxas spills what does not fit) rather than leaving the kernel with nothing to run.
     configs = [tessera.Config({"BLOCK": 8192}, num_warps=1),
                tessera.Config({"BLOCK": 16384}, num_warps=2)]
     kernel = tuned(row_sum_kernel, configs, lambda c: c.num_warps, key=("n", "rows"))

@@ -211,7 +211,8 @@ def test_dkdv_reads_its_rows_of_scalars_from_rings():
     # 0.96-1.06x to 1.05-1.16x SDPA flash.
     kernel, (block_m, *_) = compile_attention("dkdv", 128, "fp16", False, "sm_90a")
     tgir = kernel.asm["tgir"]
-    rings = re.findall(r"(%\d+) = local_alloc .*: \(\) -> tensor<2x" + str(block_m) + r"xf32,", tgir)
+    rings = re.findall(r"(%\d+) = local_alloc .*: \(\) -> tensor<2x" + str(block_m) + r"xf32,",
+                       tgir)
     # lse and delta of the unmasked loop (the masked one reads lse past S as +inf, which a
     # zero-filling copy cannot: only its delta gets a ring)
     assert len(rings) == 3, rings

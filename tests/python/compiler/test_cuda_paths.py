@@ -2,7 +2,8 @@
 NVIDIA's pip wheels. A fake site-packages folder holds the wheels' layouts, as the wheels
 themselves lay them out:
 
-    nvidia-cuda-nvcc-cu12 12.x  nvidia/cuda_nvcc/bin/ptxas, nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc
+    nvidia-cuda-nvcc-cu12 12.x  nvidia/cuda_nvcc/bin/ptxas,
+                                nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc
     nvidia-cuda-nvcc 13.x       nvidia/cu13/bin/ptxas
     nvidia-nvvm 13.x            nvidia/cu13/nvvm/libdevice/libdevice.10.bc
 

@@ -88,7 +88,8 @@ def test_interpreter_names_the_kernel_and_line():
     a, b = np.zeros(128, np.uint8), np.zeros(128, np.float32)
     with pytest.raises(KernelRuntimeError, match="inline_asm_elementwise runs PTX") as error:
         kernel[(1,)](a, b, np.zeros(128, np.int32), b, BLOCK=128)
-    assert "two_output_kernel" in str(error.value) and "test_inline_asm_ptx.py:17" in str(error.value)
+    assert "two_output_kernel" in str(error.value)
+    assert "test_inline_asm_ptx.py:17" in str(error.value)
 
 
 def test_bad_arguments_are_front_end_errors():

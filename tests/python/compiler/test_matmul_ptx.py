@@ -1,7 +1,8 @@
 """tessera.ops' matmul kernel through every stage for sm_80 and sm_90a: the PTX shows the
 mma.sync path (16-byte cp.async into rings, ldmatrix, mma.sync m16n8k16, the wait of an
-S-stage pipeline; on sm_90a with wgmma turned off), ptxas assembles it with zero spills; the pipelined IR (rings, async copies)
-run by the interpreter matches float64; tf32, tf32x3, "ieee" and chained dots compile."""
+S-stage pipeline; on sm_90a with wgmma turned off), ptxas assembles it with zero spills; the
+pipelined IR (rings, async copies) run by the interpreter matches float64; tf32, tf32x3, "ieee"
+and chained dots compile."""
 import re
 
 import ml_dtypes

@@ -152,7 +152,7 @@ def sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     for i in range(0, n, 2):
         acc += tl.load(x_ptr + i * BLOCK + offs)
         count = count + 1
-        scratch = acc * 2  # first assigned inside: not carried
+        scratch = acc * 2  # noqa: F841 (first assigned inside: not carried)
     tl.store(out_ptr + offs, acc / count + unused)
 
 

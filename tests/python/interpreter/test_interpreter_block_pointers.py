@@ -164,7 +164,8 @@ def helper_kernel(x_ptr, out_ptr, end_ptr, M, N, flag, BN: tl.constexpr):
     sums, block = _row_sums(block, tl.cdiv(N, BN), BN)
     tl.store(out_ptr + tl.arange(0, 16), sums)
     # The returned pointer sits past the last column block: load one more block there.
-    tl.store(end_ptr + tl.arange(0, 16), tl.sum(tl.load(block, boundary_check=(0, 1), padding_option="nan"), axis=1))
+    past_end = tl.load(block, boundary_check=(0, 1), padding_option="nan")
+    tl.store(end_ptr + tl.arange(0, 16), tl.sum(past_end, axis=1))
 
 
 @pytest.mark.parametrize("flag", [0, 1])
@@ -279,7 +280,7 @@ def test_nan_padding_of_integers_is_an_error():
 def loop_type_change_kernel(x_ptr, n):
     p = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (16,), (0,))
     for _ in range(2):
-        p = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (32,), (0,))
+        p = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (32,), (0,))  # noqa: F841 (rejected)
 
 
 def test_loop_carried_block_pointer_keeps_its_type():

@@ -65,7 +65,8 @@ def test_f16_and_bf16_sum_exactly_then_round_once(rng, dtype):
     ref = exact_reference(a, b, acc)
     # float64 partial sums of at most 65 terms: within a few float64 ulps of the exact sum,
     # so after rounding to float32 at most one float32 ulp away.
-    np.testing.assert_array_less(np.abs(c - ref), np.spacing(np.abs(ref).astype(np.float32)) + 1e-30)
+    np.testing.assert_array_less(np.abs(c - ref),
+                                 np.spacing(np.abs(ref).astype(np.float32)) + 1e-30)
 
 
 def test_f16_accumulator(rng):

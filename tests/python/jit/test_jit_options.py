@@ -258,7 +258,8 @@ def test_launch_options_are_normalized_and_checked():
     assert parse_options("k", {"debug": None}, True).debug is True
     assert parse_options("k", {"debug": False}, True).debug is False
     assert parse_options("k", {"enable_fp_fusion": None}, None).enable_fp_fusion is True
-    with pytest.raises(ValueError, match="k: launch option num_warps=3: must be a power of two from 1 to 32"):
+    with pytest.raises(ValueError, match="k: launch option num_warps=3: must be a power of two "
+                                         "from 1 to 32"):
         parse_options("k", {"num_warps": 3}, None)
     with pytest.raises(ValueError, match="num_ctas=True"):
         parse_options("k", {"num_ctas": True}, None)

@@ -123,7 +123,9 @@ class Generator:
             return ([f"{indent}while {self.value()} < {self.value()}:"] +
                     self.block(indent + "    ", depth + 1))
         if r < 0.9:
-            return [f"{indent}{self.pick(['return', 'break', 'continue', 'pass', 'assert x', 'del x', 'print(x)', 'x += 1', 'x, y = y, x', 'x: tl.constexpr = 4'])}"]
+            return [indent + self.pick(['return', 'break', 'continue', 'pass', 'assert x',
+                                        'del x', 'print(x)', 'x += 1', 'x, y = y, x',
+                                        'x: tl.constexpr = 4'])]
         return [f"{indent}tl.device_print('v', {self.value()})"]
 
     def block(self, indent: str, depth: int) -> List[str]:

@@ -11,7 +11,8 @@ from tessera.compiler import ptxas
 def make(name):
     source = (f"def {name}(x_ptr, n, BLOCK: tl.constexpr):\n"
               "    offs = tl.arange(0, BLOCK)\n"
-              "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)\n")
+              "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1,\n"
+              "             mask=offs < n)\n")
     namespace = {"tl": tl}
     exec(compile(source, f"<kernel {name}>", "exec"), namespace)
     fn = namespace[name]

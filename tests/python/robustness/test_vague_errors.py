@@ -133,7 +133,8 @@ def test_a_bad_grid_after_the_fast_path_took_over_names_the_kernel(monkeypatch, 
         for _ in range(3):
             bump_fast[(1,)](x, 1, B=2)
         assert fast_launch_count(bump_fast) >= 2
-        with pytest.raises(TypeError, match=f"bump_fast: the grid must be an int or a tuple .*{said}"):
+        with pytest.raises(TypeError,
+                           match=f"bump_fast: the grid must be an int or a tuple .*{said}"):
             bump_fast[grid](x, 1, B=2)
     finally:
         knobs.reset("interpret")

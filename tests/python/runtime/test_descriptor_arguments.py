@@ -53,7 +53,8 @@ def test_launch_packs_base_shape_and_strides():
     x = np.zeros((16, 40), np.float32)
     y = np.zeros((24, 36), np.float32)[:, :33]
     desc = TensorDescriptor.from_tensor(y, [8, 16])
-    spec = uses_descriptor._specialization(uses_descriptor._arguments((x, desc, 5), {"BLOCK": 16})[2])
+    arguments = uses_descriptor._arguments((x, desc, 5), {"BLOCK": 16})
+    spec = uses_descriptor._specialization(arguments[2])
     assert spec[0]["d"] == "tensordesc<fp32[8, 16]>"
     kinds = descriptor_arguments.launch_kinds(uses_descriptor.runtime_names, spec[0],
                                               launcher._launcher_kind)

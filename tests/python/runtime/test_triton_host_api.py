@@ -196,7 +196,6 @@ def test_constexpr_function_runs_at_compile_time_in_kernels():
 
 
 def test_subpackages_are_reachable_as_attributes_in_a_fresh_process():
-    import os
     import subprocess
     import sys
     code = ("import tessera as triton\n"

@@ -1,17 +1,17 @@
 """Which blocks of a masked attention are worth visiting: the live-block table and its lists,
 plus the host helpers of the masked kernels (argument checks, broadcast strides, autotuning).
 
-The mask is known only at run time, so a first small kernel (`mask_blocks_kernel`, one
-program per tile) reads it once and classes every SUPER x SUPER tile (SUPER = 128 query rows x 128 keys, FlexAttention's
-block size) as dead (no visible pair: skipped), partial (some: the kernels load the mask tile
-and select) or full (every pair visible and inside Sq x Sk: no mask load, no select). Causal
-and the sequence ends enter the same table. The host then sorts each row of the table into a
-list of block indices, full ones first, then partial ones, and counts them. The attention
-kernels walk only those lists: a loop whose trip count is the number of live blocks and whose
-body is the same as the dense one (so it pipelines as the dense kernel does), instead of a
-test inside the loop before the loads. The table is 128-granular whatever the kernel's tiles
-(all of them divide 128), so one table serves every autotuned config; a kernel with smaller
-tiles visits a live 128-tile whole (its own sub-tiles masked by the element-level mask).
+The mask is known only at run time, so a first small kernel (`mask_blocks_kernel`, one program
+per tile) reads it once and classes every SUPER x SUPER tile (SUPER = 128 query rows x 128 keys,
+FlexAttention's block size) as dead (no visible pair: skipped), partial (some: the kernels load
+the mask tile and select) or full (every pair visible and inside Sq x Sk: no mask load, no
+select). Causal and the sequence ends enter the same table. The host then sorts each row of the
+table into a list of block indices, full ones first, then partial ones, and counts them. The
+attention kernels walk only those lists: a loop whose trip count is the number of live blocks
+and whose body is the same as the dense one (so it pipelines as the dense kernel does), instead
+of a test inside the loop before the loads. The table is 128-granular whatever the kernel's
+tiles (all of them divide 128), so one table serves every autotuned config; a kernel with
+smaller tiles visits a live 128-tile whole (its own sub-tiles masked by the element-level mask).
 """
 from __future__ import annotations
 
