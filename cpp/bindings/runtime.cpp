@@ -4,7 +4,7 @@
 #include "launch_dispatcher.h"
 
 #include "runtime/launch.h"
-#include "runtime/python_tensor_info.h"
+#include "python_tensor_info.h"
 
 #include <pybind11/stl.h>
 

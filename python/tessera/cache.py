@@ -1,6 +1,6 @@
 """``python -m tessera.cache``: list, size and clear the on-disk cache (runtime/cache.py).
 
-    python -m tessera.cache list  [--kind kernels|tuning|all] [--dir DIR]
+    python -m tessera.cache list  [--kind kernels|tuning|toolchain|all] [--dir DIR]
     python -m tessera.cache size  [--kind ...]
     python -m tessera.cache clear [--kind ...]
 
@@ -23,7 +23,7 @@ from typing import Iterator, List, Optional, Sequence
 from .config import knobs
 from .runtime.cache import KernelCache
 
-KINDS = ("kernels", "tuning")
+KINDS = ("kernels", "tuning", "toolchain")  # toolchain: ptxas --version answers
 _STALE_SECONDS = 3600
 
 
@@ -48,6 +48,8 @@ def _summary(kind: str, files: dict) -> str:
             meta = json.loads(files["metadata.json"])
             extra = f" registers={meta['registers']}" if "registers" in meta else ""
             return f"{meta['name']} {meta['arch']} num_warps={meta['num_warps']}{extra}"
+        if kind == "toolchain":
+            return f"ptxas release {files['version.txt'].decode()}"
         record = json.loads(files["tuning.json"])
         key = record.get("key", {})
         best = record["best"]

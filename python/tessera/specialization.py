@@ -7,7 +7,7 @@ dispatches on the argument's Python type to a small function chosen once per typ
 readable type strings are made from the key only when a kernel is compiled (``describe``).
 
 The C++ fast launch path computes the same specialization itself
-(cpp/runtime/python_specialize.h); keep the two in step: its keys may be finer than these
+(cpp/bindings/python_specialize.h); keep the two in step: its keys may be finer than these
 (two calls with equal C++ keys must have equal keys here), never coarser.
 """
 from __future__ import annotations

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import re
 import textwrap
 import types
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..language import core as tl
 
@@ -87,13 +88,35 @@ def set_function_source(fn: Callable, text: str) -> None:
     _GIVEN_SOURCES[fn] = text
 
 
+# code object -> (the file's lines as linecache held them, getsourcelines' answer). The
+# source key and the front end both read each function's source, and finding a function's
+# extent tokenizes its file (milliseconds per function): a launch in a fresh process reads
+# each source once. An answer is reused only while linecache holds the very same lines
+# (checkcache drops them when the file changes on disk, as inspect itself would see).
+_SOURCE_LINES: Dict[Any, Tuple[List[str], Tuple[List[str], int]]] = {}
+
+
+def _file_lines(fn: Callable) -> Optional[List[str]]:
+    filename = fn.__code__.co_filename
+    linecache.checkcache(filename)
+    return linecache.getlines(filename, getattr(fn, "__globals__", None)) or None
+
+
 def function_source(fn: Callable) -> Tuple[List[str], int]:
     """(source lines, first line number) of ``fn``: the given text, else the file's."""
     text = _GIVEN_SOURCES.get(fn)
     if text is not None:
         return text.splitlines(True), fn.__code__.co_firstlineno
     try:
-        return inspect.getsourcelines(fn)
+        code = getattr(fn, "__code__", None)
+        lines = _file_lines(fn) if code is not None else None
+        known = _SOURCE_LINES.get(code) if lines is not None else None
+        if known is not None and known[0] is lines:
+            return list(known[1][0]), known[1][1]
+        found = inspect.getsourcelines(fn)
+        if lines is not None and lines is _file_lines(fn):
+            _SOURCE_LINES[code] = (lines, (list(found[0]), found[1]))
+        return found
     except (OSError, TypeError) as error:
         raise OSError(f"cannot read the source of {fn!r}: {error}. A function made with exec "
                       f"needs its text: kernel._unsafe_update_src(text), or register it in "
