@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..language import core as tl
+from . import source_index
 
 _MISSING = object()
 
@@ -113,7 +114,11 @@ def function_source(fn: Callable) -> Tuple[List[str], int]:
         known = _SOURCE_LINES.get(code) if lines is not None else None
         if known is not None and known[0] is lines:
             return list(known[1][0]), known[1][1]
-        found = inspect.getsourcelines(fn)
+        found = source_index.block(fn, lines) if lines is not None else None
+        if found is None:  # not in the disk index: find the function's extent
+            found = inspect.getsourcelines(fn)
+            if lines is not None and found[1] == code.co_firstlineno:
+                source_index.remember_block(fn, len(found[0]))
         if lines is not None and lines is _file_lines(fn):
             _SOURCE_LINES[code] = (lines, (list(found[0]), found[1]))
         return found
@@ -225,7 +230,11 @@ def kernel_source_and_globals(fn: Callable) -> Tuple[str, Watched]:
         seen[id(f)] = True
         source = textwrap.dedent("".join(function_source(f)[0]))
         parts.append(f"# {f.__module__}.{f.__qualname__}\n{source}")
-        for dotted in _dotted_names(ast.parse(source)):
+        names = source_index.dotted_names(f, source)
+        if names is None:
+            names = _dotted_names(ast.parse(source))
+            source_index.remember_names(f, source, names)
+        for dotted in names:
             value = _resolve(f, dotted)
             if is_jit(value):
                 watch_path(f, dotted, value)
@@ -235,4 +244,5 @@ def kernel_source_and_globals(fn: Callable) -> Tuple[str, Watched]:
                 parts.append(f"# constexpr {'.'.join(dotted)} = {value.value!r}\n")
 
     visit(fn)
+    source_index.flush()
     return "\n".join(parts), tuple(watched.values())
