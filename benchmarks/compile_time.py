@@ -12,7 +12,8 @@ With a GPU, both are timed to the end of the launched kernel, for both framework
 cold is the compile to a cubin for sm_90a (Tessera: ``kernel.warmup``; Triton:
 ``triton.compile`` for ``GPUTarget("cuda", 90, 32)``), and warm is Tessera's Python path up to
 the driver (cache key, cache read, metadata, launcher set-up) with the driver calls replaced by
-stubs; the real warm-start figures need a GPU. ``--stages`` prints where a cold compile's time
+stubs; the real warm-start figures need a GPU. Each figure also gives the CPU seconds of the
+process and its ptxas: on a shared machine, what the wall time would be on an idle one. ``--stages`` prints where a cold compile's time
 goes (CompiledKernel.stage_seconds)::
 
     python benchmarks/compile_time.py [--runs 5] [--kernels matmul,attention] [--no-triton]
@@ -123,15 +124,14 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
     tl.store(lse_ptr + off_bh * S + offs_m, m_i + tl.log2(l_i), mask=offs_m < S)
 '''
 
-# kernel -> (runtime parameter types, constexprs, launch options); the sizes of a launch
+# kernel -> (constexprs, launch options); _cpu_arguments and _gpu_arguments give the launch's
+# argument values
 MATMUL_N = 1024
 ATTN_B, ATTN_H, ATTN_S, ATTN_D = 1, 4, 1024, 64
 CASES = {
-    "matmul": (["*fp16"] * 4 + ["i32"] * 9,
-               dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_SIZE_M=8, HAS_BIAS=False,
+    "matmul": (dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_SIZE_M=8, HAS_BIAS=False,
                     ACTIVATION=""), dict(num_warps=4, num_stages=3)),
-    "attention": (["*fp16"] * 4 + ["*fp32", "fp32"] + ["i32"] * 14,
-                  dict(D=ATTN_D, BLOCK_M=128, BLOCK_N=64, CAUSAL=False),
+    "attention": (dict(D=ATTN_D, BLOCK_M=128, BLOCK_N=64, CAUSAL=False),
                   dict(num_warps=8, num_stages=2)),
 }
 KERNEL_NAMES = {"matmul": "matmul_kernel", "attention": "attention_fwd_kernel"}
@@ -186,18 +186,40 @@ def _cpu_arguments(kernel: str):
         ((ATTN_S + 127) // 128, ATTN_B * ATTN_H)
 
 
+def _launch_specialization(kernel: str) -> list:
+    """The runtime arguments of the launch as a compile without a GPU sees them: pointers by
+    type ("*fp16", 16-byte aligned), scalars by value (so ints are specialized as a launch
+    specializes them: divisible by 16, equal to 1)."""
+    import numpy as np
+    codes = {np.dtype(np.float16): "*fp16", np.dtype(np.float32): "*fp32"}
+    return [codes[a.dtype] if isinstance(a, np.ndarray) else a
+            for a in _cpu_arguments(kernel)[0]]
+
+
 def _triton_compile(fn, kernel: str):
-    """triton.compile for sm_90a, no GPU needed (pointers 16-byte aligned, as Tessera's
-    warmup stand-ins)."""
+    """triton.compile for sm_90a, no GPU needed, specialized as Triton specializes the launch:
+    pointers and ints divisible by 16 get tt.divisibility, an int equal to 1 is a constexpr."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    types, constexprs, options = CASES[kernel]
-    names = fn.arg_names
-    signature = {name: types[i] if i < len(types) else "constexpr"
-                 for i, name in enumerate(names)}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(types) if t.startswith("*")}
-    source = ASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
+    constexprs, options = CASES[kernel]
+    signature, attrs, constants = {}, {}, dict(constexprs)
+    for i, (name, value) in enumerate(zip(fn.arg_names, _launch_specialization(kernel))):
+        if isinstance(value, str):
+            signature[name] = value
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(value, float):
+            signature[name] = "fp32"
+        elif value == 1:
+            signature[name] = "constexpr"
+            constants[name] = 1
+        else:
+            signature[name] = "i32"
+            if value % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    for name in constexprs:
+        signature[name] = "constexpr"
+    source = ASTSource(fn, signature, constexprs=constants, attrs=attrs)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
 
 
@@ -240,31 +262,43 @@ def _stub_the_driver(kernel_fn) -> None:
     kernel_fn._dispatch_register = lambda *args, **kwargs: None
 
 
-def child(framework: str, kernel: str, mode: str, gpu: bool) -> float:
-    """Seconds of the first call (imports, tensors and the kernel module made before)."""
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children (ptxas) so far."""
+    import resource
+    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                        resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def child(framework: str, kernel: str, mode: str, gpu: bool) -> tuple:
+    """(wall, CPU) seconds of the first call (imports, tensors and the kernel module made
+    before). CPU seconds count this process and ptxas: on a shared machine they say what
+    the wall time would be on an idle one."""
     # The kernel file lives beside the cache of its series (run_child): it stays the same
     # file between the fresh processes of one series, as a user's kernel file does.
     module = _load_kernels(framework, os.path.dirname(os.environ["TESSERA_CACHE_DIR"]))
     fn = getattr(module, KERNEL_NAMES[kernel])
-    types, constexprs, options = CASES[kernel]
+    constexprs, options = CASES[kernel]
     if gpu:
         import torch
         args, grid = _gpu_arguments(kernel)
         torch.cuda.synchronize()
-        start = time.perf_counter()
-        fn[grid](*args, **constexprs, **options)
-        torch.cuda.synchronize()
-        return time.perf_counter() - start
-    if framework == "triton":
-        start = time.perf_counter()
-        compiled = _triton_compile(fn, kernel)
-        assert compiled.asm["cubin"]
-        return time.perf_counter() - start
-    args, grid = _cpu_arguments(kernel)
-    _stub_the_driver(fn)
-    start = time.perf_counter()
-    fn[grid](*args, **constexprs, **options)  # the Python path; compiles when cold
-    return time.perf_counter() - start
+
+        def call():
+            fn[grid](*args, **constexprs, **options)
+            torch.cuda.synchronize()
+    elif framework == "triton":
+        def call():
+            assert _triton_compile(fn, kernel).asm["cubin"]
+    else:
+        args, grid = _cpu_arguments(kernel)
+        _stub_the_driver(fn)
+
+        def call():
+            fn[grid](*args, **constexprs, **options)  # the Python path; compiles when cold
+    cpu, start = _cpu_seconds(), time.perf_counter()
+    call()
+    return time.perf_counter() - start, _cpu_seconds() - cpu
 
 
 # ----------------------------------------------------------------------------- the parent
@@ -277,7 +311,7 @@ def _gpu_available() -> bool:
         return False
 
 
-def run_child(framework: str, kernel: str, mode: str, cache: str, gpu: bool) -> float:
+def run_child(framework: str, kernel: str, mode: str, cache: str, gpu: bool) -> tuple:
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep +
                os.environ.get("PYTHONPATH", ""),
                TESSERA_CACHE_DIR=cache, TRITON_CACHE_DIR=cache)
@@ -286,13 +320,13 @@ def run_child(framework: str, kernel: str, mode: str, cache: str, gpu: bool) -> 
     env.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(),
                                                        "tessera-bench-pycache"))
     code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r});"
-            f"import compile_time as c; print('SECONDS', c.child({framework!r}, {kernel!r}, "
-            f"{mode!r}, {gpu!r}))")
+            f"import compile_time as c, json; print('SECONDS', json.dumps(c.child({framework!r}, "
+            f"{kernel!r}, {mode!r}, {gpu!r})))")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=600)
     for line in done.stdout.splitlines():
         if line.startswith("SECONDS "):
-            return float(line.split()[1])
+            return tuple(json.loads(line.split(" ", 1)[1]))
     raise RuntimeError(f"{framework} {kernel} {mode} failed:\n{done.stdout}\n{done.stderr}")
 
 
@@ -308,17 +342,20 @@ def measure(framework: str, kernel: str, runs: int, gpu: bool) -> dict:
             cache = os.path.join(series, "cache")
             run_child(framework, kernel, "cold", cache, gpu)  # fills the cache
             warm = [run_child(framework, kernel, "warm", cache, gpu) for _ in range(runs)]
-    return {"cold": statistics.median(cold), "warm": statistics.median(warm) if warm else None,
-            "cold_all": cold, "warm_all": warm}
+    def median(runs, which):
+        return statistics.median(r[which] for r in runs) if runs else None
+
+    return {"cold": median(cold, 0), "warm": median(warm, 0), "cold_cpu": median(cold, 1),
+            "warm_cpu": median(warm, 1), "cold_all": cold, "warm_all": warm}
 
 
 def stages(kernel: str) -> None:
     """One cold compile to a cubin in this process, stage by stage."""
     module = _load_kernels("tessera", os.path.dirname(os.environ["TESSERA_CACHE_DIR"]))
     fn = getattr(module, KERNEL_NAMES[kernel])
-    types, constexprs, options = CASES[kernel]
+    constexprs, options = CASES[kernel]
     start = time.perf_counter()
-    compiled = fn.warmup(*types, **constexprs, **options, grid=(1,))
+    compiled = fn.warmup(*_launch_specialization(kernel), **constexprs, **options, grid=(1,))
     total = time.perf_counter() - start
     print(f"{kernel}: {total * 1e3:.1f} ms from warmup() to the cubin")
     for name, seconds in compiled.stage_seconds.items():
@@ -360,13 +397,14 @@ def main() -> int:
         for framework in frameworks:
             result = measure(framework, kernel, args.runs, gpu)
             figures[f"{framework}/{kernel}"] = result
-            warm = f"{result['warm'] * 1e3:8.1f} ms" if result["warm"] is not None else \
-                "   (needs a GPU)"
-            print(f"{kernel:10s} {framework:8s} cold {result['cold'] * 1e3:8.1f} ms   "
-                  f"warm {warm}", flush=True)
+            warm = (f"{result['warm'] * 1e3:8.1f} ms (CPU {result['warm_cpu'] * 1e3:6.1f})"
+                    if result["warm"] is not None else "   (needs a GPU)")
+            print(f"{kernel:10s} {framework:8s} cold {result['cold'] * 1e3:8.1f} ms "
+                  f"(CPU {result['cold_cpu'] * 1e3:6.1f})   warm {warm}", flush=True)
         if "triton" in frameworks:
             t, r = figures[f"tessera/{kernel}"], figures[f"triton/{kernel}"]
-            line = f"{kernel:10s} Triton / Tessera: cold x{r['cold'] / t['cold']:.2f}"
+            line = (f"{kernel:10s} Triton / Tessera: cold x{r['cold'] / t['cold']:.2f} "
+                    f"(CPU x{r['cold_cpu'] / t['cold_cpu']:.2f})")
             if r["warm"] is not None and t["warm"]:
                 line += f", warm x{r['warm'] / t['warm']:.1f}"
             print(line)

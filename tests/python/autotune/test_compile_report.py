@@ -4,6 +4,7 @@ another; a tuning reports the seconds spent compiling and timing, on its summary
 the record it stores."""
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -88,7 +89,7 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
              mask=mask)
 
 
-def test_a_tuning_reports_compile_and_benchmark_time(capsys, isolated_cache):
+def test_a_tuning_reports_compile_and_benchmark_time(capsys, isolated_cache, monkeypatch):
     knobs.autotune_progress = True
     configs = [tessera.Config({"BLOCK": b}, num_warps=w) for b in (128, 256, 512) for w in (1, 4)]
     kernel = tessera.autotune(configs=configs, key=["n"])(add_kernel)
@@ -113,10 +114,19 @@ def test_a_tuning_reports_compile_and_benchmark_time(capsys, isolated_cache):
     assert record["benchmark_seconds"] == pytest.approx(kernel.benchmark_time)
     assert record["compile_workers"] == kernel.compile_workers
     assert record["compile_seconds"] + record["benchmark_seconds"] <= record["tuning_seconds"]
-    # A stored result is used without tuning: nothing compiled or timed in this process.
+    # A stored result is used without tuning: nothing compiled or timed in this process, and
+    # its best config is loaded from the kernel cache without the tile-IR estimate.
+    from tessera.autotuner import resources
+
+    def no_estimate(*args, **kwargs):
+        raise AssertionError("a warm start ran the tile-IR estimate")
+
+    monkeypatch.setattr(resources, "why_not_fit_before_compile", no_estimate)
     again = tessera.autotune(configs=configs, key=["n"])(add_kernel)
     again.backend = FakeBackend(lambda c: 0.0)
-    again[lambda meta: (tessera.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    with warnings.catch_warnings():  # "the stored best no longer compiles" would be an error
+        warnings.simplefilter("error", RuntimeWarning)
+        again[lambda meta: (tessera.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
     assert again.best_config == configs[0] and again.backend.benched == []
     assert again.compile_time == again.benchmark_time == 0.0
     assert os.getpid() not in kernel.backend.workers or kernel.compile_workers == 1
