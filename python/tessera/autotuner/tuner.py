@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..runtime import descriptor_arguments
 from ..config import knobs
 from . import backend as backends
-from . import parallel, resources, results
+from . import resources, results
 from .configs import Config
 from .heuristics import Heuristics, decorator_chain
 from .progress import Progress
@@ -140,34 +140,10 @@ class Autotuner:
     def warmup(self, *args, **kwargs) -> list:
         """Compiles every config (after pruning) for these arguments without launching, as
         Triton's ``Autotuner.warmup``; returns the compiled kernels, in the configs' order.
-
-        The configs compile at once, in worker processes on all CPU cores (parallel.py), as
-        a tuning does; ``compile_time`` and ``compile_workers`` say how long and on how many.
-        A config that fails is compiled again here, raising its error as a serial warmup.
-        """
-        finals = []
-        for config in self.prune_configs(kwargs, dict(zip(self.arg_names, args))):
-            final = {**kwargs, **config.all_kwargs()}
-            for layer in self.heuristics:
-                final = layer.apply(args, final)
-            finals.append(final)
-        interpret = knobs.interpret if self.jit_fn.interpret is None else self.jit_fn.interpret
-        start = time.perf_counter()
-        if interpret or len(finals) <= 1:  # nothing to compile, or nothing to overlap
-            compiled = [self.jit_fn.warmup(*args, **final) for final in finals]
-            workers = 1 if finals else 0
-        else:
-            from ..runtime import launcher
-            launcher.default_arch()  # asks the driver here, once: the workers never touch CUDA
-            outcomes = parallel.run_jobs(finals, functools.partial(_warmup_one, self.jit_fn,
-                                                                   args))
-            workers = len({pid for pid, _ in outcomes})
-            compiled = [result if not isinstance(result, _Failed)
-                        else self.jit_fn.warmup(*args, **final)  # raises the error itself
-                        for (_, result), final in zip(outcomes, finals)]
-        self.compile_time = time.perf_counter() - start
-        self.compile_workers = workers
-        return compiled
+        They compile at once in worker processes (warmup.py); ``compile_time`` and
+        ``compile_workers`` say how long and on how many."""
+        from .warmup import warmup_configs
+        return warmup_configs(self, args, kwargs)
 
     def __getitem__(self, grid):
         return functools.partial(self.run, grid=grid)
@@ -460,23 +436,6 @@ class Autotuner:
     def _restore_arguments(self, kwargs: Dict[str, Any], exception=None) -> None:
         for name, saved in self._restore_copies.items():
             _restore(kwargs[name], saved)
-
-
-class _Failed:
-    """A config whose warmup raised in a worker (exceptions need not pickle: the parent
-    compiles it again to raise the error with its own traceback)."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-
-def _warmup_one(jit_fn, args: tuple, final: Dict[str, Any]) -> tuple:
-    """Runs in a compile worker: (pid, the CompiledKernel or _Failed)."""
-    import os
-    try:
-        return os.getpid(), jit_fn.warmup(*args, **final)
-    except Exception as error:  # noqa: BLE001 - reported by compiling again in the parent
-        return os.getpid(), _Failed(backends.failure_reason(error))
 
 
 def _benchmarker(warmup: Optional[float], rep: Optional[float], use_cuda_graph: bool):
