@@ -273,7 +273,8 @@ def _cpu_seconds() -> float:
 def child(framework: str, kernel: str, mode: str, gpu: bool) -> tuple:
     """(wall, CPU) seconds of the first call (imports, tensors and the kernel module made
     before). CPU seconds count this process and ptxas: on a shared machine they say what
-    the wall time would be on an idle one."""
+    the wall time would be on an idle one. ``mode`` ("cold", "warm") only names the run: the
+    state of the cache directory (TESSERA_CACHE_DIR, also Triton's) makes it one or the other."""
     # The kernel file lives beside the cache of its series (run_child): it stays the same
     # file between the fresh processes of one series, as a user's kernel file does.
     module = _load_kernels(framework, os.path.dirname(os.environ["TESSERA_CACHE_DIR"]))
