@@ -14,7 +14,8 @@ void bindCodegen(py::module_ &m) {
   m.def(
       "generate",
       [](const ir::Module &module, const std::string &arch, int numWarps, int optLevel,
-         bool enableFpFusion, const std::string &libdevicePath, int maxnreg) {
+         bool enableFpFusion, const std::string &libdevicePath, int maxnreg,
+         bool keepUnoptimizedIR) {
         codegen::CodegenOptions options;
         options.arch = arch;
         options.numWarps = numWarps;
@@ -22,6 +23,7 @@ void bindCodegen(py::module_ &m) {
         options.enableFpFusion = enableFpFusion;
         options.libdevicePath = libdevicePath;
         options.maxnreg = maxnreg;
+        options.keepUnoptimizedIR = keepUnoptimizedIR;
         codegen::CodegenResult result;
         {
           py::gil_scoped_release release; // LLVM's O3 + backend can take a while
@@ -34,13 +36,19 @@ void bindCodegen(py::module_ &m) {
         out["kernel_name"] = result.kernelName;
         out["shared_bytes"] = result.sharedBytes;
         out["num_warps"] = result.numWarps;
+        py::list steps;
+        for (const auto &[name, seconds] : result.stepSeconds)
+          steps.append(py::make_tuple(name, seconds));
+        out["step_seconds"] = steps;
         return out;
       },
       py::arg("module"), py::arg("arch") = "sm_90a", py::arg("num_warps") = 4,
       py::arg("opt_level") = 3, py::arg("enable_fp_fusion") = true,
       py::arg("libdevice_path") = "", py::arg("maxnreg") = 0,
+      py::arg("keep_unoptimized_ir") = true,
       "Compiles the module's kernel to PTX. Returns a dict with llvm_ir (optimized), "
-      "unoptimized_llvm_ir, ptx, kernel_name, shared_bytes and num_warps. libdevice_path: "
+      "unoptimized_llvm_ir (empty unless keep_unoptimized_ir), ptx, kernel_name, "
+      "shared_bytes, num_warps and step_seconds ([(step, wall seconds)]). libdevice_path: "
       "libdevice.10.bc for the math ops that need it (empty: the CUDA default). maxnreg: "
       "the PTX .maxnreg register cap (0: none). Raises "
       "ir.CompileError naming the op's location for anything unsupported.");

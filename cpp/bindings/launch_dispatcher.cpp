@@ -359,6 +359,26 @@ void bindDispatcher(py::module_ &m) {
   m.def("exchange_current_stream", &exchangeCurrentStream, py::arg("tensor_type"),
         py::arg("device"),
         "The stream the fast launch path launches on for tensors of this type (tests).");
+  m.def(
+      "specialization_words",
+      [](py::sequence args, py::sequence flags) {
+        // The key word the fast path computes for each runtime argument (python_specialize.h),
+        // after @jit(do_not_specialize...)'s mask; None where it leaves the call to Python.
+        py::list words;
+        for (size_t i = 0; i < py::len(args); ++i) {
+          uint64_t word = 0;
+          runtime::python::ArgumentValue value;
+          if (runtime::python::specializeArgument(args[i].ptr(), word, value))
+            words.append(py::int_(
+                runtime::python::maskedWord(word, flags[i].cast<uint8_t>())));
+          else
+            words.append(py::none());
+        }
+        return words;
+      },
+      py::arg("args"), py::arg("flags"),
+      "The fast launch path's specialization word of each argument (None: it takes the "
+      "Python path), for the tests that pin it to tessera/specialization.py.");
 }
 
 } // namespace tessera::bindings

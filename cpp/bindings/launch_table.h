@@ -1,11 +1,11 @@
 // The launch table of one @jit function, for the fast launch path (launch.cpp): specialization
 // key -> the loaded kernel, filled by the Python path after it prepares (or finds) a kernel, read
-// on every launch. Key words come from runtime/python_specialize.h; constexpr values are added
+// on every launch. Key words come from python_specialize.h; constexpr values are added
 // here. Needs the GIL for everything (it holds references to Python objects).
 #pragma once
 
 #include "runtime/launch.h"
-#include "runtime/python_specialize.h"
+#include "python_specialize.h"
 
 #include <unordered_map>
 #include <vector>

@@ -29,9 +29,14 @@ void bindPasses(py::module_ &m) {
           options.dumpAfter.insert(dumpAfter.begin(), dumpAfter.end());
           options.dumpStream = &dumps;
           PassManager pm(options);
-          for (const auto &name : names)
-            pm.add(name);
-          pm.run(module);
+          {
+            // The core runs no Python: threads compiling other kernels (the autotuner where
+            // it cannot fork) overlap with these passes.
+            py::gil_scoped_release release;
+            for (const auto &name : names)
+              pm.add(name);
+            pm.run(module);
+          }
           return dumps.str();
         },
         py::arg("module"), py::arg("names"), py::arg("dump_after") = std::vector<std::string>(),

@@ -5,7 +5,7 @@
 
 #include "runtime/tensor_map.h"
 #include "runtime/launch.h"
-#include "runtime/python_tensor_info.h"
+#include "python_tensor_info.h"
 
 #include <pybind11/stl.h>
 

@@ -17,6 +17,8 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <chrono>
+
 namespace tessera::codegen {
 
 namespace {
@@ -46,6 +48,22 @@ int numWarpsOf(const ir::Module &module, const CodegenOptions &options) {
   return static_cast<int>(*value);
 }
 
+/// Records the wall time since the previous step under `name` (CodegenResult::stepSeconds).
+class StepClock {
+public:
+  explicit StepClock(CodegenResult &result) : result_(result), last_(now()) {}
+  void step(const char *name) {
+    auto current = now();
+    result_.stepSeconds.emplace_back(name, std::chrono::duration<double>(current - last_).count());
+    last_ = current;
+  }
+
+private:
+  static std::chrono::steady_clock::time_point now() { return std::chrono::steady_clock::now(); }
+  CodegenResult &result_;
+  std::chrono::steady_clock::time_point last_;
+};
+
 } // namespace
 
 CodegenResult generate(const ir::Module &module, const CodegenOptions &options) {
@@ -62,6 +80,7 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   }
   const ir::Operation &func = *functions.front();
   CodegenResult result;
+  StepClock clock(result);
   result.numWarps = numWarpsOf(allocated ? *allocated : module, options);
   result.kernelName = ptxSymbolName(func.stringAttr("sym_name"));
 
@@ -79,15 +98,22 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
     if (llvm::Function *kernel = llvmModule.getFunction(result.kernelName))
       kernel->addFnAttr("nvvm.maxnreg", std::to_string(options.maxnreg));
   result.sharedBytes = lowering.sharedBytes();
-  result.unoptimizedLLVMIR = printModule(llvmModule);
+  clock.step("lower");
+  if (options.keepUnoptimizedIR)
+    result.unoptimizedLLVMIR = printModule(llvmModule);
   verifyModule(llvmModule, "after lowering");
+  clock.step("print unoptimized + verify");
   linkExternLibraries(llvmModule);
   linkLibdevice(llvmModule, options.libdevicePath);
+  clock.step("link");
 
   optimizeModule(llvmModule, *machine, options.optLevel);
+  clock.step("optimize");
   verifyModule(llvmModule, "after optimization");
   result.llvmIR = printModule(llvmModule);
+  clock.step("verify + print");
   result.ptx = emitPTX(llvmModule, *machine);
+  clock.step("emit PTX");
   return result;
 }
 

@@ -8,6 +8,7 @@
 #include "ir/ir.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera::codegen {
@@ -26,6 +27,9 @@ struct CodegenOptions {
   int maxnreg = 0;
   /// libdevice.10.bc, linked when a math op needs it (libdevice.h); empty: the default path.
   std::string libdevicePath;
+  /// Print the LLVM IR as lowered (CodegenResult::unoptimizedLLVMIR): tests run it on the CPU;
+  /// the compiler does not keep it, and printing costs a few milliseconds.
+  bool keepUnoptimizedIR = true;
 };
 
 struct CodegenResult {
@@ -38,6 +42,9 @@ struct CodegenResult {
   int sharedBytes = 0;
   /// Warps per CTA: launch with numWarps * 32 threads.
   int numWarps = 4;
+  /// Wall seconds of each step, in order ("lower", "link", "optimize", "print", "emit", ...):
+  /// where a compile's time goes (docs/perf/compile_time.md).
+  std::vector<std::pair<std::string, double>> stepSeconds;
 };
 
 /// Generates PTX for the module's single `func`. Throws ir::CompileError naming the op and

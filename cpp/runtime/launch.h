@@ -1,6 +1,6 @@
 // Kernel launches without Python: argument kinds, scalar conversion into parameter slots, and
 // KernelLauncher, built once per compiled kernel and called on every launch. The Python side
-// (python_arguments.h, bound in cpp/bindings/runtime.cpp) turns Python objects into slots.
+// (cpp/bindings/python_arguments.h, bound in runtime.cpp there) turns Python objects into slots.
 //
 // The launch path allocates nothing and never synchronizes, so launches can be captured in CUDA
 // graphs: parameters live in an ArgumentBuffer on the caller's stack.

@@ -1,6 +1,6 @@
 """``python -m tessera.cache``: list, size and clear the on-disk cache (runtime/cache.py).
 
-    python -m tessera.cache list  [--kind kernels|tuning|all] [--dir DIR]
+    python -m tessera.cache list  [--kind kernels|tuning|toolchain|sources|all] [--dir DIR]
     python -m tessera.cache size  [--kind ...]
     python -m tessera.cache clear [--kind ...]
 
@@ -23,7 +23,8 @@ from typing import Iterator, List, Optional, Sequence
 from .config import knobs
 from .runtime.cache import KernelCache
 
-KINDS = ("kernels", "tuning")
+# toolchain: ptxas --version answers; sources: the source index (frontend/source_index.py)
+KINDS = ("kernels", "tuning", "toolchain", "sources")
 _STALE_SECONDS = 3600
 
 
@@ -48,6 +49,11 @@ def _summary(kind: str, files: dict) -> str:
             meta = json.loads(files["metadata.json"])
             extra = f" registers={meta['registers']}" if "registers" in meta else ""
             return f"{meta['name']} {meta['arch']} num_warps={meta['num_warps']}{extra}"
+        if kind == "toolchain":
+            return f"ptxas release {files['version.txt'].decode()}"
+        if kind == "sources":
+            functions = json.loads(files["index.json"])
+            return f"source index of {len(functions)} functions"
         record = json.loads(files["tuning.json"])
         key = record.get("key", {})
         best = record["best"]

@@ -110,7 +110,7 @@ def fast_path_options(options: Dict[str, Any]) -> tuple:
 
 
 # ------------------------------------------------------------------- do_not_specialize flags
-# Bit values as runtime::python::SpecializeFlags (cpp/runtime/python_specialize.h).
+# Bit values as runtime::python::SpecializeFlags (cpp/bindings/python_specialize.h).
 NO_DIVISIBILITY = 1
 NO_EQUAL_TO_ONE = 2
 

@@ -7,8 +7,13 @@ dispatches on the argument's Python type to a small function chosen once per typ
 readable type strings are made from the key only when a kernel is compiled (``describe``).
 
 The C++ fast launch path computes the same specialization itself
-(cpp/runtime/python_specialize.h); keep the two in step: its keys may be finer than these
-(two calls with equal C++ keys must have equal keys here), never coarser.
+(cpp/bindings/python_specialize.h): it cannot be the only one, since it declines what it does
+not know (NumPy arrays, TensorDescriptors, warmup stand-ins, ints beyond 64 bits) and leaves
+those calls here; and this one cannot be the only one, since the fast path runs no Python. Its
+keys may be finer than these (two calls with equal C++ words must have equal keys here), never
+coarser, and each word must describe what ``describe`` says of the key:
+tests/python/runtime/test_specialization_pin.py checks both on random argument lists through
+``tessera._tessera.runtime.specialization_words``.
 """
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ launches through the interpreter.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -78,12 +79,14 @@ def compile_one(job: CompileJob) -> Outcome:
     try:
         tma = bool(getattr(job.options, "tma", False)) and \
             getattr(job.options, "arch", "") == "sm_90a"  # as compile_kernel decides it
-        module = build_tile_ir(job.jit_fn.fn, signature, job.constexpr_dict, div16, eq1,
-                               job.options.num_warps, debug=job.options.debug, tma=tma)
-        reason = None if not job.estimate_first else resources.why_not_fit_before_compile(
-            module, job.options.num_warps, job.options.num_stages, props)
-        if reason is not None:
-            return Outcome(failure=reason, pruned=True, worker=pid)
+        module = None  # without the estimate: the disk cache first, else the whole compile
+        if job.estimate_first:
+            module = build_tile_ir(job.jit_fn.fn, signature, job.constexpr_dict, div16, eq1,
+                                   job.options.num_warps, debug=job.options.debug, tma=tma)
+            reason = resources.why_not_fit_before_compile(
+                module, job.options.num_warps, job.options.num_stages, props)
+            if reason is not None:
+                return Outcome(failure=reason, pruned=True, worker=pid)
         metadata, image = launcher.build(job.jit_fn, job.specialization, job.constexpr_dict,
                                          job.options, tile_ir=module)
         reason = resources.why_not_fit(resources.from_metadata(metadata), props)
@@ -118,8 +121,9 @@ class TuningBackend:
 
     def verify(self, job: CompileJob) -> Outcome:
         """Compiles one config in this process (normally a disk-cache hit): whether a stored
-        tuning result's best config still compiles."""
-        return compile_one(job)
+        tuning result's best config still compiles and fits. No tile-IR estimate first: the
+        cached cubin's exact resources decide, and a warm start never runs the front end."""
+        return compile_one(dataclasses.replace(job, estimate_first=False))
 
     def install(self, job: CompileJob, outcome: Outcome) -> None:
         """Loads a compiled config so that launches with its arguments find it."""

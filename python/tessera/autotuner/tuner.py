@@ -72,7 +72,8 @@ class Autotuner:
 
     After a tuning: ``best_config``, ``configs_timings`` (Config -> ms), ``failed_configs``
     (list of (Config, reason), configs dropped by the resource model included), ``bench_time``
-    (seconds the tuning took); ``cache`` maps tuning keys to configs in this process.
+    (seconds the tuning took), of which ``compile_time`` compiling (in parallel, on
+    ``compile_workers`` processes) and ``benchmark_time`` timing; ``cache`` maps tuning keys to configs in this process.
     ``backend`` (a backend.TuningBackend) can be replaced, e.g. by a fake in tests.
     """
 
@@ -125,7 +126,10 @@ class Autotuner:
         self.configs_timings: Dict[Config, float] = {}
         self._said_untimed = False
         self.failed_configs: List[Tuple[Config, str]] = []
-        self.bench_time = 0.0
+        self.bench_time = 0.0        # seconds the last tuning took (as Triton's), of which
+        self.compile_time = 0.0      # compiling the configs (all at once, in parallel) and
+        self.benchmark_time = 0.0    # timing them on the GPU, one after another
+        self.compile_workers = 0     # processes that compiled them
         self._meta_names = {name for c in self.configs for name in c.all_kwargs()}
         self._defaults = {p.name: p.default for p in self.jit_fn.params
                           if p.default is not inspect.Parameter.empty}
@@ -135,14 +139,11 @@ class Autotuner:
 
     def warmup(self, *args, **kwargs) -> list:
         """Compiles every config (after pruning) for these arguments without launching, as
-        Triton's ``Autotuner.warmup``; returns the compiled kernels."""
-        compiled = []
-        for config in self.prune_configs(kwargs, dict(zip(self.arg_names, args))):
-            final = {**kwargs, **config.all_kwargs()}
-            for layer in self.heuristics:
-                final = layer.apply(args, final)
-            compiled.append(self.jit_fn.warmup(*args, **final))
-        return compiled
+        Triton's ``Autotuner.warmup``; returns the compiled kernels, in the configs' order.
+        They compile at once in worker processes (warmup.py); ``compile_time`` and
+        ``compile_workers`` say how long and on how many."""
+        from .warmup import warmup_configs
+        return warmup_configs(self, args, kwargs)
 
     def __getitem__(self, grid):
         return functools.partial(self.run, grid=grid)
@@ -203,7 +204,7 @@ class Autotuner:
             if best is not None and why is None:
                 self.configs_timings = results.stored_timings(record, self.configs)
                 self.failed_configs = []
-                self.bench_time = 0.0
+                self.bench_time = self.compile_time = self.benchmark_time = 0.0
                 return best
             if why is not None:
                 # The record outlived what made it valid (a changed toolchain, heuristic or
@@ -215,8 +216,10 @@ class Autotuner:
             return self._first(launch)
         best, timings, failures = self._tune(launch, target)
         if disk_key is not None:
-            results.store(disk_key, results.make_record(material, best, timings, failures,
-                                                        self.bench_time))
+            results.store(disk_key, results.make_record(
+                material, best, timings, failures, self.bench_time,
+                compile_seconds=self.compile_time, benchmark_seconds=self.benchmark_time,
+                compile_workers=self.compile_workers))
         return best
 
     def _untimed(self, launch: _Launch) -> Config:
@@ -336,11 +339,14 @@ class Autotuner:
             compiled[0] += 1
             bar.update("compiled", compiled[0], len(jobs))
 
+        compile_start = time.perf_counter()
         outcomes = self.backend.compile(jobs, on_done=on_compiled) if jobs else []
         if outcomes and all(o.pruned for o in outcomes):
             # The estimate ruled out every config; it is a model, ptxas is exact: compile them.
             jobs = [dataclasses.replace(job, estimate_first=False) for job in jobs]
             outcomes = self.backend.compile(jobs, on_done=on_compiled)
+        self.compile_time = time.perf_counter() - compile_start
+        self.compile_workers = len({o.worker for o in outcomes}) if outcomes else 0
         built = []
         for config, index in job_of.items():
             outcome = outcomes[index]
@@ -349,14 +355,16 @@ class Autotuner:
             else:
                 prefix = "pruned before compiling: " if outcome.pruned else ""
                 failures[config] = prefix + outcome.failure
+        bench_start = time.perf_counter()
         timings = self._bench_all(launch, built, failures, bar)
+        self.benchmark_time = time.perf_counter() - bench_start
+        self.bench_time = time.perf_counter() - start
         if timings:
             chosen = min(timings, key=timings.get)
             bar.close(f"best ({chosen}) {timings[chosen]:.4f} ms of {len(timings)} timed "
-                      f"configs in {time.perf_counter() - start:.1f}s")
+                      f"configs in {self.bench_time:.1f}s ({self._time_split()})")
         else:
             bar.close()
-        self.bench_time = time.perf_counter() - start
         self.configs_timings = dict(timings)
         self.failed_configs = [(c, failures[c]) for c in candidates if c in failures]
         for config, reason in self.failed_configs:
@@ -366,9 +374,15 @@ class Autotuner:
             reasons = "\n".join(f"  {c}: {r}" for c, r in self.failed_configs)
             raise RuntimeError(f"{self.__name__}: no config could run:\n{reasons}")
         best = min(timings, key=timings.get)
-        _log.info("%s: tuned %d configs in %.2fs; best (%s) %.4f ms", self.__name__,
-                  len(candidates), self.bench_time, best, timings[best])
+        _log.info("%s: tuned %d configs in %.2fs (%s); best (%s) %.4f ms", self.__name__,
+                  len(candidates), self.bench_time, self._time_split(), best, timings[best])
         return best, timings, failures
+
+    def _time_split(self) -> str:
+        """Where the last tuning's time went: "compiling 1.2s on 8 processes, timing 0.4s"."""
+        workers = self.compile_workers
+        return (f"compiling {self.compile_time:.2f}s on {workers} "
+                f"process{'es' if workers != 1 else ''}, timing {self.benchmark_time:.2f}s")
 
     def _bench_all(self, launch: _Launch, built: List[tuple], failures: Dict[Config, str],
                    bar: Progress) -> Dict[Config, float]:

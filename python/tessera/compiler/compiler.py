@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -105,6 +106,10 @@ class CompiledKernel:
     name: str
     asm: Dict[str, Any]                 # "tir", "tgir", "llir", "ptx" (text), "cubin" (bytes)
     metadata: Dict[str, Any] = field(default_factory=dict)
+    # Wall seconds per stage of this compile ("front end", "tir passes", ..., codegen's own
+    # steps as "llvm: <step>", "ptxas"): where compile time goes (docs/perf/compile_time.md).
+    # Not metadata: it is not stored in the cache and differs from run to run.
+    stage_seconds: Dict[str, float] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         self.asm = KernelAsm(self.asm)
@@ -117,6 +122,26 @@ class CompiledKernel:
     @property
     def n_spills(self) -> int:
         return int(self.metadata.get("stack_bytes", 0)) // 4
+
+
+class _StageClock:
+    """Wall seconds per compile stage, in order (CompiledKernel.stage_seconds)."""
+
+    def __init__(self) -> None:
+        self.seconds: Dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def step(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = now - self._last
+        self._last = now
+
+    def split(self, name: str, steps) -> None:
+        """Replaces ``name`` by its parts (codegen's own step times), the rest as "other"."""
+        total = self.seconds.pop(name)
+        for step, seconds in steps:
+            self.seconds[f"{name}: {step}"] = seconds
+        self.seconds[f"{name}: other"] = max(0.0, total - sum(s for _, s in steps))
 
 
 def _dump_names() -> List[str]:
@@ -166,6 +191,7 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     consumed) instead of running the front end again (the autotuner reads it first)."""
     kernel_name = getattr(fn, "__name__", "kernel")
     target_limits.check_arch(kernel_name, options.arch)
+    clock = _StageClock()
     tma = options.tma and options.arch == "sm_90a"
     if tile_ir is not None:
         module = tile_ir
@@ -175,18 +201,22 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
             module = build_tile_ir(fn, signature, constexprs, divisibility_16, equal_to_1,
                                    options.num_warps, options.debug, tma=tma)
     asm: Dict[str, Any] = KernelAsm(tir=module.str())
+    clock.step("front end + tir passes")
     if tma:  # the pipeliner's TMA variant (transforms/pipeline/tma.h); absent: unchanged IR
         module.set_attr("tma", 1)
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,
                   wgmma=options.wgmma, wgmma_overlap=options.wgmma_overlap)
     asm["tgir"] = module.str()
+    clock.step("tgir passes")
     # None found: codegen names the default place in its error, if the kernel needs libdevice.
     libdevice = libdevice_path() or os.path.join(cuda_paths.DEFAULT_TOOLKIT, cuda_paths.LIBDEVICE)
     generated = _codegen.generate(module, arch=options.arch, num_warps=options.num_warps,
                                   opt_level=options.opt_level, libdevice_path=libdevice,
                                   enable_fp_fusion=options.enable_fp_fusion,
-                                  maxnreg=options.maxnreg or 0)
+                                  maxnreg=options.maxnreg or 0, keep_unoptimized_ir=False)
+    clock.step("codegen")
+    clock.split("codegen", generated["step_seconds"])
     asm["llir"] = generated["llvm_ir"]
     asm["ptx"] = generated["ptx"]
     metadata: Dict[str, Any] = {
@@ -201,6 +231,7 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         metadata["tensormaps"] = tensormaps[0]
     assembled = ptxas.assemble(asm["ptx"], options.arch,
                                options=() if options.enable_fp_fusion else ("--fmad=false",))
+    clock.step("ptxas")
     if assembled is not None:
         asm["cubin"] = assembled.cubin
         # ptxas reports static shared memory; "shared_bytes" stays the dynamic amount the
@@ -212,4 +243,4 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     # driver would only refuse it at load, on a GPU of this arch).
     target_limits.check_shared_memory(kernel_name, options.arch, metadata["shared_bytes"] +
                                       metadata.get("static_shared_bytes", 0))
-    return CompiledKernel(generated["kernel_name"], asm, metadata)
+    return CompiledKernel(generated["kernel_name"], asm, metadata, clock.seconds)

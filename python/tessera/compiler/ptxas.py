@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -96,7 +97,31 @@ def find_ptxas() -> Optional[str]:
 
 @functools.lru_cache(maxsize=None)
 def version(path: str) -> str:
-    """The release ptxas reports, e.g. "13.0" (part of the compiler's cache key)."""
+    """The release ptxas reports, e.g. "13.0" (part of the compiler's cache key).
+
+    Running ``ptxas --version`` costs tens of milliseconds, on every fresh process's first
+    launch: the answer is kept in the disk cache (namespace "toolchain"), keyed by the
+    executable's real path, size and modification time, the same evidence Python trusts to
+    reuse a module's bytecode. A changed ptxas has a new key, so it is asked again.
+    """
+    from ..runtime.cache import KernelCache
+    try:
+        real = os.path.realpath(path)
+        stat = os.stat(real)
+    except OSError:
+        return _ask_version(path)
+    key = hashlib.sha256(f"ptxas --version\0{real}\0{stat.st_size}\0{stat.st_mtime_ns}"
+                         .encode()).hexdigest()
+    cache = KernelCache(namespace="toolchain")
+    stored = cache.get(key)
+    if stored is not None and "version.txt" in stored:
+        return stored["version.txt"].decode()
+    answer = _ask_version(path)
+    cache.put(key, {"version.txt": answer.encode()})
+    return answer
+
+
+def _ask_version(path: str) -> str:
     text = subprocess.run([path, "--version"], capture_output=True, text=True,
                           check=False).stdout
     match = re.search(r"release (\d+\.\d+)", text)

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import re
 import textwrap
 import types
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..language import core as tl
+from . import source_index
 
 _MISSING = object()
 
@@ -87,13 +89,39 @@ def set_function_source(fn: Callable, text: str) -> None:
     _GIVEN_SOURCES[fn] = text
 
 
+# code object -> (the file's lines as linecache held them, getsourcelines' answer). The
+# source key and the front end both read each function's source, and finding a function's
+# extent tokenizes its file (milliseconds per function): a launch in a fresh process reads
+# each source once. An answer is reused only while linecache holds the very same lines
+# (checkcache drops them when the file changes on disk, as inspect itself would see).
+_SOURCE_LINES: Dict[Any, Tuple[List[str], Tuple[List[str], int]]] = {}
+
+
+def _file_lines(fn: Callable) -> Optional[List[str]]:
+    filename = fn.__code__.co_filename
+    linecache.checkcache(filename)
+    return linecache.getlines(filename, getattr(fn, "__globals__", None)) or None
+
+
 def function_source(fn: Callable) -> Tuple[List[str], int]:
     """(source lines, first line number) of ``fn``: the given text, else the file's."""
     text = _GIVEN_SOURCES.get(fn)
     if text is not None:
         return text.splitlines(True), fn.__code__.co_firstlineno
     try:
-        return inspect.getsourcelines(fn)
+        code = getattr(fn, "__code__", None)
+        lines = _file_lines(fn) if code is not None else None
+        known = _SOURCE_LINES.get(code) if lines is not None else None
+        if known is not None and known[0] is lines:
+            return list(known[1][0]), known[1][1]
+        found = source_index.block(fn, lines) if lines is not None else None
+        if found is None:  # not in the disk index: find the function's extent
+            found = inspect.getsourcelines(fn)
+            if lines is not None and found[1] == code.co_firstlineno:
+                source_index.remember_block(fn, len(found[0]))
+        if lines is not None and lines is _file_lines(fn):
+            _SOURCE_LINES[code] = (lines, (list(found[0]), found[1]))
+        return found
     except (OSError, TypeError) as error:
         raise OSError(f"cannot read the source of {fn!r}: {error}. A function made with exec "
                       f"needs its text: kernel._unsafe_update_src(text), or register it in "
@@ -202,7 +230,11 @@ def kernel_source_and_globals(fn: Callable) -> Tuple[str, Watched]:
         seen[id(f)] = True
         source = textwrap.dedent("".join(function_source(f)[0]))
         parts.append(f"# {f.__module__}.{f.__qualname__}\n{source}")
-        for dotted in _dotted_names(ast.parse(source)):
+        names = source_index.dotted_names(f, source)
+        if names is None:
+            names = _dotted_names(ast.parse(source))
+            source_index.remember_names(f, source, names)
+        for dotted in names:
             value = _resolve(f, dotted)
             if is_jit(value):
                 watch_path(f, dotted, value)
@@ -212,4 +244,5 @@ def kernel_source_and_globals(fn: Callable) -> Tuple[str, Watched]:
                 parts.append(f"# constexpr {'.'.join(dotted)} = {value.value!r}\n")
 
     visit(fn)
+    source_index.flush()
     return "\n".join(parts), tuple(watched.values())

@@ -1,7 +1,7 @@
 """The runtime binding without a GPU: driver status, clear errors, argument packing, tensor_info.
 
 KernelLauncher(signature, None, ...) packs arguments exactly as a real launch does, without a
-kernel, so the packing rules are checked here on the CPU (cpp/runtime/python_arguments.h).
+kernel, so the packing rules are checked here on the CPU (cpp/bindings/python_arguments.h).
 """
 import math
 import struct

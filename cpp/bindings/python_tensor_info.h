@@ -7,7 +7,7 @@
 // __cuda_array_interface__ (whose typestr cannot name bfloat16 and which has no device index).
 #pragma once
 
-#include "runtime/python_arguments.h"
+#include "python_arguments.h"
 
 #include <pybind11/stl.h>
 

@@ -9,7 +9,7 @@
 // call takes the Python path instead.
 #pragma once
 
-#include "runtime/python_arguments.h"
+#include "python_arguments.h"
 
 #include <climits>
 #include <unordered_set>

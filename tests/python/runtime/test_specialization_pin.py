@@ -1,0 +1,102 @@
+"""The specialization of a call is computed twice: in Python (tessera/specialization.py, the
+launch path that compiles) and in C++ (cpp/bindings/python_specialize.h, the fast path that
+only looks kernels up). The C++ words must say exactly what the Python keys say, and be at
+least as fine: two calls with equal words must have equal Python keys, or the fast path would
+launch a kernel compiled for another specialization. Pinned here on many random argument
+lists, with random @jit(do_not_specialize...) masks."""
+import random
+
+import numpy as np
+import pytest
+from tessera._tessera import runtime as _runtime
+from tessera.specialization import argument_key, describe, masked_key
+
+torch = pytest.importorskip("torch")
+
+INT, BOOL, FLOAT, DLPACK_TENSOR, DTYPE_TENSOR, CONST_NONE = 1, 2, 3, 4, 5, 8
+INT_CODES = {0: "i32", 1: "i64", 2: "u64"}
+# torch dtype -> (DLPack type code, bits), from the DLPack standard (dlpack.h's DLDataTypeCode).
+DLPACK = {torch.int8: (0, 8), torch.int16: (0, 16), torch.int32: (0, 32), torch.int64: (0, 64),
+          torch.uint8: (1, 8), torch.float16: (2, 16), torch.float32: (2, 32),
+          torch.float64: (2, 64), torch.bfloat16: (4, 16), torch.bool: (6, 8),
+          torch.float8_e4m3fn: (10, 8), torch.float8_e4m3fnuz: (11, 8),
+          torch.float8_e5m2: (12, 8), torch.float8_e5m2fnuz: (13, 8)}
+
+
+def random_argument(rng: random.Random):
+    kind = rng.randrange(7)
+    if kind == 0:  # ints around the specialization boundaries, signed and unsigned widths
+        return rng.choice([0, 1, -1, 16, 17, 2 ** 31 - 1, 2 ** 31, -2 ** 31, -2 ** 31 - 1,
+                           2 ** 63 - 1, 2 ** 63, 2 ** 64 - 16, 2 ** 64 - 1,
+                           rng.randrange(-2 ** 40, 2 ** 40), 16 * rng.randrange(1, 10 ** 6)])
+    if kind == 1:
+        return rng.random() * 100 - 50
+    if kind == 2:
+        return rng.random() < 0.5
+    if kind == 3:
+        return None
+    dtype = rng.choice(list(DLPACK))
+    base = torch.zeros(64, dtype=torch.float32).view(torch.uint8)[:200].view(torch.uint8)
+    offset = rng.choice([0, 1, 2, 4, 8, 16, 32]) if kind != 4 else 0
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    offset -= offset % itemsize
+    return base[offset:offset + 8 * itemsize].view(dtype)  # 16-byte aligned or not
+
+
+def decoded(word: int):
+    """The Python key's description that a C++ word stands for (None: the constexpr None)."""
+    tag, payload = word >> 56, word & ((1 << 56) - 1)
+    if tag == INT:
+        return INT_CODES[payload & 3], bool(payload & 4), bool(payload & 8)
+    if tag == BOOL:
+        return "i1", False, False
+    if tag == FLOAT:
+        return "fp32", False, False
+    if tag == CONST_NONE:
+        return None
+    assert tag == DLPACK_TENSOR, f"unexpected tag {tag} in {word:#x}"
+    code, bits, lanes = payload >> 8 & 0xFF, payload >> 16 & 0xFF, payload >> 24 & 0xFFFF
+    dtype = {v: k for k, v in DLPACK.items()}[code, bits]
+    assert lanes == 1
+    return describe(("tensor", dtype, bool(payload & 1)))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_fast_path_words_say_what_the_python_keys_say(seed):
+    rng = random.Random(seed)
+    args = [random_argument(rng) for _ in range(rng.randrange(1, 40))]
+    flags = [rng.choice([0, 0, 1, 2, 3]) for _ in args]
+    words = _runtime.specialization_words(args, flags)
+    for arg, flag, word in zip(args, flags, words):
+        key = masked_key(argument_key(arg), flag)
+        if word is None:
+            continue  # left to the Python path: nothing to agree on
+        if key == ("none",):
+            assert decoded(word) is None
+        else:
+            assert decoded(word) == describe(key), (arg, flag, hex(word), key)
+    # The common arguments all take the fast path (else this test would pin nothing).
+    for arg, word in zip(args, words):
+        if arg is None or isinstance(arg, (bool, float)) or \
+                (isinstance(arg, int) and -2 ** 63 <= arg < 2 ** 64):
+            assert word is not None, arg
+
+
+def test_equal_words_mean_equal_python_keys():
+    rng = random.Random(1234)
+    pool = [random_argument(rng) for _ in range(600)]
+    for flag in (0, 1, 2, 3):
+        words = _runtime.specialization_words(pool, [flag] * len(pool))
+        keys_of_word = {}
+        for arg, word in zip(pool, words):
+            if word is not None:
+                keys_of_word.setdefault(word, set()).add(masked_key(argument_key(arg), flag))
+        assert len(keys_of_word) > 10  # ints, bool, float, None, tensors of many dtypes
+        for word, keys in keys_of_word.items():
+            assert len(keys) == 1, (hex(word), keys)
+
+
+def test_arguments_the_fast_path_does_not_know_are_left_to_python():
+    words = _runtime.specialization_words([2 ** 64, -2 ** 63 - 1, np.zeros(4, np.float32),
+                                           "text", object()], [0] * 5)
+    assert words == [None] * 5
