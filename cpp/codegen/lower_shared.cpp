@@ -12,7 +12,7 @@
 
 #include "analysis/shared_scratch.h"
 #include "ir/diagnostics.h"
-#include "ir/tensor_core_verifier.h"
+#include "ir/verify_matrix.h"
 #include "layout/conversion.h"
 #include "layout/dot_operand.h"
 #include "layout/ldmatrix.h"

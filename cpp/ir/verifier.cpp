@@ -3,7 +3,7 @@
 #include "ir/verifier.h"
 
 #include "ir/diagnostics.h"
-#include "ir/tensor_core_verifier.h"
+#include "ir/verify_matrix.h"
 #include "layout/slice.h"
 
 #include <set>

@@ -11,10 +11,10 @@ void verify(const Module &module);
 void verify(const Operation &op);
 
 namespace detail {
-/// Rules of `reduce` and `scan` (verifier_reductions.cpp), called by verify().
+/// Rules of `reduce` and `scan` (verify_reduction.cpp), called by verify().
 void verifyReductionOp(const Operation &op);
 void verifyReductionEncodings(const Operation &op);
-/// Rules of the math ops and the atomics (verifier_math.cpp), called by verify().
+/// Rules of the math ops and the atomics (verify_math.cpp), called by verify().
 void verifyMathOp(const Operation &op);
 void verifyExternElementwise(const Operation &op);
 void verifyAtomicOp(const Operation &op);
