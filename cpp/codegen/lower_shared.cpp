@@ -8,7 +8,7 @@
 // ldmatrix reads the fragments (layout/ldmatrix.h; plain ld.shared where no ldmatrix form
 // fits, e.g. tf32 B stored N-major). Buffers sit at the offsets allocate_shared gave them;
 // every barrier between ops is a `barrier` op that membar placed (analysis/membar.h).
-#include "codegen/lower_tensor_core.h"
+#include "codegen/lower_matrix.h"
 
 #include "analysis/shared_scratch.h"
 #include "ir/diagnostics.h"
@@ -175,7 +175,7 @@ void lowerLocalLoad(KernelLowering &lowering, const ir::Operation &op) {
   }
   const auto *operand = dynamic_cast<const DotOperandEncoding *>(type.encoding().get());
   if (operand && operand->getMmaParent() && operand->getMmaParent()->isWgmma()) {
-    // wgmma reads the tile itself through a descriptor (lower_wgmma.cpp): nothing to load.
+    // wgmma reads the tile itself through a descriptor (lower_matrix_wgmma.cpp): nothing to load.
     lowering.setSharedOperand(op.result(), {base, tile, elementBytes});
     return;
   }

@@ -7,9 +7,9 @@
 #include "codegen/lower_to_llvm.h"
 #include "codegen/symbol_names.h"
 
-#include "codegen/lower_tensor_core.h"
+#include "codegen/lower_matrix.h"
 #include "codegen/lower_debug.h"
-#include "codegen/lower_reduce.h"
+#include "codegen/lower_reduction.h"
 
 #include "ir/diagnostics.h"
 #include "layout/mma.h"

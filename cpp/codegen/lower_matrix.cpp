@@ -8,7 +8,7 @@
 // tf32 rounds each input once (cvt.rna.tf32.f32); tf32x3 splits x = big + small and adds
 // small*big + big*small + big*big. FMA ("ieee" f32, f64): per accumulator element, fma over
 // K in order.
-#include "codegen/lower_tensor_core.h"
+#include "codegen/lower_matrix.h"
 
 #include "ir/diagnostics.h"
 #include "layout/dot_operand.h"

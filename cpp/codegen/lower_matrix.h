@@ -17,7 +17,7 @@ namespace tessera::codegen {
 /// layout that needs shared memory) and returns true; false leaves it to the generic lowering.
 bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op);
 
-// ---- lower_dot.cpp ----------------------------------------------------------------------------
+// ---- lower_matrix.cpp ----------------------------------------------------------------------------
 using Coords = std::vector<int32_t>;
 /// The tensor coordinates register `reg` of `layout` holds at lane 0, warp 0.
 Coords coordsOf(const LinearLayout &layout, int reg);
@@ -26,7 +26,7 @@ std::map<Coords, int> registersByCoords(const LinearLayout &layout);
 /// dot: mma.sync (m16n8k16 f16/bf16, m16n8k8 tf32, tf32x3) for an #mma result, FMA for a
 /// Blocked one.
 void lowerDot(KernelLowering &lowering, const ir::Operation &op);
-/// dot on wgmma (an #mma version 3 result; operands in shared memory): lower_wgmma.cpp.
+/// dot on wgmma (an #mma version 3 result; operands in shared memory): lower_matrix_wgmma.cpp.
 void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaEncoding &mma);
 /// wgmma.wait_group `pending` (at most that many groups still in flight), tying `registers`
 /// (accumulators, rewritten in place: their uses stay below the wait) and using `inputs`
