@@ -14,7 +14,7 @@ from .. import _tessera, errors
 from ..config import knobs
 from ..language import core as tl
 from ..language.semantic import normalize_number
-from .code_generator import CodeGenerator, make_context
+from .ast_to_ir import CodeGenerator, make_context
 from .descriptor_parameters import DescriptorParameter
 from .source import KernelParameter, ParsedFunction, is_jit, kernel_parameters
 from .source import kernel_source_key, parse_function

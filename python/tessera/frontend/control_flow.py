@@ -24,7 +24,7 @@ from ..language.semantic import integer_promote, normalize_number
 from .early_return import DEFINITE, ReturnState
 
 if TYPE_CHECKING:
-    from .code_generator import CodeGenerator
+    from .ast_to_ir import CodeGenerator
 
 
 def assigned_names(statements: Sequence[ast.stmt]) -> List[str]:
