@@ -1,4 +1,4 @@
-"""The on-disk kernel cache (python/tessera/runtime/cache.py): atomic entries, checksums,
+"""The on-disk kernel cache (python/tessera/runtime/kernel_cache.py): atomic entries, checksums,
 concurrent writers."""
 import json
 import multiprocessing
@@ -6,7 +6,7 @@ import os
 
 import pytest
 from tessera.config import knobs
-from tessera.runtime.cache import KernelCache, cache_key
+from tessera.runtime.kernel_cache import KernelCache, cache_key
 
 KEY = "ab" + "0123456789abcdef" * 3 + "cdef"
 
