@@ -11,7 +11,7 @@
 // barrier, so %a, %b, %c cost 3 bar.sync where the lowerings used to emit 6.
 #include "analysis/membar.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/builder.h"
 #include "ir/diagnostics.h"
 #include "ir/pass_manager.h"

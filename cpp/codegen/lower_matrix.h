@@ -6,7 +6,7 @@
 
 #include "codegen/lower_to_llvm.h"
 #include "layout/mma.h"
-#include "layout/shared_memory.h"
+#include "layout/shared_tile_layout.h"
 
 #include <map>
 #include <vector>
@@ -36,7 +36,7 @@ void emitWgmmaWait(KernelLowering &lowering, Registers &registers, int pending,
 /// trans: a relabeling of the operand's registers (accelerate_matmul makes it one).
 void lowerTrans(KernelLowering &lowering, const ir::Operation &op);
 
-// ---- lower_shared.cpp -------------------------------------------------------------------------
+// ---- lower_shared_buffers.cpp -------------------------------------------------------------------------
 /// Stores `source` (registers of `layout`) into the tile at `base` (addrspace 3), one 16-byte
 /// (at most) access per group of consecutive registers, skipping duplicate registers.
 void storeToSharedTile(KernelLowering &lowering, const ir::Operation &op, const Registers &source,

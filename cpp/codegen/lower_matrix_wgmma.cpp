@@ -16,7 +16,7 @@
 
 #include "ir/diagnostics.h"
 #include "layout/mma.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 
 #include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>

@@ -18,7 +18,7 @@
 //    scalar that every thread holds.
 #include "codegen/lower_reduction.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
 
 #include <map>

@@ -22,7 +22,7 @@
 //      before, and membar orders the first against earlier users.
 #include "codegen/lower_reduction.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
 
 #include <map>

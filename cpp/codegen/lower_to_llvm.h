@@ -10,7 +10,7 @@
 #include "analysis/axis_info.h"
 #include "ir/ir.h"
 #include "layout/linear_layout.h"
-#include "layout/shared_memory.h"
+#include "layout/shared_tile_layout.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -47,7 +47,7 @@ public:
   void setRegisters(const ir::Value *value, Registers registers);
   /// Registers made on demand, at the insertion point of their first use: maker(i) returns
   /// register i (a dot operand read from shared memory just before the mma instructions that
-  /// need it: lower_shared.cpp, lower_matrix.cpp). Null when `value` has none.
+  /// need it: lower_shared_buffers.cpp, lower_matrix.cpp). Null when `value` has none.
   using RegisterMaker = std::function<llvm::Value *(int)>;
   void setLazyRegisters(const ir::Value *value, RegisterMaker maker) {
     lazyValues_[value] = std::move(maker);

@@ -5,7 +5,7 @@
 #include "ir/diagnostics.h"
 #include "layout/dot_operand.h"
 #include "layout/mma.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 
 #include <algorithm>
 

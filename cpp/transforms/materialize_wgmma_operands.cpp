@@ -16,12 +16,12 @@
 //   %d = dot %a, %b, %c ...
 #include "transforms/layout_passes.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
 #include "ir/pass_manager.h"
 #include "layout/conversion.h"
 #include "layout/dot_operand.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 #include "transforms/passes.h"
 
 namespace tessera::transforms {

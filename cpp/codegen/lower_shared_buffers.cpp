@@ -10,13 +10,13 @@
 // every barrier between ops is a `barrier` op that membar placed (analysis/membar.h).
 #include "codegen/lower_matrix.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
 #include "ir/verify_matrix.h"
 #include "layout/conversion.h"
 #include "layout/dot_operand.h"
 #include "layout/ldmatrix.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
