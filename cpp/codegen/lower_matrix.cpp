@@ -1,4 +1,5 @@
-// Lowering of dot (tensor cores or FMA) and trans, the register-level half of issue 5.
+// Lowering of dot (tensor cores or FMA) and trans, the register-level half of the matrix ops
+// (the shared-memory half: lower_shared_buffers.cpp).
 //
 // mma.sync: the schedule (layout/mma_schedule.h) lists, for each k step, m tile and n tile,
 // the registers of each fragment; pack them into 32-bit words (f16x2, bf16x2, tf32, s8x4) and

@@ -1,4 +1,4 @@
-// Internal interface of the tensor-core lowering (issue 5): dot on mma.sync or FMA units, trans,
+// Internal interface of the tensor-core lowering: dot on mma.sync or FMA units, trans,
 // conversions into dot-operand layouts through swizzled shared memory read with ldmatrix, and
 // the shared-memory ops of the software pipeliner (local_alloc, local_load, async_copy, ...).
 // lower_to_llvm.cpp's dispatch hands these ops here first.

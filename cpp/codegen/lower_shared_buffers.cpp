@@ -1,6 +1,7 @@
 // Lowering of shared-memory staging for tensor cores: conversions into #mma dot-operand layouts,
 // and the pipeliner's ops (local_alloc, local_load, async_copy, async_commit_group,
-// async_wait, barrier). Also the dispatcher of all of issue 5's ops (lowerTensorCoreOp).
+// async_wait, barrier). Also the dispatcher of every tensor-core and shared-memory op
+// (lowerTensorCoreOp).
 //
 // A conversion into a dot operand that registers cannot do (a coalesced load's tile to the
 // mma fragments) goes: each thread stores its elements, 16 bytes at a time, into a tile

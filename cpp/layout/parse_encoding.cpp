@@ -164,7 +164,7 @@ private:
         fields.erase("dim");
         fields.erase("parent");
       } else if (name == "mma" || name == "dot_op" || name == "shared") {
-        result = parseTensorCoreEncoding(name, fields); // issue 5: tensor-core encodings
+        result = parseTensorCoreEncoding(name, fields); // the tensor-core encodings
       } else {
         pos = start;
         fail("unknown encoding '#" + name + "'");
