@@ -8,6 +8,8 @@
 #include "ir/ir.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessera::codegen {
 
@@ -45,5 +47,9 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options =
 
 /// The LLVM version Tessera was built against, e.g. "22.1.8".
 std::string llvmVersion();
+
+/// (op mnemonic, lowering entry point) for every op codegen lowers, from its dispatch table;
+/// the op-completeness test compares it with ops.def.
+std::vector<std::pair<std::string, std::string>> loweringRules();
 
 } // namespace tessera::codegen
