@@ -17,7 +17,7 @@ namespace tessera::codegen {
 /// layout that needs shared memory) and returns true; false leaves it to the generic lowering.
 bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op);
 
-// ---- lower_matrix.cpp ----------------------------------------------------------------------------
+// ---- lower_matrix.cpp ---------------------------------------------------------------------------
 using Coords = std::vector<int32_t>;
 /// The tensor coordinates register `reg` of `layout` holds at lane 0, warp 0.
 Coords coordsOf(const LinearLayout &layout, int reg);
@@ -36,7 +36,7 @@ void emitWgmmaWait(KernelLowering &lowering, Registers &registers, int pending,
 /// trans: a relabeling of the operand's registers (accelerate_matmul makes it one).
 void lowerTrans(KernelLowering &lowering, const ir::Operation &op);
 
-// ---- lower_shared_buffers.cpp -------------------------------------------------------------------------
+// ---- lower_shared_buffers.cpp -------------------------------------------------------------------
 /// Stores `source` (registers of `layout`) into the tile at `base` (addrspace 3), one 16-byte
 /// (at most) access per group of consecutive registers, skipping duplicate registers.
 void storeToSharedTile(KernelLowering &lowering, const ir::Operation &op, const Registers &source,
