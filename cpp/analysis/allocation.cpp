@@ -14,7 +14,7 @@
 //   %c = convert_layout %acc {scratch_offset = 0} : ...   (the ring is dead: its bytes reused)
 #include "analysis/allocation.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
 
 #include <algorithm>

@@ -7,7 +7,7 @@
 // their definition to their last use (a use inside a loop or if that the buffer is defined
 // outside of extends it over that whole op; copies into a ring keep it live until the
 // async_wait {pending = 0} that drains them), and the scratch each op needs while it runs
-// (shared_scratch.h: conversions, reductions and scans across warps, atomics), live at that
+// (shared_footprint.h: conversions, reductions and scans across warps, atomics), live at that
 // op only. Offsets are 128-byte aligned (swizzled tiles assume it), local_alloc buffers of
 // 1 KiB or more 1 KiB aligned (wgmma's descriptors assume it).
 #pragma once

@@ -96,6 +96,14 @@ std::vector<int64_t> shapeOf(const ir::Value *value);
 int64_t pointeeBytes(const ir::Type &pointerType);
 /// The facts about the single result of `op` (no regions) from those about its operands.
 AxisInfo transfer(const ir::Operation &op, const std::vector<const AxisInfo *> &operands);
+using AxisInfoFn = AxisInfo (*)(const ir::Operation &op,
+                                const std::vector<const AxisInfo *> &operands);
+/// The transfer rule of one op and its name (axis_info_rules.cpp's table, one per op).
+struct AxisInfoRule {
+  const char *name;
+  AxisInfoFn transfer;
+};
+const AxisInfoRule &axisInfoRule(ir::OpCode code);
 } // namespace detail
 
 } // namespace tessera::analysis

@@ -7,6 +7,7 @@
 #include "analysis/axis_info.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 
 namespace tessera::analysis::detail {
@@ -289,115 +290,103 @@ AxisInfo reshapeInfo(const AxisInfo &src, const std::vector<int64_t> &srcShape,
   return info;
 }
 
-} // namespace
+// ---- The rule of each op: (op, operand infos) -> result info --------------------------------
 
-AxisInfo transfer(const Operation &op, const std::vector<const AxisInfo *> &ins) {
+using Ins = std::vector<const AxisInfo *>;
+
+int rankOf(const Operation &op) { return static_cast<int>(shapeOf(op.result()).size()); }
+
+AxisInfo constantRule(const Operation &op, const Ins &) {
+  std::vector<int64_t> shape = shapeOf(op.result());
+  const Attribute &value = op.attr("value");
+  if (const auto *integer = std::get_if<int64_t>(&value))
+    return constantInfo(*integer, shape);
+  if (const auto *boolean = std::get_if<bool>(&value))
+    return constantInfo(*boolean ? 1 : 0, shape);
+  AxisInfo info = constantInfo(0, shape); // a float splat: equal values, nothing else
+  info.divisibility.assign(shape.size(), 1);
+  info.constantValue.reset();
+  return info;
+}
+
+AxisInfo makeRangeRule(const Operation &op, const Ins &) {
+  int64_t start = op.intAttr("start"), length = op.intAttr("end") - start;
+  if (length == 1)
+    return constantInfo(start, shapeOf(op.result()));
+  AxisInfo info = AxisInfo::unknown(1);
+  info.contiguity[0] = length;
+  info.divisibility[0] = highestPowerOfTwoDivisor(start);
+  return info;
+}
+
+AxisInfo splatRule(const Operation &op, const Ins &ins) {
   std::vector<int64_t> shape = shapeOf(op.result());
   int rank = static_cast<int>(shape.size());
-  switch (op.code()) {
-  case OpCode::Constant: {
-    const Attribute &value = op.attr("value");
-    if (const auto *integer = std::get_if<int64_t>(&value))
-      return constantInfo(*integer, shape);
-    if (const auto *boolean = std::get_if<bool>(&value))
-      return constantInfo(*boolean ? 1 : 0, shape);
-    AxisInfo info = constantInfo(0, shape); // a float splat: equal values, nothing else
-    info.divisibility.assign(rank, 1);
-    info.constantValue.reset();
-    return info;
-  }
-  case OpCode::MakeRange: {
-    int64_t start = op.intAttr("start"), length = op.intAttr("end") - start;
-    if (length == 1)
-      return constantInfo(start, shape);
-    AxisInfo info = AxisInfo::unknown(1);
-    info.contiguity[0] = length;
-    info.divisibility[0] = highestPowerOfTwoDivisor(start);
-    return info;
-  }
-  case OpCode::Splat: {
-    AxisInfo info = AxisInfo::unknown(rank);
-    info.divisibility.assign(rank, ins[0]->divisibility[0]);
-    info.constancy = shape;
-    info.constantValue = ins[0]->constantValue;
-    return info;
-  }
-  case OpCode::Broadcast:
-    return broadcastInfo(*ins[0], shapeOf(op.operand(0)), shape);
-  case OpCode::ExpandDims:
-    return expandDimsInfo(*ins[0], static_cast<int>(op.intAttr("axis")));
-  case OpCode::Reshape:
-    return reshapeInfo(*ins[0], shapeOf(op.operand(0)), shape);
-  case OpCode::Trans: { // result dim i is operand dim order[i]
-    const std::vector<int64_t> &order = op.arrayAttr("order");
-    AxisInfo info = AxisInfo::unknown(rank);
-    for (int i = 0; i < rank; ++i) {
-      info.contiguity[i] = ins[0]->contiguity[order[i]];
-      info.divisibility[i] = ins[0]->divisibility[order[i]];
-      info.constancy[i] = ins[0]->constancy[order[i]];
-    }
-    info.constantValue = ins[0]->constantValue;
-    return info;
-  }
-  case OpCode::ConvertLayout:
-  case OpCode::ExtSI:
-  case OpCode::ExtUI:
-  case OpCode::TruncI:
-    return *ins[0];
-  case OpCode::Bitcast:
-    if (op.operand(0)->type().elementType() == op.result()->type().elementType())
-      return *ins[0];
-    return constancyOnly(op, ins, rank);
-  case OpCode::PtrToInt:
-  case OpCode::IntToPtr: { // same bits; contiguity counted in elements no longer applies
-    AxisInfo info = *ins[0];
-    info.contiguity.assign(rank, 1);
-    return info;
-  }
-  case OpCode::Load: // equal addresses (and masks) load equal values
-    return constancyOnly(op, ins, rank);
-  case OpCode::Select:
-    return selectInfo(*ins[0], *ins[1], *ins[2]);
-  case OpCode::ProgramId:
-  case OpCode::NumPrograms:
-    return AxisInfo::unknown(rank);
-  default:
-    break;
-  }
-  if (!op.hasTrait(trait::ELEMENTWISE) || ins.size() != 2)
-    return op.hasTrait(trait::ELEMENTWISE) ? constancyOnly(op, ins, rank)
-                                           : AxisInfo::unknown(rank);
+  AxisInfo info = AxisInfo::unknown(rank);
+  info.divisibility.assign(rank, ins[0]->divisibility[0]);
+  info.constancy = shape;
+  info.constantValue = ins[0]->constantValue;
+  return info;
+}
 
-  const AxisInfo &l = *ins[0], &r = *ins[1];
-  AxisInfo info;
-  switch (op.code()) {
-  case OpCode::AddI:
-  case OpCode::SubI:
-  case OpCode::AddPtr:
-    info = addInfo(op, l, r);
-    break;
-  case OpCode::MulI:
-    info = mulInfo(l, r);
-    break;
-  case OpCode::DivSI:
-  case OpCode::DivUI:
-    info = divInfo(l, r);
-    break;
-  case OpCode::RemSI:
-  case OpCode::RemUI:
-    info = remInfo(l, r, shape);
-    break;
-  case OpCode::AndI: case OpCode::OrI: case OpCode::XOrI:
-  case OpCode::ShLI: case OpCode::ShRSI: case OpCode::ShRUI:
-  case OpCode::MaxSI: case OpCode::MinSI: case OpCode::MaxUI: case OpCode::MinUI:
-    info = bitwiseInfo(op, l, r);
-    break;
-  case OpCode::CmpI:
-    info = compareInfo(op, l, r);
-    break;
-  default:
-    return constancyOnly(op, ins, rank);
+AxisInfo broadcastRule(const Operation &op, const Ins &ins) {
+  return broadcastInfo(*ins[0], shapeOf(op.operand(0)), shapeOf(op.result()));
+}
+
+AxisInfo expandDimsRule(const Operation &op, const Ins &ins) {
+  return expandDimsInfo(*ins[0], static_cast<int>(op.intAttr("axis")));
+}
+
+AxisInfo reshapeRule(const Operation &op, const Ins &ins) {
+  return reshapeInfo(*ins[0], shapeOf(op.operand(0)), shapeOf(op.result()));
+}
+
+AxisInfo transRule(const Operation &op, const Ins &ins) { // result dim i is operand dim order[i]
+  const std::vector<int64_t> &order = op.arrayAttr("order");
+  int rank = rankOf(op);
+  AxisInfo info = AxisInfo::unknown(rank);
+  for (int i = 0; i < rank; ++i) {
+    info.contiguity[i] = ins[0]->contiguity[order[i]];
+    info.divisibility[i] = ins[0]->divisibility[order[i]];
+    info.constancy[i] = ins[0]->constancy[order[i]];
   }
+  info.constantValue = ins[0]->constantValue;
+  return info;
+}
+
+AxisInfo sameAsOperandRule(const Operation &, const Ins &ins) { return *ins[0]; }
+
+AxisInfo bitcastRule(const Operation &op, const Ins &ins) {
+  if (op.operand(0)->type().elementType() == op.result()->type().elementType())
+    return *ins[0];
+  return constancyOnly(op, ins, rankOf(op));
+}
+
+AxisInfo pointerIntegerRule(const Operation &op, const Ins &ins) {
+  // Same bits; contiguity counted in elements no longer applies.
+  AxisInfo info = *ins[0];
+  info.contiguity.assign(rankOf(op), 1);
+  return info;
+}
+
+AxisInfo constancyOnlyRule(const Operation &op, const Ins &ins) { // e.g. equal addresses
+  return constancyOnly(op, ins, rankOf(op));                      // load equal values
+}
+
+AxisInfo selectRule(const Operation &, const Ins &ins) {
+  return selectInfo(*ins[0], *ins[1], *ins[2]);
+}
+
+AxisInfo unknownRule(const Operation &op, const Ins &) { return AxisInfo::unknown(rankOf(op)); }
+
+/// A binary integer op: its own rule, then constant folding and x * 0, x & 0.
+using BinaryInfo = AxisInfo (*)(const Operation &op, const AxisInfo &l, const AxisInfo &r);
+template <BinaryInfo rule> AxisInfo binaryRule(const Operation &op, const Ins &ins) {
+  if (ins.size() != 2)
+    return constancyOnly(op, ins, rankOf(op));
+  const AxisInfo &l = *ins[0], &r = *ins[1];
+  AxisInfo info = rule(op, l, r);
+  std::vector<int64_t> shape = shapeOf(op.result());
   if (l.constantValue && r.constantValue && op.code() != OpCode::AddPtr)
     if (std::optional<int64_t> folded = foldBinary(op, *l.constantValue, *r.constantValue))
       return constantInfo(wrapTo(*folded, op.result()->type()), shape);
@@ -405,6 +394,66 @@ AxisInfo transfer(const Operation &op, const std::vector<const AxisInfo *> &ins)
       (isConstant(l, 0) || isConstant(r, 0)))
     return constantInfo(0, shape);
   return info;
+}
+
+AxisInfo mulBinary(const Operation &, const AxisInfo &l, const AxisInfo &r) {
+  return mulInfo(l, r);
+}
+AxisInfo divBinary(const Operation &, const AxisInfo &l, const AxisInfo &r) {
+  return divInfo(l, r);
+}
+AxisInfo remBinary(const Operation &op, const AxisInfo &l, const AxisInfo &r) {
+  return remInfo(l, r, shapeOf(op.result()));
+}
+
+using RuleTable = std::array<AxisInfoRule, kNumOpCodes>;
+
+RuleTable makeRuleTable() {
+  RuleTable t{};
+  auto set = [&](std::initializer_list<OpCode> codes, const char *name, AxisInfoFn fn) {
+    for (OpCode code : codes)
+      t[static_cast<size_t>(code)] = {name, fn};
+  };
+  set({OpCode::Constant}, "constant", constantRule);
+  set({OpCode::MakeRange}, "make_range", makeRangeRule);
+  set({OpCode::Splat}, "splat", splatRule);
+  set({OpCode::Broadcast}, "broadcast", broadcastRule);
+  set({OpCode::ExpandDims}, "expand_dims", expandDimsRule);
+  set({OpCode::Reshape}, "reshape", reshapeRule);
+  set({OpCode::Trans}, "trans", transRule);
+  set({OpCode::ConvertLayout, OpCode::ExtSI, OpCode::ExtUI, OpCode::TruncI}, "same_as_operand",
+      sameAsOperandRule);
+  set({OpCode::Bitcast}, "bitcast", bitcastRule);
+  set({OpCode::PtrToInt, OpCode::IntToPtr}, "pointer_integer", pointerIntegerRule);
+  set({OpCode::Load}, "constancy_only", constancyOnlyRule);
+  set({OpCode::Select}, "select", selectRule);
+  set({OpCode::ProgramId, OpCode::NumPrograms}, "unknown", unknownRule);
+  set({OpCode::AddI, OpCode::SubI, OpCode::AddPtr}, "add", binaryRule<addInfo>);
+  set({OpCode::MulI}, "mul", binaryRule<mulBinary>);
+  set({OpCode::DivSI, OpCode::DivUI}, "div", binaryRule<divBinary>);
+  set({OpCode::RemSI, OpCode::RemUI}, "rem", binaryRule<remBinary>);
+  set({OpCode::AndI, OpCode::OrI, OpCode::XOrI, OpCode::ShLI, OpCode::ShRSI, OpCode::ShRUI,
+       OpCode::MaxSI, OpCode::MinSI, OpCode::MaxUI, OpCode::MinUI},
+      "bitwise", binaryRule<bitwiseInfo>);
+  set({OpCode::CmpI}, "compare", binaryRule<compareInfo>);
+  // Every other elementwise op keeps only its operands' constancy; anything else: unknown.
+  for (size_t i = 0; i < kNumOpCodes; ++i)
+    if (!t[i].transfer)
+      t[i] = hasTrait(static_cast<OpCode>(i), trait::ELEMENTWISE)
+                 ? AxisInfoRule{"constancy_only", constancyOnlyRule}
+                 : AxisInfoRule{"unknown", unknownRule};
+  return t;
+}
+
+} // namespace
+
+const AxisInfoRule &axisInfoRule(OpCode code) {
+  static const RuleTable table = makeRuleTable();
+  return table[static_cast<size_t>(code)];
+}
+
+AxisInfo transfer(const Operation &op, const std::vector<const AxisInfo *> &ins) {
+  return axisInfoRule(op.code()).transfer(op, ins);
 }
 
 } // namespace tessera::analysis::detail

@@ -11,7 +11,7 @@
 // barrier, so %a, %b, %c cost 3 bar.sync, not the 6 of a barrier before and after each.
 #include "analysis/membar.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/builder.h"
 #include "ir/diagnostics.h"
 

@@ -53,6 +53,15 @@ void bindCodegen(py::module_ &m) {
       "the PTX .maxnreg register cap (0: none). Raises "
       "ir.CompileError naming the op's location for anything unsupported.");
   m.def("llvm_version", &codegen::llvmVersion, "The LLVM version the core was built with.");
+  m.def(
+      "lowering_rules",
+      [] {
+        py::dict rules;
+        for (const auto &[op, rule] : codegen::loweringRules())
+          rules[py::str(op)] = rule;
+        return rules;
+      },
+      "{op mnemonic: the codegen entry point that lowers it}, from codegen's dispatch table.");
 }
 
 } // namespace tessera::bindings

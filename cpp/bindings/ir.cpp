@@ -187,6 +187,41 @@ void bindIR(py::module_ &m) {
       .def("__str__", [](const Module &mod) { return toString(mod); });
 
   m.def("parse_module", &parseModule, py::arg("text"));
+  m.def(
+      "op_names", [] {
+        std::vector<std::string> names;
+        for (size_t i = 0; i < kNumOpCodes; ++i)
+          names.push_back(opName(static_cast<OpCode>(i)));
+        return names;
+      },
+      "Every op's mnemonic, in ops.def's order.");
+  m.def(
+      "verifier_rules",
+      [] {
+        py::dict rules;
+        for (size_t i = 0; i < kNumOpCodes; ++i)
+          if (const VerifierRule *rule = verifierRule(static_cast<OpCode>(i)))
+            rules[py::str(opName(static_cast<OpCode>(i)))] = rule->name;
+        return rules;
+      },
+      "{op mnemonic: the verifier rule that checks it}, from the verifier's rule table.");
+  m.def(
+      "ops_without_rule",
+      [] {
+        py::list ops;
+        for (const OpWithoutRule &entry : opsWithoutRule()) {
+          py::list layers;
+          if (entry.layers & layer::VERIFIER)
+            layers.append("verifier");
+          if (entry.layers & layer::LOWERING)
+            layers.append("lowering");
+          if (entry.layers & layer::INTERPRETER)
+            layers.append("interpreter");
+          ops.append(py::make_tuple(opName(entry.code), layers, entry.reason));
+        }
+        return ops;
+      },
+      "ops.def's NO_RULE entries: (op mnemonic, [layers without a rule of their own], why).");
 
   py::class_<Builder>(m, "Builder")
       .def(py::init<>())

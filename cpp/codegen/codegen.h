@@ -67,5 +67,8 @@ std::vector<LLVMPassInfo> llvmPasses();
 /// an unknown name, or IR the passes left invalid.
 std::string runLLVMPasses(const std::string &llvmIR, const std::vector<std::string> &names,
                           const std::string &fileName = "<stdin>");
+/// (op mnemonic, lowering entry point) for every op codegen lowers, from its dispatch table;
+/// the op-completeness test compares it with ops.def.
+std::vector<std::pair<std::string, std::string>> loweringRules();
 
 } // namespace tessera::codegen

@@ -20,7 +20,7 @@
 //     its elements.
 #include "codegen/lower_to_llvm.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
 
 #include <llvm/IR/InlineAsm.h>
@@ -295,7 +295,7 @@ void lowerAtomicOp(KernelLowering &lowering, const ir::Operation &op) {
   if (fenced && acquires(info.sem))
     b.CreateFence(llvm::AtomicOrdering::Acquire, info.syncScope);
 
-  // The same decision the allocator sized the scratch with (analysis/shared_scratch.h).
+  // The same decision the allocator sized the scratch with (analysis/shared_footprint.h).
   lowering.setRegisters(op.result(), analysis::atomicPublishesResult(op)
                                          ? publishResult(lowering, op, issued, owner)
                                          : issued);

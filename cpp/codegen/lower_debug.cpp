@@ -7,7 +7,7 @@
 //   assert %ok {message = "m"} : (tensor<128xi1, #blocked>) -> ()
 // becomes: if (!(ok_0 & ok_1 & ...)) __assertfail("m", file, line, "kernel", 1).
 //
-// The format is the interpreter's (interpreter/debug_ops.py) and Triton's; scalars and the
+// The format is the interpreter's (interpreter/debug.py) and Triton's; scalars and the
 // prefix-only form print from thread 0 alone, so each element prints once per program.
 #include "codegen/lower_debug.h"
 

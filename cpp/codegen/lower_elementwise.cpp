@@ -68,67 +68,106 @@ bool isFp8(const ir::Type &type) {
   return element.isScalar() && ir::isFp8Kind(element.scalarKind());
 }
 
+/// One register of an elementwise op: the op, its operands' registers and the result type.
+struct Element {
+  KernelLowering &lowering;
+  const ir::Operation &op;
+  const std::vector<llvm::Value *> &args;
+  llvm::Type *resultType;
+
+  llvm::IRBuilder<> &b() const { return lowering.builder(); }
+  llvm::Value *intrinsic(llvm::Intrinsic::ID id) const {
+    return lowering.callIntrinsic(id, {args[0]->getType()}, {args[0], args[1]});
+  }
+};
+using ElementFn = llvm::Value *(*)(const Element &e);
+
+/// The instruction per element of each elementwise op, by op code (null: not elementwise here).
+const std::array<ElementFn, ir::kNumOpCodes> &elementTable() {
+  static const std::array<ElementFn, ir::kNumOpCodes> table = [] {
+    std::array<ElementFn, ir::kNumOpCodes> t{};
+    using ir::OpCode;
+    auto set = [&](OpCode code, ElementFn fn) { t[static_cast<size_t>(code)] = fn; };
+    set(OpCode::AddPtr, [](const Element &e) -> llvm::Value * {
+      // Offsets are signed element counts: GEP sign-extends them to the pointer width.
+      llvm::Type *element =
+          e.lowering.memoryType(e.op.operand(0)->type().elementType().pointee(), e.op);
+      return e.b().CreateGEP(element, e.args[0], e.args[1]);
+    });
+    set(OpCode::AddI, [](const Element &e) { return e.b().CreateAdd(e.args[0], e.args[1]); });
+    set(OpCode::SubI, [](const Element &e) { return e.b().CreateSub(e.args[0], e.args[1]); });
+    set(OpCode::MulI, [](const Element &e) { return e.b().CreateMul(e.args[0], e.args[1]); });
+    set(OpCode::DivSI, [](const Element &e) { return e.b().CreateSDiv(e.args[0], e.args[1]); });
+    set(OpCode::DivUI, [](const Element &e) { return e.b().CreateUDiv(e.args[0], e.args[1]); });
+    set(OpCode::RemSI, [](const Element &e) { return e.b().CreateSRem(e.args[0], e.args[1]); });
+    set(OpCode::RemUI, [](const Element &e) { return e.b().CreateURem(e.args[0], e.args[1]); });
+    set(OpCode::AndI, [](const Element &e) { return e.b().CreateAnd(e.args[0], e.args[1]); });
+    set(OpCode::OrI, [](const Element &e) { return e.b().CreateOr(e.args[0], e.args[1]); });
+    set(OpCode::XOrI, [](const Element &e) { return e.b().CreateXor(e.args[0], e.args[1]); });
+    set(OpCode::ShLI, [](const Element &e) { return e.b().CreateShl(e.args[0], e.args[1]); });
+    set(OpCode::ShRSI, [](const Element &e) { return e.b().CreateAShr(e.args[0], e.args[1]); });
+    set(OpCode::ShRUI, [](const Element &e) { return e.b().CreateLShr(e.args[0], e.args[1]); });
+    set(OpCode::MaxSI, [](const Element &e) { return e.intrinsic(llvm::Intrinsic::smax); });
+    set(OpCode::MinSI, [](const Element &e) { return e.intrinsic(llvm::Intrinsic::smin); });
+    set(OpCode::MaxUI, [](const Element &e) { return e.intrinsic(llvm::Intrinsic::umax); });
+    set(OpCode::MinUI, [](const Element &e) { return e.intrinsic(llvm::Intrinsic::umin); });
+    set(OpCode::CmpI, [](const Element &e) {
+      return e.b().CreateICmp(integerPredicate(e.op.stringAttr("predicate"), e.op), e.args[0],
+                              e.args[1]);
+    });
+    set(OpCode::AddF, [](const Element &e) { return e.b().CreateFAdd(e.args[0], e.args[1]); });
+    set(OpCode::SubF, [](const Element &e) { return e.b().CreateFSub(e.args[0], e.args[1]); });
+    set(OpCode::MulF, [](const Element &e) { return e.b().CreateFMul(e.args[0], e.args[1]); });
+    set(OpCode::DivF, [](const Element &e) { // div.rn: correctly rounded
+      return e.b().CreateFDiv(e.args[0], e.args[1]);
+    });
+    set(OpCode::RemF, [](const Element &e) { return e.b().CreateFRem(e.args[0], e.args[1]); });
+    set(OpCode::NegF, [](const Element &e) { return e.b().CreateFNeg(e.args[0]); });
+    set(OpCode::MaxNumF, [](const Element &e) { return e.intrinsic(llvm::Intrinsic::maxnum); });
+    set(OpCode::MinNumF, [](const Element &e) { return e.intrinsic(llvm::Intrinsic::minnum); });
+    set(OpCode::MaximumF, [](const Element &e) { return e.intrinsic(llvm::Intrinsic::maximum); });
+    set(OpCode::MinimumF, [](const Element &e) { return e.intrinsic(llvm::Intrinsic::minimum); });
+    set(OpCode::CmpF, [](const Element &e) {
+      return e.b().CreateFCmp(floatPredicate(e.op.stringAttr("predicate"), e.op), e.args[0],
+                              e.args[1]);
+    });
+    set(OpCode::Select, [](const Element &e) {
+      return e.b().CreateSelect(e.args[0], e.args[1], e.args[2]);
+    });
+    set(OpCode::ExtSI, [](const Element &e) { return e.b().CreateSExt(e.args[0], e.resultType); });
+    set(OpCode::ExtUI, [](const Element &e) { return e.b().CreateZExt(e.args[0], e.resultType); });
+    set(OpCode::TruncI,
+        [](const Element &e) { return e.b().CreateTrunc(e.args[0], e.resultType); });
+    for (OpCode code : {OpCode::ExtF, OpCode::TruncF})
+      set(code, [](const Element &e) {
+        return emitFloatConversion(e.lowering, e.op, e.args[0], e.resultType);
+      });
+    set(OpCode::SIToFP,
+        [](const Element &e) { return e.b().CreateSIToFP(e.args[0], e.resultType); });
+    set(OpCode::UIToFP,
+        [](const Element &e) { return e.b().CreateUIToFP(e.args[0], e.resultType); });
+    set(OpCode::FPToSI,
+        [](const Element &e) { return e.b().CreateFPToSI(e.args[0], e.resultType); });
+    set(OpCode::FPToUI,
+        [](const Element &e) { return e.b().CreateFPToUI(e.args[0], e.resultType); });
+    set(OpCode::Bitcast,
+        [](const Element &e) { return e.b().CreateBitCast(e.args[0], e.resultType); });
+    set(OpCode::IntToPtr,
+        [](const Element &e) { return e.b().CreateIntToPtr(e.args[0], e.resultType); });
+    set(OpCode::PtrToInt,
+        [](const Element &e) { return e.b().CreatePtrToInt(e.args[0], e.resultType); });
+    return t;
+  }();
+  return table;
+}
+
 /// The instruction for one register of an elementwise op; `args` are the operands' registers.
 llvm::Value *emitElement(KernelLowering &lowering, const ir::Operation &op,
                          const std::vector<llvm::Value *> &args, llvm::Type *resultType) {
-  llvm::IRBuilder<> &b = lowering.builder();
-  auto intrinsic = [&](llvm::Intrinsic::ID id) {
-    return lowering.callIntrinsic(id, {args[0]->getType()}, {args[0], args[1]});
-  };
-  using ir::OpCode;
-  switch (op.code()) {
-  case OpCode::AddPtr: {
-    // Offsets are signed element counts: GEP sign-extends them to the pointer width.
-    llvm::Type *element = lowering.memoryType(op.operand(0)->type().elementType().pointee(), op);
-    return b.CreateGEP(element, args[0], args[1]);
-  }
-  case OpCode::AddI: return b.CreateAdd(args[0], args[1]);
-  case OpCode::SubI: return b.CreateSub(args[0], args[1]);
-  case OpCode::MulI: return b.CreateMul(args[0], args[1]);
-  case OpCode::DivSI: return b.CreateSDiv(args[0], args[1]);
-  case OpCode::DivUI: return b.CreateUDiv(args[0], args[1]);
-  case OpCode::RemSI: return b.CreateSRem(args[0], args[1]);
-  case OpCode::RemUI: return b.CreateURem(args[0], args[1]);
-  case OpCode::AndI: return b.CreateAnd(args[0], args[1]);
-  case OpCode::OrI: return b.CreateOr(args[0], args[1]);
-  case OpCode::XOrI: return b.CreateXor(args[0], args[1]);
-  case OpCode::ShLI: return b.CreateShl(args[0], args[1]);
-  case OpCode::ShRSI: return b.CreateAShr(args[0], args[1]);
-  case OpCode::ShRUI: return b.CreateLShr(args[0], args[1]);
-  case OpCode::MaxSI: return intrinsic(llvm::Intrinsic::smax);
-  case OpCode::MinSI: return intrinsic(llvm::Intrinsic::smin);
-  case OpCode::MaxUI: return intrinsic(llvm::Intrinsic::umax);
-  case OpCode::MinUI: return intrinsic(llvm::Intrinsic::umin);
-  case OpCode::CmpI:
-    return b.CreateICmp(integerPredicate(op.stringAttr("predicate"), op), args[0], args[1]);
-  case OpCode::AddF: return b.CreateFAdd(args[0], args[1]);
-  case OpCode::SubF: return b.CreateFSub(args[0], args[1]);
-  case OpCode::MulF: return b.CreateFMul(args[0], args[1]);
-  case OpCode::DivF: return b.CreateFDiv(args[0], args[1]); // div.rn: correctly rounded
-  case OpCode::RemF: return b.CreateFRem(args[0], args[1]);
-  case OpCode::NegF: return b.CreateFNeg(args[0]);
-  case OpCode::MaxNumF: return intrinsic(llvm::Intrinsic::maxnum);
-  case OpCode::MinNumF: return intrinsic(llvm::Intrinsic::minnum);
-  case OpCode::MaximumF: return intrinsic(llvm::Intrinsic::maximum);
-  case OpCode::MinimumF: return intrinsic(llvm::Intrinsic::minimum);
-  case OpCode::CmpF:
-    return b.CreateFCmp(floatPredicate(op.stringAttr("predicate"), op), args[0], args[1]);
-  case OpCode::Select: return b.CreateSelect(args[0], args[1], args[2]);
-  case OpCode::ExtSI: return b.CreateSExt(args[0], resultType);
-  case OpCode::ExtUI: return b.CreateZExt(args[0], resultType);
-  case OpCode::TruncI: return b.CreateTrunc(args[0], resultType);
-  case OpCode::ExtF:
-  case OpCode::TruncF: return emitFloatConversion(lowering, op, args[0], resultType);
-  case OpCode::SIToFP: return b.CreateSIToFP(args[0], resultType);
-  case OpCode::UIToFP: return b.CreateUIToFP(args[0], resultType);
-  case OpCode::FPToSI: return b.CreateFPToSI(args[0], resultType);
-  case OpCode::FPToUI: return b.CreateFPToUI(args[0], resultType);
-  case OpCode::Bitcast: return b.CreateBitCast(args[0], resultType);
-  case OpCode::IntToPtr: return b.CreateIntToPtr(args[0], resultType);
-  case OpCode::PtrToInt: return b.CreatePtrToInt(args[0], resultType);
-  default:
+  ElementFn fn = elementTable()[static_cast<size_t>(op.code())];
+  if (!fn)
     ir::emitError(op, std::string("codegen: no lowering for op '") + op.name() + "'");
-  }
+  return fn(Element{lowering, op, args, resultType});
 }
 
 Registers lowerProgramIndex(KernelLowering &lowering, const ir::Operation &op) {
@@ -157,6 +196,10 @@ Registers lowerMakeRange(KernelLowering &lowering, const ir::Operation &op) {
 }
 
 } // namespace
+
+bool hasElementLowering(ir::OpCode code) {
+  return elementTable()[static_cast<size_t>(code)] != nullptr;
+}
 
 void lowerElementwiseOp(KernelLowering &lowering, const ir::Operation &op) {
   switch (op.code()) {

@@ -10,14 +10,14 @@
 //   otherwise                  -> shared memory: every thread stores its elements at their
 //                                 offsets in a swizzled tile (chooseConversionTile) at the
 //                                 op's scratch_offset, barrier, loads at P's offsets.
-// P and the choice live in analysis/shared_scratch.h, which the allocator sizes scratch with;
+// P and the choice live in analysis/shared_footprint.h, which the allocator sizes scratch with;
 // membar orders the scratch against earlier users (no barrier before the stores here).
 #include "codegen/lower_to_llvm.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
 #include "layout/conversion.h"
-#include "layout/shared_memory.h"
+#include "layout/shared_tile_layout.h"
 
 #include <functional>
 #include <map>

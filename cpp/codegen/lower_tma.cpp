@@ -3,13 +3,13 @@
 // copies; every thread waits on the barrier's phase parity. A tma_load of a tile whose rows
 // exceed the swizzle span (128 bytes) issues one box per 128-byte column block, each to its
 // block of the slot (SharedTileLayout::blockCols), so the bytes land exactly where the
-// pipeliner's wgmma layout (layout/shared_encoding.h) puts them; the host encodes the same box
+// pipeliner's wgmma layout (layout/swizzled_shared.h) puts them; the host encodes the same box
 // and swizzle (python/tessera/runtime/tensor_map.py).
 #include "codegen/lower_tma.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 
 #include <llvm/IR/InlineAsm.h>
 

@@ -6,16 +6,18 @@
 // L(register, lane = tid % 32, warp = tid / 32) (thread_indices.cpp).
 #include "codegen/lower_tma.h"
 #include "codegen/lower_to_llvm.h"
+#include "codegen/codegen.h"
 #include "codegen/symbol_names.h"
 
-#include "codegen/lower_tensor_core.h"
+#include "codegen/lower_matrix.h"
 #include "codegen/lower_debug.h"
-#include "codegen/lower_reduce.h"
+#include "codegen/lower_reduction.h"
 
 #include "ir/diagnostics.h"
 #include "layout/mma.h"
 
 #include <algorithm>
+#include <array>
 
 
 namespace tessera::codegen {
@@ -277,56 +279,83 @@ void KernelLowering::lowerOp(const ir::Operation &op) {
   }
 }
 
+namespace {
+
+void lowerTensorCoreOnly(KernelLowering &lowering, const ir::Operation &op) {
+  if (!lowerTensorCoreOp(lowering, op))
+    ir::emitError(op, std::string("codegen: no lowering for op '") + op.name() + "'");
+}
+
+void lowerTmaOnly(KernelLowering &lowering, const ir::Operation &op) {
+  if (!lowerTmaOp(lowering, op))
+    ir::emitError(op, std::string("codegen: no lowering for op '") + op.name() + "'");
+}
+
+} // namespace
+
+const std::array<LoweringRule, ir::kNumOpCodes> &KernelLowering::loweringTable() {
+  static const std::array<LoweringRule, ir::kNumOpCodes> table = [] {
+    std::array<LoweringRule, ir::kNumOpCodes> t{};
+    using ir::OpCode;
+    auto set = [&](std::initializer_list<OpCode> codes, const char *name, LowerFn lower) {
+      for (OpCode code : codes)
+        t[static_cast<size_t>(code)] = {name, lower};
+    };
+    set({OpCode::Return}, "return",
+        [](KernelLowering &l, const ir::Operation &) { l.builder().CreateRetVoid(); });
+    set({OpCode::For}, "lowerFor",
+        [](KernelLowering &l, const ir::Operation &op) { l.lowerFor(op); });
+    set({OpCode::If}, "lowerIf", [](KernelLowering &l, const ir::Operation &op) { l.lowerIf(op); });
+    set({OpCode::While}, "lowerWhile",
+        [](KernelLowering &l, const ir::Operation &op) { l.lowerWhile(op); });
+    set({OpCode::Load, OpCode::Store}, "lowerMemoryOp", lowerMemoryOp);
+    // A convert_layout into a dot operand goes through shared memory (lowerTensorCoreOp).
+    set({OpCode::Splat, OpCode::Broadcast, OpCode::ExpandDims, OpCode::Reshape,
+         OpCode::ConvertLayout},
+        "lowerLayoutOp", lowerLayoutOp);
+    set({OpCode::Print, OpCode::Assert}, "lowerDebugOp", lowerDebugOp);
+    set({OpCode::Reduce}, "lowerReduceOp", lowerReduceOp);
+    set({OpCode::Scan}, "lowerScanOp", lowerScanOp);
+    set({OpCode::Exp, OpCode::Exp2, OpCode::Log, OpCode::Log2, OpCode::Sqrt, OpCode::PreciseSqrt,
+         OpCode::Rsqrt, OpCode::Sin, OpCode::Cos, OpCode::Erf, OpCode::Tanh, OpCode::Floor,
+         OpCode::Ceil, OpCode::AbsF, OpCode::AbsI, OpCode::Fma, OpCode::FastDivF,
+         OpCode::MulHiUI, OpCode::ExternElementwise},
+        "lowerMathOp", lowerMathOp);
+    set({OpCode::AtomicRMW, OpCode::AtomicCAS}, "lowerAtomicOp", lowerAtomicOp);
+    set({OpCode::Dot, OpCode::Trans, OpCode::LocalAlloc, OpCode::LocalLoad, OpCode::AsyncCopy,
+         OpCode::AsyncCommitGroup, OpCode::AsyncWait, OpCode::Barrier},
+        "lowerTensorCoreOp", lowerTensorCoreOnly);
+    set({OpCode::MBarrierInit, OpCode::MBarrierExpectTx, OpCode::TmaLoad, OpCode::MBarrierWait,
+         OpCode::MBarrierInval},
+        "lowerTmaOp", lowerTmaOnly);
+    set({OpCode::Constant, OpCode::ProgramId, OpCode::NumPrograms, OpCode::MakeRange,
+         OpCode::InlineAsm},
+        "lowerElementwiseOp", lowerElementwiseOp);
+    // Every other op with an instruction per element (lower_elementwise.cpp's table).
+    for (size_t i = 0; i < ir::kNumOpCodes; ++i)
+      if (!t[i].lower && hasElementLowering(static_cast<OpCode>(i)))
+        t[i] = {"lowerElementwiseOp", lowerElementwiseOp};
+    return t;
+  }();
+  return table;
+}
+
 void KernelLowering::dispatchOp(const ir::Operation &op) {
   if (lowerTensorCoreOp(*this, op)) // dot, trans, shared-memory ops, operand conversions
     return;
-  if (lowerTmaOp(*this, op)) // mbarriers and TMA copies (sm_90a)
-    return;
-  switch (op.code()) {
-  case ir::OpCode::Return:
-    builder_.CreateRetVoid();
-    return;
-  case ir::OpCode::For: return lowerFor(op);
-  case ir::OpCode::If: return lowerIf(op);
-  case ir::OpCode::While: return lowerWhile(op);
-  case ir::OpCode::Func:
-  case ir::OpCode::Yield:
-  case ir::OpCode::Condition:
+  const LoweringRule &rule = loweringTable()[static_cast<size_t>(op.code())];
+  if (!rule.lower) // func, yield, condition: ops.def's NO_RULE (their enclosing op's lowering)
     ir::emitError(op, "codegen: unexpected op here");
-  case ir::OpCode::Load:
-  case ir::OpCode::Store: return lowerMemoryOp(*this, op);
-  case ir::OpCode::Splat:
-  case ir::OpCode::Broadcast:
-  case ir::OpCode::ExpandDims:
-  case ir::OpCode::Reshape:
-  case ir::OpCode::ConvertLayout: return lowerLayoutOp(*this, op);
-  case ir::OpCode::Print:
-  case ir::OpCode::Assert: return lowerDebugOp(*this, op);
-  case ir::OpCode::Reduce: return lowerReduceOp(*this, op);
-  case ir::OpCode::Scan: return lowerScanOp(*this, op);
-  case ir::OpCode::Exp:
-  case ir::OpCode::Exp2:
-  case ir::OpCode::Log:
-  case ir::OpCode::Log2:
-  case ir::OpCode::Sqrt:
-  case ir::OpCode::PreciseSqrt:
-  case ir::OpCode::Rsqrt:
-  case ir::OpCode::Sin:
-  case ir::OpCode::Cos:
-  case ir::OpCode::Erf:
-  case ir::OpCode::Tanh:
-  case ir::OpCode::Floor:
-  case ir::OpCode::Ceil:
-  case ir::OpCode::AbsF:
-  case ir::OpCode::AbsI:
-  case ir::OpCode::Fma:
-  case ir::OpCode::FastDivF:
-  case ir::OpCode::MulHiUI:
-  case ir::OpCode::ExternElementwise: return lowerMathOp(*this, op);
-  case ir::OpCode::AtomicRMW:
-  case ir::OpCode::AtomicCAS: return lowerAtomicOp(*this, op);
-  default: return lowerElementwiseOp(*this, op);
-  }
+  rule.lower(*this, op);
+}
+
+std::vector<std::pair<std::string, std::string>> loweringRules() {
+  std::vector<std::pair<std::string, std::string>> rules;
+  const auto &table = KernelLowering::loweringTable();
+  for (size_t i = 0; i < ir::kNumOpCodes; ++i)
+    if (table[i].lower)
+      rules.emplace_back(ir::opName(static_cast<ir::OpCode>(i)), table[i].name);
+  return rules;
 }
 
 std::vector<Registers> KernelLowering::createPhis(const std::vector<ir::Value *> &values,

@@ -10,13 +10,14 @@
 #include "analysis/axis_info.h"
 #include "ir/ir.h"
 #include "layout/linear_layout.h"
-#include "layout/shared_memory.h"
+#include "layout/shared_tile_layout.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
 #include <functional>
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +28,14 @@ namespace tessera::codegen {
 /// The per-thread LLVM values of one tile IR value.
 using Registers = std::vector<llvm::Value *>;
 
+class KernelLowering;
+using LowerFn = void (*)(KernelLowering &lowering, const ir::Operation &op);
+/// How one op is lowered: the entry point and its name (codegen::loweringRules() lists them).
+struct LoweringRule {
+  const char *name;
+  LowerFn lower;
+};
+
 class KernelLowering {
 public:
   KernelLowering(llvm::Module &module, int numWarps);
@@ -36,6 +45,8 @@ public:
   llvm::Function *lowerFunction(const ir::Operation &func);
   /// Bytes of dynamic shared memory the kernel uses (the func's `shared_size`).
   int sharedBytes() const { return static_cast<int>(sharedBytes_); }
+  /// The lowering of each op, by op code (empty for ops.def's NO_RULE ops of codegen).
+  static const std::array<LoweringRule, ir::kNumOpCodes> &loweringTable();
 
   // ---- Used by the per-op lowering files -------------------------------------------------
   llvm::IRBuilder<> &builder() { return builder_; }
@@ -47,7 +58,7 @@ public:
   void setRegisters(const ir::Value *value, Registers registers);
   /// Registers made on demand, at the insertion point of their first use: maker(i) returns
   /// register i (a dot operand read from shared memory just before the mma instructions that
-  /// need it: lower_shared.cpp, lower_dot.cpp). Null when `value` has none.
+  /// need it: lower_shared_buffers.cpp, lower_matrix.cpp). Null when `value` has none.
   using RegisterMaker = std::function<llvm::Value *(int)>;
   void setLazyRegisters(const ir::Value *value, RegisterMaker maker) {
     lazyValues_[value] = std::move(maker);
@@ -189,6 +200,8 @@ private:
 /// constant, program_id, num_programs, make_range, addptr, arithmetic, compares, select,
 /// casts (lower_elementwise.cpp).
 void lowerElementwiseOp(KernelLowering &lowering, const ir::Operation &op);
+/// Whether lowerElementwiseOp has an instruction per element for `code` (its table).
+bool hasElementLowering(ir::OpCode code);
 /// One register of extf / truncf: fp8 codes and rounding toward zero included (lower_fp8.cpp).
 llvm::Value *emitFloatConversion(KernelLowering &lowering, const ir::Operation &op,
                                  llvm::Value *value, llvm::Type *resultType);

@@ -8,7 +8,7 @@
 // coordinate is (thread part, computed once per layout) XOR (a constant per register).
 #include "codegen/lower_to_llvm.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -171,7 +171,7 @@ llvm::Value *KernelLowering::sharedScratch(const ir::Operation &op, int64_t byte
     ir::emitError(op, "codegen: the op needs " + std::to_string(bytes) +
                           " bytes of shared scratch but has no scratch_offset (run "
                           "allocate_shared)");
-  // The allocator sized it with the same functions (analysis/shared_scratch.h).
+  // The allocator sized it with the same functions (analysis/shared_footprint.h).
   if (bytes > analysis::scratchBytes(op))
     ir::emitError(op, "codegen: internal error: the op uses " + std::to_string(bytes) +
                           " bytes of scratch, more than the " +

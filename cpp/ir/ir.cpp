@@ -28,6 +28,18 @@ void removeUse(Value *v, Operation *user) {
 }
 } // namespace
 
+const std::vector<OpWithoutRule> &opsWithoutRule() {
+  using namespace layer;
+  static const std::vector<OpWithoutRule> ops = {
+#define OP(name, mnemonic, traits)
+#define NO_RULE(name, layers, reason) {OpCode::name, layers, reason},
+#include "ir/ops.def"
+#undef NO_RULE
+#undef OP
+  };
+  return ops;
+}
+
 const char *opName(OpCode code) { return kOps[static_cast<int>(code)].name; }
 unsigned opTraits(OpCode code) { return kOps[static_cast<int>(code)].traits; }
 bool parseOpName(const std::string &name, OpCode &out) {

@@ -29,6 +29,26 @@ constexpr unsigned PURE = 1, READS = 2, WRITES = 4, TERM = 8, REGIONS = 16, COMM
                    ELEMENTWISE = 64;
 }
 
+/// How many ops ops.def declares (OpCode values are 0 .. kNumOpCodes - 1).
+constexpr size_t kNumOpCodes = 0
+#define OP(name, mnemonic, traits) +1
+#include "ir/ops.def"
+#undef OP
+    ;
+
+/// The layers that hold a rule per op (ops.def's NO_RULE names those an op has none in).
+namespace layer {
+constexpr unsigned VERIFIER = 1, LOWERING = 2, INTERPRETER = 4;
+}
+
+/// An op without a rule of its own in some layers (ops.def's NO_RULE), and why.
+struct OpWithoutRule {
+  OpCode code;
+  unsigned layers;
+  const char *reason;
+};
+const std::vector<OpWithoutRule> &opsWithoutRule();
+
 const char *opName(OpCode code);
 unsigned opTraits(OpCode code);
 bool parseOpName(const std::string &name, OpCode &out);

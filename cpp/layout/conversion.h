@@ -8,7 +8,7 @@
 #pragma once
 
 #include "layout/linear_layout.h"
-#include "layout/shared_memory.h"
+#include "layout/shared_tile_layout.h"
 
 #include <optional>
 #include <vector>

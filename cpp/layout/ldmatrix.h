@@ -5,12 +5,12 @@
 // matrix j; thread t receives from matrix j one 32-bit word: row t/4, 16-bit columns
 // 2(t%4), 2(t%4)+1 (with .trans: rows 2(t%4), 2(t%4)+1 of column t/4). A plan is valid when,
 // for every instruction, lane and word, what ldmatrix delivers is what the register layout
-// says that lane's registers hold. Codegen (lower_shared.cpp) emits plans; the CPU tests
+// says that lane's registers hold. Codegen (lower_shared_buffers.cpp) emits plans; the CPU tests
 // execute them on a simulated warp.
 #pragma once
 
 #include "layout/linear_layout.h"
-#include "layout/shared_memory.h"
+#include "layout/shared_tile_layout.h"
 
 #include <optional>
 #include <vector>

@@ -1,7 +1,7 @@
 // The mma schedule of a dot: which registers of A, B and the accumulator each mma.sync
 // instruction of a thread reads and writes, found from the three linear layouts.
 //
-// Codegen (lower_dot.cpp) walks the steps and packs the listed registers into the
+// Codegen (lower_matrix.cpp) walks the steps and packs the listed registers into the
 // instruction's 32-bit words; the CPU tests execute the steps on a simulated warp with the
 // PTX ISA's fragment tables and check that they compute the whole product exactly once.
 #pragma once

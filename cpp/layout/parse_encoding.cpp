@@ -8,7 +8,7 @@
 #include "layout/dot_operand.h"
 #include "layout/encoding.h"
 #include "layout/mma.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 #include "layout/slice.h"
 
 #include <cctype>
@@ -164,7 +164,7 @@ private:
         fields.erase("dim");
         fields.erase("parent");
       } else if (name == "mma" || name == "dot_op" || name == "shared") {
-        result = parseTensorCoreEncoding(name, fields); // issue 5: tensor-core encodings
+        result = parseTensorCoreEncoding(name, fields); // the tensor-core encodings
       } else {
         pos = start;
         fail("unknown encoding '#" + name + "'");
@@ -189,7 +189,7 @@ private:
   }
 
   /// #mma<{version, warpsPerCTA, instrShape}>, #dot_op<{opIdx, parent, kWidth}> and
-  /// #shared<{vec, perPhase, maxPhase, order[, blockCols]}> (mma.h, dot_operand.h, shared_encoding.h).
+  /// #shared<{vec, perPhase, maxPhase, order[, blockCols]}> (mma.h, dot_operand.h, swizzled_shared.h).
   EncodingPtr parseTensorCoreEncoding(const std::string &name,
                                       std::map<std::string, FieldValue> &fields) {
     if (name == "mma") {

@@ -1,6 +1,6 @@
 // Loaded GPU code: a Module is a cubin (or PTX, assembled by the driver's JIT linker) loaded on
 // one device; a Function is one kernel in it, with the resources the assembler gave it.
-// Sits between the cubin cache (python/tessera/runtime/cache.py) and launch.h.
+// Sits between the cubin cache (python/tessera/runtime/kernel_cache.py) and launch.h.
 #pragma once
 
 #include "runtime/cuda_driver.h"

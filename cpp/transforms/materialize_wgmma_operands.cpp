@@ -2,7 +2,7 @@
 // conversion into a wgmma #dot_op layout that the pipeliner did not already turn into a ring
 // read (an operand computed in registers, a loop-invariant one, a dot outside a loop) becomes
 // a store of the source into a tile in wgmma's swizzle and a local_load of it before each
-// user. Codegen keeps such a local_load as a descriptor (lower_wgmma.cpp); allocate_shared
+// user. Codegen keeps such a local_load as a descriptor (lower_matrix_wgmma.cpp); allocate_shared
 // keeps the tile live until the dots that read it, membar orders its stores before them.
 // Runs after the pipeliner, before allocate_shared. The exception: an A operand its
 // producer already holds in the operand's registers (P = softmax(Q K^T) cast to 16 bits, in
@@ -16,12 +16,12 @@
 //   %d = dot %a, %b, %c ...
 #include "transforms/layout_passes.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
 #include "ir/pass_manager.h"
 #include "layout/conversion.h"
 #include "layout/dot_operand.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 #include "transforms/passes.h"
 
 namespace tessera::transforms {

@@ -20,10 +20,10 @@
 //    it, a local_load before each dot.
 #include "transforms/layout_passes.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/pass_manager.h"
 #include "layout/dot_operand.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 #include "transforms/passes.h"
 
 #include <algorithm>

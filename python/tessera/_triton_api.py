@@ -104,7 +104,7 @@ def _tessera_object(namespace: str) -> Any:
 def _instance_attributes(namespace: str) -> Tuple[str, ...]:
     """Names that exist on instances only (a kernel's tensors, dtype objects)."""
     if namespace == "triton.language.tensor":
-        from .frontend.code_generator import TENSOR_ATTRIBUTES
+        from .frontend.ast_to_ir import TENSOR_ATTRIBUTES
         return TENSOR_ATTRIBUTES + ("T",)  # `.T`: the front end's transpose
     if namespace == "triton.language.dtype":
         from .language import core

@@ -159,7 +159,7 @@ def test_batched_dot(dtype, batch):
         c = torch.zeros((batch, 16, 16), device="cuda", dtype=torch.float32)
     batched_kernel[(1,)](a, b, c, B=batch, M=16, N=16, K=32)
     if dtype == torch.float32:  # tf32 by default: the inputs rounded as the tensor cores do
-        from tessera.interpreter.dot_ops import round_to_tf32
+        from tessera.interpreter.matrix import round_to_tf32
         a = torch.from_numpy(round_to_tf32(a.cpu().numpy()))
         b = torch.from_numpy(round_to_tf32(b.cpu().numpy()))
     ref = a.cpu().double() @ b.cpu().double()

@@ -39,7 +39,7 @@
 
 #include "ir/builder.h"
 #include "ir/pass_manager.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 #include "transforms/layout_passes.h"
 
 #include <map>

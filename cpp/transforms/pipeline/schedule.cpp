@@ -14,9 +14,9 @@
 #include "transforms/pipeline/schedule.h"
 
 #include "analysis/axis_info.h"
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "layout/dot_operand.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 
 #include <algorithm>
 #include <cmath>

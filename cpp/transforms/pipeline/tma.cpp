@@ -18,8 +18,8 @@
 // wraps around, as the barrier's own phase does after each of its stages completes.
 #include "transforms/pipeline/tma.h"
 
-#include "analysis/shared_scratch.h"
-#include "layout/shared_encoding.h"
+#include "analysis/shared_footprint.h"
+#include "layout/swizzled_shared.h"
 
 namespace tessera::transforms::pipeline {
 

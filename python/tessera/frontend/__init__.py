@@ -44,7 +44,7 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     for the pipeliner's TMA copies (TESSERA_TMA on sm_90a; off, nothing changes).
     Raises tessera.CompilationError naming the kernel and the offending file:line:col.
     """
-    from .code_generator import CodeGenerator, make_context
+    from .ast_to_ir import CodeGenerator, make_context
     from .descriptor_parameters import DescriptorParameter
 
     fn = fn.fn if is_jit(fn) else fn

@@ -25,7 +25,7 @@ from ..language.semantic import integer_promote, normalize_number
 from .early_return import DEFINITE, ReturnState
 
 if TYPE_CHECKING:
-    from .code_generator import CodeGenerator
+    from .ast_to_ir import CodeGenerator
 
 
 def assigned_names(statements: Sequence[ast.stmt]) -> List[str]:
@@ -76,7 +76,7 @@ def _shaped_like(template: Any, parts: Any) -> Any:
         part = next(parts)
         return tl.tensor(part.handle, template.dtype, template.shape)
     if isinstance(template, (builtins.tuple, builtins.list)):
-        from .code_generator import remake
+        from .ast_to_ir import remake
         return remake(template, [_shaped_like(item, parts) if _is_runtime(item) else item
                                  for item in template])
     return template._unflatten([next(parts) for _ in template._flatten()])

@@ -29,7 +29,7 @@ from .. import errors
 from ..language import core as tl
 
 if TYPE_CHECKING:
-    from .code_generator import CodeGenerator
+    from .ast_to_ir import CodeGenerator
 
 NONE, MAYBE, DEFINITE = "none", "maybe", "definite"
 

@@ -34,7 +34,7 @@ from .. import errors
 from ..language import core as tl
 
 if TYPE_CHECKING:
-    from .code_generator import CodeGenerator
+    from .ast_to_ir import CodeGenerator
 
 # Builtins whose memory effects take the active lanes as their mask; and those that cannot.
 _MASKED_MEMORY = ("load", "store", "atomic_add", "atomic_and", "atomic_cas", "atomic_max",
@@ -70,7 +70,7 @@ class ElementwiseMixin:
         if a is b:  # unchanged by either branch
             return a
         if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b):
-            from .code_generator import remake
+            from .ast_to_ir import remake
             return remake(a, [self._where(cond, x, y, name) for x, y in zip(a, b)])
         if isinstance(a, tl.tensor) and isinstance(b, tl.tensor):
             if a.dtype != b.dtype:
@@ -151,7 +151,7 @@ class ElementwiseMixin:
 
 def call_elementwise(generator: "CodeGenerator", scalar_fn: Any, inputs: list) -> Any:
     """Inlines ``scalar_fn`` over the input tiles in elementwise mode (see the docstring)."""
-    from .code_generator import CodeGenerator
+    from .ast_to_ir import CodeGenerator
     from .source import is_jit, kernel_parameters
     if not is_jit(scalar_fn):
         raise TypeError(f"map_elementwise needs a @jit scalar function, got {scalar_fn!r}")

@@ -36,7 +36,7 @@ Semantics, where LLVM or the GPU leave a choice (each is what PTX does, or an er
   that addresses it as if contiguous) raises, naming kernel, program id, line and argument.
   A dense view in another order (a.T) is read as laid out in memory, exactly as on the GPU.
 - print (tl.device_print) writes one line per element in Triton's GPU format, in row-major
-  order (debug_ops.py); assert (tl.device_assert) raises KernelAssertionError, naming the
+  order (debug.py); assert (tl.device_assert) raises KernelAssertionError, naming the
   kernel, program id, line, message and first failing index.
 - for: signed bounds, iv = lb, lb + step, ... while iv < ub (a non-positive step with lb < ub
   raises). Programs run one after another in row-major grid order (the last axis fastest),

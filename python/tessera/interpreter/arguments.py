@@ -12,7 +12,7 @@ import numpy as np
 
 from . import numerics as nm
 from .errors import KernelRuntimeError
-from . import tma_ops
+from . import tma
 from .memory import AddressSpace
 from .plan import FuncPlan, TypeInfo
 
@@ -112,7 +112,7 @@ def bind_arguments(plan: FuncPlan, args: Sequence[Any], memory: AddressSpace,
         if t.shape:
             reject("tensor arguments are not supported: pass a pointer")
         if index in plan.tensormaps:  # a CUtensorMap parameter: its TensorDescriptor
-            values.append(tma_ops.bind_tensor_map(obj, memory, index, buffer_name, reject))
+            values.append(tma.bind_tensor_map(obj, memory, index, buffer_name, reject))
             continue
         if t.pointee is not None:
             array = _as_array(obj, reject)

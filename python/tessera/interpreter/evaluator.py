@@ -14,13 +14,13 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import debug_ops  # noqa: F401  (registers the print and assert handlers)
-from . import reductions  # noqa: F401  (registers the reduce and scan handlers)
-from . import dot_ops  # noqa: F401  (registers dot, trans and the shared-memory ops)
-from . import math_ops  # noqa: F401  (registers exp, log, sqrt, erf, fma, ...)
-from . import atomic_ops  # noqa: F401  (registers atomic_rmw and atomic_cas)
-from . import libdevice_ops  # noqa: F401  (registers extern_elementwise: libdevice)
-from . import tma_ops  # noqa: F401  (registers tma_load and the mbarrier ops)
+from . import debug  # noqa: F401  (registers the print and assert handlers)
+from . import reduction  # noqa: F401  (registers the reduce and scan handlers)
+from . import matrix  # noqa: F401  (registers dot, trans and the shared-memory ops)
+from . import math as math_handlers  # noqa: F401  (registers exp, log, sqrt, erf, fma, ...)
+from . import atomic  # noqa: F401  (registers atomic_rmw and atomic_cas)
+from . import libdevice  # noqa: F401  (registers extern_elementwise: libdevice)
+from . import tma  # noqa: F401  (registers tma_load and the mbarrier ops)
 from .errors import AssertionFault, KernelAssertionError, KernelRuntimeError, OpFault
 from .handlers import HANDLERS, handles
 from .memory import AccessError, AddressSpace

@@ -665,8 +665,8 @@ class range:
         self.warp_specialize = bool(_unwrap(warp_specialize))
 
 
-# Math functions (exp, log, sqrt, abs, ...) land in language/math.py with issue 4; their type
-# rules go in semantic.py beside the arithmetic ones.
+# Math functions (exp, log, sqrt, abs, ...) are in language/math.py, their type rules in
+# language/math_semantic.py.
 
 
 # Triton's per-dtype predicates and attributes (is_int64(), itemsize, ...), from one table.

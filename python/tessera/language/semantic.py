@@ -2,7 +2,7 @@
 
 As Triton's semantic.py: implicit promotion (computation_type), Python-scalar ("weak") typing,
 broadcasting, casts, and one method per operator or builtin. The front end
-(tessera.frontend.code_generator) calls these with ``tensor`` objects or Python numbers; every
+(tessera.frontend.ast_to_ir) calls these with ``tensor`` objects or Python numbers; every
 method returns a ``tensor`` whose handle is an ``ir.Value`` built through the shared
 ``ir.Builder`` (which carries the current source location). Type errors are TypeError or
 ValueError; the front end turns them into CompilationError at the offending expression.

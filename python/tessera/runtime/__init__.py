@@ -1,6 +1,7 @@
-"""Running compiled kernels: the CUDA driver (driver.py) and the on-disk kernel cache (cache.py).
+"""Running compiled kernels: the CUDA driver (driver.py), the on-disk cache (kernel_cache.py).
 
-``driver`` loads libcuda at run time, so importing it needs no GPU; ``cache`` needs no binding.
+``driver`` loads libcuda at run time, so importing it needs no GPU; ``kernel_cache`` needs
+no binding.
 As ``triton.runtime``, this package also gives ``driver.active`` (active_driver.py), the
 autotuning decorators, JITFunction, MockTensor and the error classes (errors.py).
 """
@@ -13,7 +14,7 @@ _FROM_PACKAGE = {"autotune": "autotuner", "Autotuner": "autotuner", "Config": "a
                  "TritonError": "errors", "TensorWrapper": "reinterpret",
                  "reinterpret": "reinterpret", "RemoteCacheBackend": "runtime.remote_cache",
                  "RedisRemoteCacheBackend": "runtime.remote_cache"}
-_SUBMODULES = ("driver", "cache", "launcher", "errors", "active_driver")
+_SUBMODULES = ("driver", "kernel_cache", "launcher", "errors", "active_driver")
 
 
 def __getattr__(name: str):

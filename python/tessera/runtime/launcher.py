@@ -17,7 +17,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import descriptor_arguments, driver
-from .cache import KernelCache, cache_key
+from .kernel_cache import KernelCache, cache_key
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 

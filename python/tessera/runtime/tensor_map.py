@@ -9,7 +9,7 @@ The driver orders dims innermost first (the reverse of the tensor's): ``global_d
 contiguous dim. Strides are in bytes, one per dim but the innermost. The box is the block
 shape, except that a swizzled box's inner extent is at most the swizzle span: a block whose
 rows exceed 128 bytes is copied as several 128-byte-wide boxes, one per 128-byte column block
-of the wgmma layout (layout/shared_encoding.h, ``wgmmaSharedEncoding``). The swizzle is the
+of the wgmma layout (layout/swizzled_shared.h, ``wgmmaSharedEncoding``). The swizzle is the
 one wgmma reads: min(128, row bytes) (32, 64 or 128 bytes). Out-of-bounds elements of a box
 are filled by the TMA unit: zeros, or NaN for ``padding="nan"``. Example::
 

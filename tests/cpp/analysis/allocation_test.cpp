@@ -3,7 +3,7 @@
 // live over their loop and until their copies drain, and the barriers that follow.
 #include "analysis/allocation.h"
 #include "analysis/membar.h"
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/parser.h"
 
 #include <gtest/gtest.h>

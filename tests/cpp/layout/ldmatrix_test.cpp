@@ -5,7 +5,7 @@
 #include "layout/blocked.h"
 #include "layout/dot_operand.h"
 #include "layout/ldmatrix.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Tests for the tensor-core encodings (cpp/layout/mma.h, dot_operand.h, shared_encoding.h):
+// Tests for the tensor-core encodings (cpp/layout/mma.h, dot_operand.h, swizzled_shared.h):
 // every fragment element of one instruction against the formulas of the PTX ISA tables
 // ("Matrix Fragments for mma.m16n8k16 / mma.m16n8k8 with floating point type"), the warp
 // tiling of larger tiles, the register-only conversion that chained dots rely on, the FMA
@@ -8,7 +8,7 @@
 #include "layout/dot_operand.h"
 #include "layout/encoding.h"
 #include "layout/mma.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 
 #include <gtest/gtest.h>
 

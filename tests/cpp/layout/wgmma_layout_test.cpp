@@ -1,14 +1,14 @@
 // Tests for the wgmma (sm_90a) layouts: #mma version 3 (cpp/layout/mma.h) element by element
 // against the PTX ISA's "wgmma .m64nNk16 register fragment D" formula, its A operand
 // (dot_operand.h) against the accumulator and the mma.sync A fragment, SharedTileLayout's
-// column blocks (shared_memory.h) and wgmmaSharedEncoding's placements (shared_encoding.h)
+// column blocks (shared_tile_layout.h) and wgmmaSharedEncoding's placements (swizzled_shared.h)
 // against the 32/64/128-byte swizzle modes' address-bit formulas, and the text forms.
 #include "layout/dot_operand.h"
 #include "layout/encoding.h"
 #include "layout/linear_layout.h"
 #include "layout/mma.h"
-#include "layout/shared_encoding.h"
-#include "layout/shared_memory.h"
+#include "layout/swizzled_shared.h"
+#include "layout/shared_tile_layout.h"
 
 #include <gtest/gtest.h>
 

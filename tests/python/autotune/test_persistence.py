@@ -13,7 +13,7 @@ import tessera.language as tl
 from fakes import FakeBackend
 from tessera.autotuner import Target, results
 from tessera.config import knobs
-from tessera.runtime.cache import KernelCache
+from tessera.runtime.kernel_cache import KernelCache
 from tessera.testing.environment import child_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))

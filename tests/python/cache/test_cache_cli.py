@@ -8,7 +8,7 @@ import time
 
 import pytest
 from tessera import cache as cli
-from tessera.runtime.cache import KernelCache
+from tessera.runtime.kernel_cache import KernelCache
 from tessera.testing.environment import child_env
 
 KERNEL_KEY = "aa" + "1" * 62

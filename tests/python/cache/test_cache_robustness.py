@@ -1,4 +1,4 @@
-"""The kernel cache with real compiles (runtime/launcher.py build + runtime/cache.py): several
+"""The kernel cache with real compiles (runtime/launcher.py build + runtime/kernel_cache.py): several
 processes compiling one kernel into one directory at once, damaged metadata/PTX/cubin files
 rebuilt, the exact arch in the key. (Entry-level cache tests: tests/python/runtime/.)"""
 import json
@@ -11,7 +11,7 @@ import tessera.language as tl
 from tessera.compiler import CompileOptions
 from tessera.config import knobs
 from tessera.runtime import launcher
-from tessera.runtime.cache import KernelCache
+from tessera.runtime.kernel_cache import KernelCache
 
 
 @tessera.jit

@@ -274,21 +274,21 @@ def dot_scaled_a(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexp
 
 # (kernel, blocks, num_warps, num_stages, imm-trans-b): a trans of a K-major tile is K-major
 # (imm-trans-b = 0); B loaded as [K, N] is N-major (1).
-STAGED = [(dot_trans_b, (64, 128, 32), 4, 1, 0), (dot_trans_b, (128, 64, 64), 8, 3, 0),
+OWN_TILE = [(dot_trans_b, (64, 128, 32), 4, 1, 0), (dot_trans_b, (128, 64, 64), 8, 3, 0),
           (dot_scaled_a, (64, 64, 32), 4, 1, 1), (dot_scaled_a, (128, 128, 32), 4, 4, 1),
           (dot_scaled_a, (128, 64, 64), 8, 3, 1)]
 
 
-def staged_values(tgir: str) -> set:
+def own_tile_values(tgir: str) -> set:
     """The values stored to a tile of their own (local_alloc %v), by their defining op."""
     defs = dict(re.findall(r"(%\d+) = (\w+) ", tgir))
     return {defs.get(v) for v in re.findall(r"local_alloc (%\d+) ", tgir)}
 
 
-@pytest.mark.parametrize("fn,blocks,num_warps,num_stages,trans_b", STAGED,
+@pytest.mark.parametrize("fn,blocks,num_warps,num_stages,trans_b", OWN_TILE,
                          ids=[f"{s[0].__name__}-{'x'.join(map(str, s[1]))}-w{s[2]}-s{s[3]}"
-                              for s in STAGED])
-def test_staged_operands_compile_to_wgmma(fn, blocks, num_warps, num_stages, trans_b):
+                              for s in OWN_TILE])
+def test_operands_in_own_tiles_compile_to_wgmma(fn, blocks, num_warps, num_stages, trans_b):
     bm, bn, bk = blocks
     b_name = "bt_ptr" if fn is dot_trans_b else "b_ptr"
     signature = {"a_ptr": "*fp16", b_name: "*fp16", "c_ptr": "*fp32", "M": "i32", "N": "i32",
@@ -303,13 +303,13 @@ def test_staged_operands_compile_to_wgmma(fn, blocks, num_warps, num_stages, tra
     # What the pipeliner does not read from a ring is stored to a tile of its own
     # (materialize_wgmma_operands): 2 a always, trans(bt) when not pipelined; a pipelined bt
     # is read from its ring as a transposed view.
-    staged = staged_values(tgir)
+    own_tile = own_tile_values(tgir)
     if fn is dot_scaled_a:
-        assert "mulf" in staged
+        assert "mulf" in own_tile
     elif num_stages == 1:
-        assert "trans" in staged
+        assert "trans" in own_tile
     else:
-        assert not staged and re.search(r"local_load %\d+, %\d+ \{order = \[1, 0\]\}", tgir)
+        assert not own_tile and re.search(r"local_load %\d+, %\d+ \{order = \[1, 0\]\}", tgir)
     check_kilobyte_alignment(tgir)
     instructions = count(ptx, rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k16\.f32\.f16\.f16")
     assert instructions == (bm // (16 * wm)) * (bn // (n * wn)) * (bk // 16)
@@ -323,9 +323,9 @@ def test_staged_operands_compile_to_wgmma(fn, blocks, num_warps, num_stages, tra
                                                    (MODES[swizzle_b], 8 * swizzle_b // 16))}
     if trans_b and bn * 2 > 128:
         assert {b[2] for _, b in fields} == {bk * 128 // 16}
-    # Stores to a staged tile are made visible to wgmma's async proxy: the last st.shared
+    # Stores to an operand's own tile are made visible to wgmma's async proxy: the last st.shared
     # before the wgmma, then fence.proxy.async, then the barrier.
-    if staged:
+    if own_tile:
         before = ptx[:ptx.index("wgmma.fence")]
         assert (before.rindex("st.shared") < before.rindex("fence.proxy.async.shared::cta")
                 < before.rindex("bar.sync"))

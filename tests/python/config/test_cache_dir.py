@@ -3,7 +3,7 @@ only, as the XDG base directory spec says), else ~/.cache/tessera; read on every
 import os
 
 from tessera.config import knobs
-from tessera.runtime.cache import KernelCache
+from tessera.runtime.kernel_cache import KernelCache
 
 
 def test_xdg_cache_home_is_honoured(monkeypatch, tmp_path):

@@ -53,7 +53,7 @@ def test_a_compile_error_traceback_is_short_and_ends_at_the_kernel_line(tmp_path
     text = "\n".join(lines)
     assert len(lines) <= 25, text
     assert "direct cause" not in text
-    assert "code_generator.py" not in text and "language" + os.sep not in text
+    assert "ast_to_ir.py" not in text and "language" + os.sep not in text
     assert f'{tmp_path / "kernel_script.py"}", line 11' in text  # the launching line
     assert "tessera.errors.CompilationError: mismatched: " in text
     assert "kernel_script.py:8:9: " in text
@@ -62,7 +62,7 @@ def test_a_compile_error_traceback_is_short_and_ends_at_the_kernel_line(tmp_path
 
 def test_the_full_traceback_knob_keeps_the_internal_frames(tmp_path):
     text = "\n".join(_traceback(tmp_path, COMPILE_ERROR, TESSERA_FULL_TRACEBACK="1"))
-    assert "code_generator.py" in text and "direct cause" in text
+    assert "ast_to_ir.py" in text and "direct cause" in text
 
 
 def test_an_interpreter_fault_shows_the_kernel_source_line(tmp_path):

@@ -82,7 +82,7 @@ def test_an_entry_that_does_not_fit_its_file_is_not_trusted(tmp_path):
     expected = key_in_child(tmp_path, "normal")
     # Damage the lengths the index holds (its checksums kept valid: a stale, not a torn,
     # entry); the block check refuses them and the sources are read again.
-    from tessera.runtime.cache import KernelCache
+    from tessera.runtime.kernel_cache import KernelCache
     (entry,) = (tmp_path / "cache" / "sources").rglob("index.json")
     key = entry.parent.name
     functions = json.loads(entry.read_text())

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tessera.language as tl
 from tessera import errors, frontend, interpreter
-from tessera.interpreter.dot_ops import round_to_tf32
+from tessera.interpreter.matrix import round_to_tf32
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 

@@ -107,7 +107,7 @@ def test_batched_dot(rng, kind, shape_b):
     c = np.zeros_like(acc)
     batched_kernel[(1,)](a, b, c, acc, B=shape_b, M=m, N=n, K=k, OUT=tl.float32)
     if kind == "fp32":  # tf32 by default, as a 2-D dot (Triton's)
-        from tessera.interpreter.dot_ops import round_to_tf32
+        from tessera.interpreter.matrix import round_to_tf32
         a, b = round_to_tf32(a), round_to_tf32(b)
     expected = np.stack([fsum_matmul(a[i], b[i]) for i in range(shape_b)]) + acc
     if kind == "int8":

@@ -96,7 +96,7 @@ def test_errors_plots_and_autotune_read_well_in_jupyter(tmp_path):
     lines = text.splitlines()
     assert name == "CompilationError"
     assert len(lines) <= 25, text
-    assert "direct cause" not in text and "code_generator" not in text
+    assert "direct cause" not in text and "ast_to_ir" not in text
     assert "/tessera/" not in text  # no frame of the package, the boundary included
     assert "mismatched: Cell In[2], line 5, col 9: " in text
     assert "Cell In[2], line 8" in text  # the launching line, as IPython names it

@@ -12,9 +12,9 @@ import tessera.language as tl
 from tessera import cache as cli
 from tessera.compiler import CompileOptions
 from tessera.config import knobs
-from tessera.runtime import cache as cache_module
+from tessera.runtime import kernel_cache as cache_module
 from tessera.runtime import launcher
-from tessera.runtime.cache import KernelCache
+from tessera.runtime.kernel_cache import KernelCache
 
 
 @tessera.jit

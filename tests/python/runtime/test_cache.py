@@ -1,4 +1,4 @@
-"""The on-disk kernel cache (python/tessera/runtime/cache.py): atomic entries, checksums,
+"""The on-disk kernel cache (python/tessera/runtime/kernel_cache.py): atomic entries, checksums,
 concurrent writers."""
 import json
 import multiprocessing
@@ -6,7 +6,7 @@ import os
 
 import pytest
 from tessera.config import knobs
-from tessera.runtime.cache import KernelCache, cache_key
+from tessera.runtime.kernel_cache import KernelCache, cache_key
 
 KEY = "ab" + "0123456789abcdef" * 3 + "cdef"
 
@@ -60,11 +60,11 @@ def test_damaged_entry_is_a_miss_and_rewrite_repairs_it(cache, damage):
     assert cache.get(KEY) == files
 
 
-def test_staging_directory_without_manifest_is_never_read(cache, tmp_path):
+def test_draft_directory_without_manifest_is_never_read(cache, tmp_path):
     # A writer that died before installing leaves only a .tmp-* directory: not an entry.
-    staging = tmp_path / "kernels" / KEY[:2] / f".tmp-{KEY}-1-dead"
-    staging.mkdir(parents=True)
-    (staging / "kernel.cubin").write_bytes(b"partial")
+    draft = tmp_path / "kernels" / KEY[:2] / f".tmp-{KEY}-1-dead"
+    draft.mkdir(parents=True)
+    (draft / "kernel.cubin").write_bytes(b"partial")
     assert cache.get(KEY) is None
 
 

@@ -9,7 +9,7 @@ import tessera.language as tl
 from tessera import runtime, testing
 from tessera.config import knobs
 from tessera.runtime import remote_cache
-from tessera.runtime.cache import KernelCache
+from tessera.runtime.kernel_cache import KernelCache
 
 
 class DictBackend(runtime.RemoteCacheBackend):

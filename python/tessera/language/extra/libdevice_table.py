@@ -5,7 +5,7 @@ libdevice symbol called for them, exactly Triton 3.6's dispatch table), the refe
 interpreter evaluates, and a one-line description. Every layer is generated from these rows:
 the language functions and their docstrings (libdevice.py), the IR (one generic
 ``extern_elementwise`` op whose ``symbol`` attribute is the symbol picked here), codegen (a call
-of that symbol, linked from libdevice's bitcode) and the interpreter (libdevice_ops.py looks
+of that symbol, linked from libdevice's bitcode) and the interpreter (libdevice.py looks
 the symbol up here and runs the row's reference).
 
 Signatures: ``"f32,i32->f32 __nv_powif"``: dtype codes i32, u32, i64, u64, f32, f64 (Triton's

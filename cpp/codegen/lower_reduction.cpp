@@ -16,9 +16,9 @@
 // 4. Results: the result's layout is the operands' sliced along the axis (the verifier checks
 //    it), whose registers are exactly the partials' coordinates; a rank-1 reduce gives a
 //    scalar that every thread holds.
-#include "codegen/lower_reduce.h"
+#include "codegen/lower_reduction.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
 
 #include <map>

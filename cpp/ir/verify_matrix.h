@@ -1,6 +1,6 @@
 // Verifier rules of the tensor-core and shared-memory ops (dot, trans, local_alloc,
 // local_load, async_copy, async_commit_group, async_wait, barrier); verifier.cpp calls them
-// from its per-op switch. Kept apart so that issue 5's ops read as one unit.
+// from its per-op switch. Kept apart so that these ops read as one unit.
 #pragma once
 
 #include "ir/ir.h"

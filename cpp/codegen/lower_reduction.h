@@ -1,5 +1,5 @@
 // Lowering of `reduce` and `scan` (codegen stage, beside the other lower_*.cpp files), and the
-// pieces both share (reduction_common.cpp): the combiner region inlined on registers, warp
+// pieces both share (lower_reduction_common.cpp): the combiner region inlined on registers, warp
 // shuffles of any element type, and which hardware bits of a linear layout carry the
 // coordinate bits of the reduced or scanned axis. lower_to_llvm.cpp dispatches both ops here.
 #pragma once
@@ -10,7 +10,7 @@
 
 namespace tessera::codegen {
 
-/// reduce (lower_reduce.cpp), scan (lower_scan.cpp).
+/// reduce (lower_reduction.cpp), scan (lower_reduction_scan.cpp).
 void lowerReduceOp(KernelLowering &lowering, const ir::Operation &op);
 void lowerScanOp(KernelLowering &lowering, const ir::Operation &op);
 

@@ -1,6 +1,7 @@
 // Lowering of shared-memory staging for tensor cores: conversions into #mma dot-operand layouts,
 // and the pipeliner's ops (local_alloc, local_load, async_copy, async_commit_group,
-// async_wait, barrier). Also the dispatcher of all of issue 5's ops (lowerTensorCoreOp).
+// async_wait, barrier). Also the dispatcher of every tensor-core and shared-memory op
+// (lowerTensorCoreOp).
 //
 // A conversion into a dot operand that registers cannot do (a coalesced load's tile to the
 // mma fragments) goes: each thread stores its elements, 16 bytes at a time, into a tile
@@ -8,15 +9,15 @@
 // ldmatrix reads the fragments (layout/ldmatrix.h; plain ld.shared where no ldmatrix form
 // fits, e.g. tf32 B stored N-major). Buffers sit at the offsets allocate_shared gave them;
 // every barrier between ops is a `barrier` op that membar placed (analysis/membar.h).
-#include "codegen/lower_tensor_core.h"
+#include "codegen/lower_matrix.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
-#include "ir/tensor_core_verifier.h"
+#include "ir/verify_matrix.h"
 #include "layout/conversion.h"
 #include "layout/dot_operand.h"
 #include "layout/ldmatrix.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
@@ -175,7 +176,7 @@ void lowerLocalLoad(KernelLowering &lowering, const ir::Operation &op) {
   }
   const auto *operand = dynamic_cast<const DotOperandEncoding *>(type.encoding().get());
   if (operand && operand->getMmaParent() && operand->getMmaParent()->isWgmma()) {
-    // wgmma reads the tile itself through a descriptor (lower_wgmma.cpp): nothing to load.
+    // wgmma reads the tile itself through a descriptor (lower_matrix_wgmma.cpp): nothing to load.
     lowering.setSharedOperand(op.result(), {base, tile, elementBytes});
     return;
   }

@@ -1,7 +1,7 @@
-// What the reduce and scan lowerings share (see lower_reduce.h): the combiner region inlined
+// What the reduce and scan lowerings share (see lower_reduction.h): the combiner region inlined
 // on registers, warp shuffles of any element type up to 64 bits, the analysis of which
 // hardware bits carry an axis, and small helpers for their shared-memory steps.
-#include "codegen/lower_reduce.h"
+#include "codegen/lower_reduction.h"
 
 #include "ir/diagnostics.h"
 

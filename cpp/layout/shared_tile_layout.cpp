@@ -2,7 +2,7 @@
 //
 // offsetOf is the single source of truth for placement; toLinearLayout derives the linear
 // form from it, so the two cannot disagree.
-#include "layout/shared_memory.h"
+#include "layout/shared_tile_layout.h"
 #include "layout/integer_utils.h"
 
 #include <algorithm>

@@ -20,9 +20,9 @@
 //      elements with c' bit j = 1 load theirs. The scratch is the op's scratch_offset, sized
 //      for the first such step; a later step first waits (barrier) for the loads of the one
 //      before, and membar orders the first against earlier users.
-#include "codegen/lower_reduce.h"
+#include "codegen/lower_reduction.h"
 
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
 
 #include <map>

@@ -12,11 +12,11 @@
 // rewritten while the wgmma may read it; it comes right after the commit, or, with
 // overlap on, before the first op that reads the result or any barrier (KernelLowering::
 // settleWgmma): membar's barrier before a write to bytes the dot reads then waits for it.
-#include "codegen/lower_tensor_core.h"
+#include "codegen/lower_matrix.h"
 
 #include "ir/diagnostics.h"
 #include "layout/mma.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 
 #include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>

@@ -9,7 +9,7 @@
 
 #include "layout/encoding.h"
 #include "layout/linear_layout.h"
-#include "layout/shared_memory.h"
+#include "layout/shared_tile_layout.h"
 
 #include <memory>
 #include <vector>

@@ -1,7 +1,7 @@
-// Tests for shared-memory tiles and the bank-conflict simulator (cpp/layout/shared_memory.h):
+// Tests for shared-memory tiles and the bank-conflict simulator (cpp/layout/shared_tile_layout.h):
 // swizzled tiles against their linear layouts, and conflict counts on textbook access
 // patterns (row, column, strided, broadcast, wide accesses).
-#include "layout/shared_memory.h"
+#include "layout/shared_tile_layout.h"
 #include "layout_test_utils.h"
 
 #include <gtest/gtest.h>

@@ -1,8 +1,8 @@
 // SharedEncoding: text form, tile placement, and the swizzle chosen for dot operands.
 //
-// Placement itself lives in SharedTileLayout::offsetOf (shared_memory.cpp), the single
+// Placement itself lives in SharedTileLayout::offsetOf (shared_tile_layout.cpp), the single
 // source of truth that the bank-conflict simulator and codegen share.
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 #include "layout/integer_utils.h"
 
 #include <algorithm>

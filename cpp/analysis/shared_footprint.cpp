@@ -1,11 +1,11 @@
-// Shared-memory sizes per op and the layout decisions behind them (see shared_scratch.h).
+// Shared-memory sizes per op and the layout decisions behind them (see shared_footprint.h).
 // The lowerings in cpp/codegen call these same functions, so the bytes the allocator reserves
 // are the bytes the generated code touches.
-#include "analysis/shared_scratch.h"
+#include "analysis/shared_footprint.h"
 
 #include "layout/conversion.h"
 #include "layout/dot_operand.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 
 #include <algorithm>
 #include <functional>

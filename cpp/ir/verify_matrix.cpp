@@ -1,11 +1,11 @@
 // Verifier rules of the tensor-core and shared-memory ops (see ops.def for their operand
 // conventions). Shapes follow Triton's tl.dot: 2-D, every extent a power of two >= 16.
-#include "ir/tensor_core_verifier.h"
+#include "ir/verify_matrix.h"
 
 #include "ir/diagnostics.h"
 #include "layout/dot_operand.h"
 #include "layout/mma.h"
-#include "layout/shared_encoding.h"
+#include "layout/swizzled_shared.h"
 
 #include <algorithm>
 

@@ -2,10 +2,10 @@
 // The mbarrier ring is a 1-D #shared buffer of i64 (one 8-byte mbarrier per slot); a TMA
 // ring slot must be 2-D (the pipeliner copies 2-D descriptor tiles; the box's other dims are
 // 1) and there must be a barrier per slot of the ring (spares stay unused).
-#include "ir/tma_verifier.h"
+#include "ir/verify_tma.h"
 
 #include "ir/diagnostics.h"
-#include "ir/tensor_core_verifier.h"
+#include "ir/verify_matrix.h"
 
 namespace tessera::ir {
 

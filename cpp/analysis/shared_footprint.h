@@ -7,7 +7,7 @@
 
 #include "ir/ir.h"
 #include "layout/linear_layout.h"
-#include "layout/shared_memory.h"
+#include "layout/shared_tile_layout.h"
 
 #include <optional>
 #include <vector>

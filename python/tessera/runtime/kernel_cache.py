@@ -151,8 +151,8 @@ class KernelCache:
                 raise TypeError(f"cache file {name!r} must be bytes, got {type(data).__name__}")
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
-            staging = entry.parent / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex}"
-            staging.mkdir()
+            draft = entry.parent / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex}"
+            draft.mkdir()
         except OSError as error:
             _warn_unwritable(self.root, error)
             return None
@@ -160,16 +160,16 @@ class KernelCache:
             manifest: Dict[str, Any] = {"format": _FORMAT, "key": key, "files": {}}
             for name, data in files.items():
                 data = bytes(data)
-                _write_file(staging / name, data)
+                _write_file(draft / name, data)
                 manifest["files"][name] = {"sha256": _sha256(data), "size": len(data)}
             # The manifest goes in last: an entry without it is never read.
-            _write_file(staging / _MANIFEST, json.dumps(manifest, indent=1).encode())
-            _install(staging, entry)
+            _write_file(draft / _MANIFEST, json.dumps(manifest, indent=1).encode())
+            _install(draft, entry)
         except OSError as error:
             _warn_unwritable(self.root, error)
             return None
         finally:
-            shutil.rmtree(staging, ignore_errors=True)  # absent when it was installed
+            shutil.rmtree(draft, ignore_errors=True)  # absent when it was installed
         return entry
 
     def remove(self, key: str) -> bool:
@@ -207,8 +207,8 @@ def _write_file(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-def _install(staging: Path, entry: Path) -> None:
-    """Renames the complete staging directory to ``entry``, replacing an existing entry.
+def _install(draft: Path, entry: Path) -> None:
+    """Renames the complete draft directory to ``entry``, replacing an existing entry.
 
     rename(2) of a directory onto a non-empty one fails, so an existing entry is first renamed
     to a trash name (atomic) and deleted. Between the two renames readers see a miss. When two
@@ -217,7 +217,7 @@ def _install(staging: Path, entry: Path) -> None:
     """
     for _ in range(16):
         try:
-            os.rename(staging, entry)
+            os.rename(draft, entry)
             return
         except OSError as error:
             if error.errno == errno.ENOTDIR and not entry.is_dir():

@@ -1,4 +1,5 @@
-// Lowering of dot (tensor cores or FMA) and trans, the register-level half of issue 5.
+// Lowering of dot (tensor cores or FMA) and trans, the register-level half of the matrix ops
+// (the shared-memory half: lower_shared_buffers.cpp).
 //
 // mma.sync: the schedule (layout/mma_schedule.h) lists, for each k step, m tile and n tile,
 // the registers of each fragment; pack them into 32-bit words (f16x2, bf16x2, tf32, s8x4) and
@@ -8,7 +9,7 @@
 // tf32 rounds each input once (cvt.rna.tf32.f32); tf32x3 splits x = big + small and adds
 // small*big + big*small + big*big. FMA ("ieee" f32, f64): per accumulator element, fma over
 // K in order.
-#include "codegen/lower_tensor_core.h"
+#include "codegen/lower_matrix.h"
 
 #include "ir/diagnostics.h"
 #include "layout/dot_operand.h"
