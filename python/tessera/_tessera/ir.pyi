@@ -6,7 +6,7 @@ Tile IR: types, ops, builder, parser
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['Block', 'Builder', 'CompileError', 'Module', 'Operation', 'Type', 'Value', 'parse_module', 'pointer', 'scalar', 'tensor']
+__all__: list[str] = ['Block', 'Builder', 'CompileError', 'Module', 'Operation', 'Type', 'Value', 'op_names', 'ops_without_rule', 'parse_module', 'pointer', 'scalar', 'tensor', 'verifier_rules']
 class CompileError(RuntimeError):
     pass
 class Type:
@@ -123,6 +123,8 @@ class Operation:
         ...
     def set_operand(self, arg0: typing.SupportsInt | typing.SupportsIndex, arg1: Value) -> None:
         ...
+    def set_operands(self, arg0: collections.abc.Sequence[Value]) -> None:
+        ...
     @property
     def attrs(self) -> dict:
         ...
@@ -186,6 +188,14 @@ class Builder:
     @property
     def insertion_block(self) -> Block:
         ...
+def op_names() -> list[str]:
+    """
+    Every op's mnemonic, in ops.def's order.
+    """
+def ops_without_rule() -> list:
+    """
+    ops.def's NO_RULE entries: (op mnemonic, [layers without a rule of their own], why).
+    """
 def parse_module(text: str) -> Module:
     ...
 def pointer(pointee: Type, address_space: typing.SupportsInt | typing.SupportsIndex = 1) -> Type:
@@ -194,3 +204,7 @@ def scalar(arg0: str) -> Type:
     ...
 def tensor(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: Type) -> Type:
     ...
+def verifier_rules() -> dict:
+    """
+    {op mnemonic: the verifier rule that checks it}, from the verifier's rule table.
+    """

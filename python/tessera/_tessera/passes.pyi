@@ -6,8 +6,12 @@ Pass manager and named passes
 from __future__ import annotations
 import collections.abc
 import tessera._tessera.ir
-__all__: list[str] = ['registered', 'run']
+__all__: list[str] = ['pipelines', 'registered', 'run', 'run_pipeline']
+def pipelines() -> list:
+    ...
 def registered() -> list[tuple[str, str]]:
     ...
 def run(module: tessera._tessera.ir.Module, names: collections.abc.Sequence[str], dump_after: collections.abc.Sequence[str] = [], verify_each: bool = True) -> str:
+    ...
+def run_pipeline(module: tessera._tessera.ir.Module, name: str, options: dict = {}, dump_after: collections.abc.Sequence[str] = []) -> str:
     ...

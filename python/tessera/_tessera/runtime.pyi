@@ -6,7 +6,7 @@ CUDA driver: modules and launches
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['ArgumentError', 'BoundLaunch', 'CudaError', 'Function', 'KernelDispatcher', 'KernelLauncher', 'Module', 'device_count', 'device_info', 'driver_available', 'driver_version', 'exchange_current_stream', 'extraction_protocol', 'jit_ptx_to_cubin', 'load_module', 'set_interpret_sources', 'synchronize', 'tensor_info']
+__all__: list[str] = ['ArgumentError', 'BoundLaunch', 'CudaError', 'Function', 'KernelDispatcher', 'KernelLauncher', 'Module', 'check_tensor_map_arguments', 'device_count', 'device_info', 'driver_available', 'driver_version', 'encode_tensor_map_tiled', 'exchange_current_stream', 'extraction_protocol', 'jit_ptx_to_cubin', 'load_module', 'set_interpret_sources', 'specialization_words', 'synchronize', 'tensor_info']
 class CudaError(RuntimeError):
     """
     A CUDA driver call failed, or no driver is available. Attributes: call (the driver function), code (CUresult, -1 when there is no driver).
@@ -136,6 +136,10 @@ class KernelDispatcher:
         """
         Return self[key].
         """
+def check_tensor_map_arguments(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg3: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg4: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    Checks encode_tensor_map_tiled's array arguments on the CPU (ValueError when wrong).
+    """
 def device_count() -> int:
     ...
 def device_info(device: typing.SupportsInt | typing.SupportsIndex) -> dict:
@@ -146,6 +150,10 @@ def driver_available() -> tuple[bool, str]:
     """
 def driver_version() -> int:
     ...
+def encode_tensor_map_tiled(data_type: typing.SupportsInt | typing.SupportsIndex, rank: typing.SupportsInt | typing.SupportsIndex, global_address: typing.SupportsInt | typing.SupportsIndex, global_dim: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], global_strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], box_dim: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], element_strides: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], interleave: typing.SupportsInt | typing.SupportsIndex, swizzle: typing.SupportsInt | typing.SupportsIndex, l2_promotion: typing.SupportsInt | typing.SupportsIndex, oob_fill: typing.SupportsInt | typing.SupportsIndex) -> bytes:
+    """
+    The 128-byte CUtensorMap (cuTensorMapEncodeTiled; arguments: runtime/tensor_map.py).
+    """
 def exchange_current_stream(tensor_type: typing.Any, device: typing.SupportsInt | typing.SupportsIndex) -> int:
     """
     The stream the fast launch path launches on for tensors of this type (tests).
@@ -165,6 +173,10 @@ def load_module(image: str, device: typing.SupportsInt | typing.SupportsIndex) -
 def set_interpret_sources(overrides: typing.Any, raw_environ: typing.Any, variable: bytes) -> None:
     """
     Where the fast launch path reads the interpret knob: tessera.config's override dict, os.environ's raw bytes dict and the variable name as bytes (None: ask Python).
+    """
+def specialization_words(args: collections.abc.Sequence, flags: collections.abc.Sequence) -> list:
+    """
+    The fast launch path's specialization word of each argument (None: it takes the Python path), for the tests that pin it to tessera/specialization.py.
     """
 def synchronize(device: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
