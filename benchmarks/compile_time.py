@@ -13,8 +13,8 @@ cold is the compile to a cubin for sm_90a (Tessera: ``kernel.warmup``; Triton:
 ``triton.compile`` for ``GPUTarget("cuda", 90, 32)``), and warm is Tessera's Python path up to
 the driver (cache key, cache read, metadata, launcher set-up) with the driver calls replaced by
 stubs; the real warm-start figures need a GPU. Each figure also gives the CPU seconds of the
-process and its ptxas: on a shared machine, what the wall time would be on an idle one. ``--stages`` prints where a cold compile's time
-goes (CompiledKernel.stage_seconds)::
+process and its ptxas: on a shared machine, what the wall time would be on an idle one.
+``--stages`` prints where a cold compile's time goes (CompiledKernel.stage_seconds)::
 
     python benchmarks/compile_time.py [--runs 5] [--kernels matmul,attention] [--no-triton]
     python benchmarks/compile_time.py --stages
@@ -389,9 +389,11 @@ def main() -> int:
             frameworks.append("triton")
         except ImportError:
             print("Triton is not installed (pip install triton==3.6.0): Tessera only")
+    warm_scope = ("to the launched kernel" if gpu
+                  else "(Tessera, up to the driver; the real figures need a GPU)")
     print(f"{'GPU' if gpu else 'no GPU'}: cold = first call with an empty cache "
           f"{'to the launched kernel' if gpu else '(compile to a sm_90a cubin)'}; warm = first "
-          f"call with a warm cache {'to the launched kernel' if gpu else '(Tessera, up to the driver; the real figures need a GPU)'}; "
+          f"call with a warm cache {warm_scope}; "
           f"median of {args.runs} fresh processes each, imports excluded")
     figures = {}
     for kernel in kernels:

@@ -73,7 +73,8 @@ class Autotuner:
     After a tuning: ``best_config``, ``configs_timings`` (Config -> ms), ``failed_configs``
     (list of (Config, reason), configs dropped by the resource model included), ``bench_time``
     (seconds the tuning took), of which ``compile_time`` compiling (in parallel, on
-    ``compile_workers`` processes) and ``benchmark_time`` timing; ``cache`` maps tuning keys to configs in this process.
+    ``compile_workers`` processes) and ``benchmark_time`` timing; ``cache`` maps tuning keys to
+    configs in this process.
     ``backend`` (a backend.TuningBackend) can be replaced, e.g. by a fake in tests.
     """
 

@@ -4,5 +4,5 @@ from .errors import CompilationError
 
 from ..host_api import ASTSource  # noqa: E402 - Triton's triton.compiler.ASTSource
 
-__all__ = ["ASTSource", "CompileOptions", "CompiledKernel", "compile_kernel", "build_tile_ir", "PIPELINES",
-           "CompilationError"]
+__all__ = ["ASTSource", "CompileOptions", "CompiledKernel", "compile_kernel", "build_tile_ir",
+           "PIPELINES", "CompilationError"]

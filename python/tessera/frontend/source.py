@@ -117,7 +117,7 @@ def function_source(fn: Callable) -> Tuple[List[str], int]:
         found = source_index.block(fn, lines) if lines is not None else None
         if found is None:  # not in the disk index: find the function's extent
             found = inspect.getsourcelines(fn)
-            if lines is not None and found[1] == code.co_firstlineno:
+            if lines is not None and code is not None and found[1] == code.co_firstlineno:
                 source_index.remember_block(fn, len(found[0]))
         if lines is not None and lines is _file_lines(fn):
             _SOURCE_LINES[code] = (lines, (list(found[0]), found[1]))

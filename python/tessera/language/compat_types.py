@@ -13,7 +13,8 @@ Example::
     def kernel(ptrs, n):                 # kernel[grid]((x, y, out), n)
         x_ptr, y_ptr, out_ptr = ptrs
         offs = tl.arange(0, 128)
-        pair = tl.tuple([tl.load(x_ptr + offs, mask=offs < n), tl.load(y_ptr + offs, mask=offs < n)])
+        pair = tl.tuple([tl.load(x_ptr + offs, mask=offs < n),
+                         tl.load(y_ptr + offs, mask=offs < n)])
         tl.store(out_ptr + offs, pair[0] + pair[1], mask=offs < n)
 """
 from __future__ import annotations

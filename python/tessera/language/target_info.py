@@ -74,7 +74,8 @@ def current_target():
     except RuntimeError:
         if _INTERPRETING.get():
             from ..runtime.active_driver import _MODELED_CAPABILITY
-            return driver.GPUTarget("cuda", _MODELED_CAPABILITY, 32)  # no GPU and not interpreting: no target, as Triton's None
+            return driver.GPUTarget("cuda", _MODELED_CAPABILITY, 32)
+        # no GPU and not interpreting: no target, as Triton's None
         return None
 
 

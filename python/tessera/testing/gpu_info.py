@@ -49,7 +49,8 @@ def _properties(device: Optional[int]) -> Tuple[dict, int]:
     from ..runtime.driver import active
     if device is None:
         device = active.get_current_device()
-    return active.utils.get_device_properties(device), active.get_current_target().arch
+    arch = active.get_current_target().arch
+    return active.utils.get_device_properties(device), int(arch)
 
 
 def get_dram_gbps(device: Optional[int] = None) -> float:
@@ -116,7 +117,8 @@ def set_gpu_clock(ref_sm_clock: int = 1350, ref_mem_clock: int = 1215
     smi = _tool("nvidia-smi", "set_gpu_clock()")
     try:
         subprocess.check_output([smi, "-i", "0", "-pm", "1"])
-        subprocess.check_output([smi, "-i", "0", f"--lock-gpu-clocks={ref_sm_clock},{ref_sm_clock}"])
+        subprocess.check_output([smi, "-i", "0",
+                                 f"--lock-gpu-clocks={ref_sm_clock},{ref_sm_clock}"])
         subprocess.check_output([smi, "-i", "0",
                                  f"--lock-memory-clocks={ref_mem_clock},{ref_mem_clock}"])
         sm_clock = nvsmi(["clocks.current.sm"])[0]
