@@ -37,7 +37,7 @@ int64_t alignUp(int64_t value, int64_t alignment) {
 /// pattern does (the descriptor's base offset is 0). Smaller ones need only 128 bytes.
 int64_t alignmentOf(const SharedBuffer &buffer) {
   return !buffer.isScratch && buffer.bytes >= kWgmmaTileAlignment ? kWgmmaTileAlignment
-                                                                   : kSharedAlignment;
+                                                                  : kSharedAlignment;
 }
 
 /// Program-order positions: each op's own, and the last one nested in it (its span).
@@ -68,10 +68,8 @@ bool isControlFlow(const ir::Operation &op) {
   case OpCode::If:
   case OpCode::While:
   case OpCode::Yield:
-  case OpCode::Condition:
-    return true;
-  default:
-    return false;
+  case OpCode::Condition: return true;
+  default: return false;
   }
 }
 
@@ -111,8 +109,7 @@ int64_t lastUseOf(ir::Operation &localAlloc, const Positions &positions, int64_t
 }
 
 /// The lowest aligned offset for `bytes` that overlaps none of `taken` ([begin, end) pairs).
-int64_t firstFit(std::vector<std::pair<int64_t, int64_t>> taken, int64_t bytes,
-                 int64_t alignment) {
+int64_t firstFit(std::vector<std::pair<int64_t, int64_t>> taken, int64_t bytes, int64_t alignment) {
   std::sort(taken.begin(), taken.end());
   int64_t offset = 0;
   for (const auto &[begin, end] : taken) {
@@ -162,9 +159,8 @@ void SharedAllocation::placeFirstFit() {
   std::vector<size_t> order(buffers_.size());
   for (size_t i = 0; i < order.size(); ++i)
     order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return buffers_[a].bytes > buffers_[b].bytes;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return buffers_[a].bytes > buffers_[b].bytes; });
   std::vector<size_t> placed;
   for (size_t i : order) {
     std::vector<std::pair<int64_t, int64_t>> taken;
@@ -208,8 +204,7 @@ std::string SharedAllocation::str() const {
   std::ostringstream out;
   for (const SharedBuffer &buffer : buffers_)
     out << buffer.op->name() << (buffer.isScratch ? " scratch" : "") << ": [" << buffer.offset
-        << ", " << buffer.end() << ") live [" << buffer.firstUse << ", " << buffer.lastUse
-        << "]\n";
+        << ", " << buffer.end() << ") live [" << buffer.firstUse << ", " << buffer.lastUse << "]\n";
   out << "total " << totalBytes_ << "\n";
   return out.str();
 }

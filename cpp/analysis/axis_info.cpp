@@ -83,8 +83,8 @@ AxisInfo join(const AxisInfo &a, const AxisInfo &b) {
   for (int d = 0; d < a.rank(); ++d) {
     int64_t contiguity = std::min(a.contiguity[d], b.contiguity[d]);
     info.contiguity[d] = contiguity;
-    info.divisibility[d] = std::min(a.divisibilityAt(d, contiguity),
-                                    b.divisibilityAt(d, contiguity));
+    info.divisibility[d] =
+        std::min(a.divisibilityAt(d, contiguity), b.divisibilityAt(d, contiguity));
     info.constancy[d] = std::min(a.constancy[d], b.constancy[d]);
   }
   if (a.constantValue == b.constantValue)
@@ -156,25 +156,19 @@ static AxisInfo withHints(const Operation &op, AxisInfo info) {
 
 void AxisInfoAnalysis::visitOp(Operation &op) {
   switch (op.code()) {
-  case OpCode::For:
-    return visitFor(op);
-  case OpCode::While:
-    return visitWhile(op);
-  case OpCode::If:
-    return visitIf(op);
-  default:
-    break;
+  case OpCode::For: return visitFor(op);
+  case OpCode::While: return visitWhile(op);
+  case OpCode::If: return visitIf(op);
+  default: break;
   }
   for (auto &region : op.regions()) // ops with regions this analysis has no rule for
     visitBlock(region->front());
-  if (op.numResults() == 1)
-    {
+  if (op.numResults() == 1) {
     std::vector<const AxisInfo *> operands;
     for (Value *operand : op.operands())
       operands.push_back(&get(operand));
     set(op.result(), withHints(op, detail::transfer(op, operands)));
-  }
-  else
+  } else
     for (auto &result : op.results())
       set(result.get(), AxisInfo::unknown(static_cast<int>(shapeOf(result.get()).size())));
 }
@@ -276,8 +270,8 @@ int accessVectorWidth(const AxisInfoAnalysis &analysis, const Operation &memoryO
   }
   if (dim < 0)
     return 1;
-  int64_t width = std::min<int64_t>(layout.getNumConsecutiveInOut(),
-                                    analysis.pointerAlignment(pointers, dim));
+  int64_t width =
+      std::min<int64_t>(layout.getNumConsecutiveInOut(), analysis.pointerAlignment(pointers, dim));
   width = std::min<int64_t>(width, std::max<int64_t>(1, 16 / pointeeBytes(type)));
   unsigned maskIndex = memoryOp.code() == OpCode::Load ? 1 : 2;
   if (memoryOp.numOperands() > maskIndex)

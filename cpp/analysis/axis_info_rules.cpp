@@ -59,19 +59,21 @@ std::optional<int64_t> foldBinary(const Operation &op, int64_t a, int64_t b) {
   case OpCode::AddI: return a + b;
   case OpCode::SubI: return a - b;
   case OpCode::MulI: return a * b;
-  case OpCode::DivSI: case OpCode::DivUI:
-    return b == 0 ? std::nullopt : std::optional<int64_t>(a / b);
-  case OpCode::RemSI: case OpCode::RemUI:
-    return b == 0 ? std::nullopt : std::optional<int64_t>(a % b);
+  case OpCode::DivSI:
+  case OpCode::DivUI: return b == 0 ? std::nullopt : std::optional<int64_t>(a / b);
+  case OpCode::RemSI:
+  case OpCode::RemUI: return b == 0 ? std::nullopt : std::optional<int64_t>(a % b);
   case OpCode::AndI: return a & b;
   case OpCode::OrI: return a | b;
   case OpCode::XOrI: return a ^ b;
-  case OpCode::ShLI:
-    return b < 0 || b >= 63 ? std::nullopt : std::optional<int64_t>(a << b);
-  case OpCode::ShRSI: case OpCode::ShRUI:
+  case OpCode::ShLI: return b < 0 || b >= 63 ? std::nullopt : std::optional<int64_t>(a << b);
+  case OpCode::ShRSI:
+  case OpCode::ShRUI:
     return b < 0 || b >= 63 || a < 0 ? std::nullopt : std::optional<int64_t>(a >> b);
-  case OpCode::MaxSI: case OpCode::MaxUI: return std::max(a, b);
-  case OpCode::MinSI: case OpCode::MinUI: return std::min(a, b);
+  case OpCode::MaxSI:
+  case OpCode::MaxUI: return std::max(a, b);
+  case OpCode::MinSI:
+  case OpCode::MinUI: return std::min(a, b);
   case OpCode::CmpI: return foldCompare(op.stringAttr("predicate"), a, b);
   default: return std::nullopt;
   }
@@ -142,8 +144,8 @@ AxisInfo divInfo(const AxisInfo &l, const AxisInfo &r) {
     int64_t constancy = std::gcd(l.constancy[d], r.constancy[d]);
     // A run of g consecutive values starting at a multiple of g, divided by a multiple of g,
     // never crosses a multiple of the divisor: the quotient is constant over the run.
-    int64_t g = std::min({l.contiguity[d], l.divisibility[d], r.divisibilityAt(d, 1),
-                          r.constancy[d]});
+    int64_t g =
+        std::min({l.contiguity[d], l.divisibility[d], r.divisibilityAt(d, 1), r.constancy[d]});
     info.constancy[d] = std::max(constancy, g);
     if (isConstant(r, 1)) {
       info.contiguity[d] = l.contiguity[d];
@@ -165,11 +167,10 @@ AxisInfo remInfo(const AxisInfo &l, const AxisInfo &r, const std::vector<int64_t
     return constantInfo(0, shape);
   AxisInfo info = AxisInfo::unknown(l.rank());
   for (int d = 0; d < l.rank(); ++d) {
-    int64_t contiguity = std::min({l.contiguity[d], l.divisibility[d],
-                                   r.divisibilityAt(d, 1), r.constancy[d]});
+    int64_t contiguity =
+        std::min({l.contiguity[d], l.divisibility[d], r.divisibilityAt(d, 1), r.constancy[d]});
     info.contiguity[d] = contiguity;
-    info.divisibility[d] =
-        std::gcd(l.divisibilityAt(d, contiguity), r.divisibilityAt(d, 1));
+    info.divisibility[d] = std::gcd(l.divisibilityAt(d, contiguity), r.divisibilityAt(d, 1));
     info.constancy[d] = std::gcd(l.constancy[d], r.constancy[d]);
   }
   return info;
@@ -197,9 +198,9 @@ AxisInfo bitwiseInfo(const Operation &op, const AxisInfo &l, const AxisInfo &r) 
     default: // or, xor, min, max: what divides both operands divides the result
       info.divisibility[d] = std::min(lDiv, rDiv);
     }
-    if (isConstant(r, 0) && (op.code() == OpCode::ShLI || op.code() == OpCode::ShRSI ||
-                             op.code() == OpCode::ShRUI || op.code() == OpCode::OrI ||
-                             op.code() == OpCode::XOrI)) {
+    if (isConstant(r, 0) &&
+        (op.code() == OpCode::ShLI || op.code() == OpCode::ShRSI || op.code() == OpCode::ShRUI ||
+         op.code() == OpCode::OrI || op.code() == OpCode::XOrI)) {
       info.contiguity[d] = l.contiguity[d]; // x op 0 = x
       info.divisibility[d] = l.divisibility[d];
     }
@@ -211,10 +212,10 @@ AxisInfo bitwiseInfo(const Operation &op, const AxisInfo &l, const AxisInfo &r) 
 /// each run (the flip from true to false lands on a run boundary).
 AxisInfo compareInfo(const Operation &op, const AxisInfo &l, const AxisInfo &r) {
   const std::string &predicate = op.stringAttr("predicate");
-  bool lhsRuns = predicate == "slt" || predicate == "sge" || predicate == "ult" ||
-                 predicate == "uge";
-  bool rhsRuns = predicate == "sgt" || predicate == "sle" || predicate == "ugt" ||
-                 predicate == "ule";
+  bool lhsRuns =
+      predicate == "slt" || predicate == "sge" || predicate == "ult" || predicate == "uge";
+  bool rhsRuns =
+      predicate == "sgt" || predicate == "sle" || predicate == "ugt" || predicate == "ule";
   AxisInfo info = AxisInfo::unknown(l.rank());
   for (int d = 0; d < l.rank(); ++d) {
     int64_t constancy = std::gcd(l.constancy[d], r.constancy[d]);
@@ -222,8 +223,7 @@ AxisInfo compareInfo(const Operation &op, const AxisInfo &l, const AxisInfo &r) 
     const AxisInfo *bound = lhsRuns ? &r : &l;
     if (runs)
       constancy = std::max(constancy, std::min({runs->contiguity[d], runs->divisibility[d],
-                                                bound->divisibilityAt(d, 1),
-                                                bound->constancy[d]}));
+                                                bound->divisibilityAt(d, 1), bound->constancy[d]}));
     info.constancy[d] = constancy;
   }
   return info;
@@ -237,8 +237,8 @@ AxisInfo selectInfo(const AxisInfo &cond, const AxisInfo &a, const AxisInfo &b) 
     int64_t contiguity = std::min(std::gcd(a.contiguity[d], cond.constancy[d]),
                                   std::gcd(b.contiguity[d], cond.constancy[d]));
     info.contiguity[d] = contiguity;
-    info.divisibility[d] = std::min(a.divisibilityAt(d, contiguity),
-                                    b.divisibilityAt(d, contiguity));
+    info.divisibility[d] =
+        std::min(a.divisibilityAt(d, contiguity), b.divisibilityAt(d, contiguity));
     info.constancy[d] = std::gcd(std::gcd(a.constancy[d], b.constancy[d]), cond.constancy[d]);
   }
   if (a.constantValue && a.constantValue == b.constantValue)

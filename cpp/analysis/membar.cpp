@@ -1,10 +1,11 @@
 // membar's analysis: inserts `barrier` ops into a func where threads could race on shared
-// memory (see membar.h for the plan; the pass over a module is transforms/membar.cpp). Before and after, two conversions through shared memory on disjoint scratch, then
-// one that reuses the first's bytes:
+// memory (see membar.h for the plan; the pass over a module is transforms/membar.cpp). Before and
+// after, two conversions through shared memory on disjoint scratch, then one that reuses the
+// first's bytes:
 //
 //   %a = convert_layout %x {scratch_offset = 0}       %a = convert_layout %x {scratch_offset = 0}
-//   %b = convert_layout %y {scratch_offset = 4096}    %b = convert_layout %y {scratch_offset = 4096}
-//   %c = convert_layout %z {scratch_offset = 0}       barrier
+//   %b = convert_layout %y {scratch_offset = 4096}    %b = convert_layout %y {scratch_offset =
+//   4096} %c = convert_layout %z {scratch_offset = 0}       barrier
 //                                                     %c = convert_layout %z {scratch_offset = 0}
 // Nothing before %b: its bytes are not %a's. Before %c nothing either: %b's own barrier (between
 // its stores and its loads) already ordered %a's loads. Each conversion keeps that one internal
@@ -71,8 +72,7 @@ BarrierState BarrierState::join(const BarrierState &a, const BarrierState &b) {
   // Groups are counted from the newest (async_wait's `pending` does): align the lists there.
   const std::vector<ByteRanges> &shorter =
       a.asyncGroups.size() < b.asyncGroups.size() ? a.asyncGroups : b.asyncGroups;
-  result.asyncGroups =
-      a.asyncGroups.size() < b.asyncGroups.size() ? b.asyncGroups : a.asyncGroups;
+  result.asyncGroups = a.asyncGroups.size() < b.asyncGroups.size() ? b.asyncGroups : a.asyncGroups;
   size_t offset = result.asyncGroups.size() - shorter.size();
   for (size_t i = 0; i < shorter.size(); ++i)
     result.asyncGroups[offset + i].add(shorter[i]);
@@ -143,12 +143,8 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
     state.reads.clear();
     state.writes.clear();
     return;
-  case OpCode::For:
-    state = walkFor(op, state, insert);
-    return;
-  case OpCode::While:
-    state = walkWhile(op, state, insert);
-    return;
+  case OpCode::For: state = walkFor(op, state, insert); return;
+  case OpCode::While: state = walkWhile(op, state, insert); return;
   case OpCode::If: {
     BarrierState thenState = walkBlock(op.body(0), state, insert);
     BarrierState elseState = op.numRegions() > 1 ? walkBlock(op.body(1), state, insert) : state;
@@ -163,9 +159,7 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
       state.writes.add(range);
     }
     return;
-  case OpCode::LocalLoad:
-    read(op, bufferRange(op.operand(0)), state, insert);
-    return;
+  case OpCode::LocalLoad: read(op, bufferRange(op.operand(0)), state, insert); return;
   case OpCode::Dot:
     for (unsigned i = 0; i < 2; ++i) {
       const ir::Operation *source = op.operand(i)->definingOp();
@@ -199,8 +193,7 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
     state.writes.add(bufferRange(op.operand(0)));
     return;
   case OpCode::MBarrierExpectTx: // mbarriers order themselves
-  case OpCode::MBarrierWait:
-    return;
+  case OpCode::MBarrierWait: return;
   case OpCode::AsyncCommitGroup:
     state.asyncGroups.push_back(state.asyncUncommitted);
     state.asyncUncommitted.clear();
@@ -219,8 +212,7 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
     }
     return;
   }
-  default:
-    break;
+  default: break;
   }
   if (!op.hasAttr("scratch_offset"))
     return;

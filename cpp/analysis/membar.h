@@ -16,9 +16,7 @@ namespace tessera::analysis {
 /// A half-open byte interval [begin, end) of shared memory.
 struct ByteRange {
   int64_t begin = 0, end = 0;
-  bool operator==(const ByteRange &other) const {
-    return begin == other.begin && end == other.end;
-  }
+  bool operator==(const ByteRange &other) const { return begin == other.begin && end == other.end; }
 };
 
 /// A set of byte ranges, kept sorted and merged (so that equal sets compare equal).

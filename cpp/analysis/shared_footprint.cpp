@@ -109,8 +109,7 @@ int64_t layoutScratchBytes(const ir::Operation &op) {
   if (op.code() == OpCode::Splat)
     return 0;
   if (op.code() == OpCode::ConvertLayout && convertsThroughOperandTile(op))
-    return operandConversionTile(op).allocationSize() *
-           memoryElementBytes(op.result()->type());
+    return operandConversionTile(op).allocationSize() * memoryElementBytes(op.result()->type());
   const ir::Type &operandType = op.operand(0)->type();
   LinearLayout source = tensorLayout(operandType);
   LinearLayout mapped = resultLayoutInOperand(op, tensorLayout(op.result()->type()));
@@ -148,9 +147,7 @@ LinearLayout resultLayoutInOperand(const ir::Operation &op, const LinearLayout &
   int rank = op.result()->type().rank();
   std::function<Coordinates(const Coordinates &)> toOperand;
   switch (op.code()) {
-  case OpCode::ConvertLayout:
-    toOperand = [](const Coordinates &c) { return c; };
-    break;
+  case OpCode::ConvertLayout: toOperand = [](const Coordinates &c) { return c; }; break;
   case OpCode::Broadcast:
     toOperand = [&](const Coordinates &c) {
       Coordinates result = c;
@@ -172,8 +169,7 @@ LinearLayout resultLayoutInOperand(const ir::Operation &op, const LinearLayout &
   case OpCode::Reshape:
     toOperand = [&](const Coordinates &c) { return reshapeCoordinates(c, shape, operandShape); };
     break;
-  default:
-    throw std::invalid_argument(std::string("no layout mapping for op '") + op.name() + "'");
+  default: throw std::invalid_argument(std::string("no layout mapping for op '") + op.name() + "'");
   }
   return mapToOperand(resultLayout, rank, operandShape, toOperand);
 }
@@ -257,8 +253,7 @@ int64_t localAllocBytes(const ir::Operation &localAlloc) {
          memoryElementBytes(type);
 }
 
-std::vector<int64_t> scratchSections(const ir::Operation &op, int64_t count,
-                                     int64_t &totalBytes) {
+std::vector<int64_t> scratchSections(const ir::Operation &op, int64_t count, int64_t &totalBytes) {
   std::vector<int64_t> offsets;
   totalBytes = 0;
   for (const ir::Value *operand : op.operands()) {

@@ -58,8 +58,7 @@ int64_t localAllocBytes(const ir::Operation &localAlloc);
 
 /// Byte offsets of one section per operand of a reduce or scan, each `count` elements of the
 /// operand's memory type, 16-byte aligned; their total in `totalBytes`.
-std::vector<int64_t> scratchSections(const ir::Operation &op, int64_t count,
-                                     int64_t &totalBytes);
+std::vector<int64_t> scratchSections(const ir::Operation &op, int64_t count, int64_t &totalBytes);
 
 /// Whether an atomic op hands its old values to every thread through shared memory: its
 /// result is used and other threads hold copies of some element (always for a scalar).

@@ -43,9 +43,8 @@ void bindCodegen(py::module_ &m) {
         return out;
       },
       py::arg("module"), py::arg("arch") = "sm_90a", py::arg("num_warps") = 4,
-      py::arg("opt_level") = 3, py::arg("enable_fp_fusion") = true,
-      py::arg("libdevice_path") = "", py::arg("maxnreg") = 0,
-      py::arg("keep_unoptimized_ir") = true,
+      py::arg("opt_level") = 3, py::arg("enable_fp_fusion") = true, py::arg("libdevice_path") = "",
+      py::arg("maxnreg") = 0, py::arg("keep_unoptimized_ir") = true,
       "Compiles the module's kernel to PTX. Returns a dict with llvm_ir (optimized), "
       "unoptimized_llvm_ir (empty unless keep_unoptimized_ir), ptx, kernel_name, "
       "shared_bytes, num_warps and step_seconds ([(step, wall seconds)]). libdevice_path: "

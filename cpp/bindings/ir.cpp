@@ -94,17 +94,17 @@ void bindIR(py::module_ &m) {
       .def("is_integer", &Type::isInteger)
       .def("is_float", &Type::isFloat)
       .def_property_readonly("element_type", &Type::elementType)
-      .def_property_readonly("scalar_name",
-                             [](const Type &t) { return std::string(scalarKindName(t.scalarKind())); })
+      .def_property_readonly(
+          "scalar_name", [](const Type &t) { return std::string(scalarKindName(t.scalarKind())); })
       .def_property_readonly("bit_width", &Type::bitWidth)
       .def_property_readonly("pointee", &Type::pointee)
       .def_property_readonly("address_space", &Type::addressSpace)
       .def_property_readonly("shape", &Type::shape)
       .def_property_readonly("rank", &Type::rank)
       .def_property_readonly("has_encoding", [](const Type &t) { return bool(t.encoding()); })
-      .def_property_readonly("encoding_str", [](const Type &t) {
-        return t.encoding() ? t.encoding()->str() : std::string();
-      })
+      .def_property_readonly(
+          "encoding_str",
+          [](const Type &t) { return t.encoding() ? t.encoding()->str() : std::string(); })
       .def("with_element", &Type::withElement)
       .def("with_shape", &Type::withShape)
       .def("without_encoding", [](const Type &t) { return t.withEncoding(nullptr); })
@@ -132,35 +132,36 @@ void bindIR(py::module_ &m) {
       .def("__eq__", [](const Value &a, const Value &b) { return &a == &b; });
 
   py::class_<Block>(m, "Block")
-      .def_property_readonly("arguments",
-                             [](const Block &b) { return rawList(b.arguments()); }, ref)
+      .def_property_readonly(
+          "arguments", [](const Block &b) { return rawList(b.arguments()); }, ref)
       .def("add_argument", &Block::addArgument, ref)
-      .def_property_readonly("operations",
-                             [](const Block &b) {
-                               std::vector<Operation *> ops;
-                               for (auto &op : b.operations())
-                                 ops.push_back(op.get());
-                               return ops;
-                             },
-                             ref)
+      .def_property_readonly(
+          "operations",
+          [](const Block &b) {
+            std::vector<Operation *> ops;
+            for (auto &op : b.operations())
+              ops.push_back(op.get());
+            return ops;
+          },
+          ref)
       .def_property_readonly("parent_op", &Block::parentOp, ref)
       .def_property_readonly("terminator", &Block::terminator, ref);
 
   py::class_<Operation>(m, "Operation")
       .def_property_readonly("name", [](const Operation &op) { return std::string(op.name()); })
       .def_property_readonly("operands", &Operation::operands, ref)
-      .def_property_readonly("results",
-                             [](const Operation &op) { return rawList(op.results()); }, ref)
+      .def_property_readonly(
+          "results", [](const Operation &op) { return rawList(op.results()); }, ref)
       .def("result", &Operation::result, ref, py::arg("index") = 0)
       .def_property_readonly("attrs",
                              [](const Operation &op) { return attributeDict(op.attributes()); })
-      .def("attr", [](const Operation &op, const std::string &k) { return fromAttribute(op.attr(k)); })
-      .def("set_attr", [](Operation &op, const std::string &k, py::handle v) {
-        op.setAttr(k, toAttribute(v));
-      })
+      .def("attr",
+           [](const Operation &op, const std::string &k) { return fromAttribute(op.attr(k)); })
+      .def("set_attr",
+           [](Operation &op, const std::string &k, py::handle v) { op.setAttr(k, toAttribute(v)); })
       .def_property_readonly("num_regions", &Operation::numRegions)
-      .def("body", [](Operation &op, unsigned i) { return &op.body(i); }, ref,
-           py::arg("region") = 0)
+      .def(
+          "body", [](Operation &op, unsigned i) { return &op.body(i); }, ref, py::arg("region") = 0)
       .def_property_readonly("location", &Operation::location)
       .def_property_readonly("parent_block", &Operation::parentBlock, ref)
       .def_property_readonly("parent_op", &Operation::parentOp, ref)
@@ -172,23 +173,28 @@ void bindIR(py::module_ &m) {
 
   py::class_<Module>(m, "Module")
       .def(py::init<>())
-      .def_property_readonly("body", [](Module &mod) { return &mod.body(); }, ref)
+      .def_property_readonly(
+          "body", [](Module &mod) { return &mod.body(); }, ref)
       .def("functions", &Module::functions, ref)
       .def("lookup_function", &Module::lookupFunction, ref)
-      .def_property_readonly("attrs", [](const Module &mod) { return attributeDict(mod.attributes()); })
-      .def("set_attr", [](Module &mod, const std::string &k, py::handle v) {
-        mod.attributes()[k] = toAttribute(v);
-      })
+      .def_property_readonly("attrs",
+                             [](const Module &mod) { return attributeDict(mod.attributes()); })
+      .def("set_attr", [](Module &mod, const std::string &k,
+                          py::handle v) { mod.attributes()[k] = toAttribute(v); })
       .def("clone", &Module::clone)
       .def("verify", [](const Module &mod) { verify(mod); })
-      .def("str", [](const Module &mod, bool locations, bool aliases) {
-        return toString(mod, PrintOptions{locations, aliases});
-      }, py::arg("locations") = false, py::arg("aliases") = true)
+      .def(
+          "str",
+          [](const Module &mod, bool locations, bool aliases) {
+            return toString(mod, PrintOptions{locations, aliases});
+          },
+          py::arg("locations") = false, py::arg("aliases") = true)
       .def("__str__", [](const Module &mod) { return toString(mod); });
 
   m.def("parse_module", &parseModule, py::arg("text"));
   m.def(
-      "op_names", [] {
+      "op_names",
+      [] {
         std::vector<std::string> names;
         for (size_t i = 0; i < kNumOpCodes; ++i)
           names.push_back(opName(static_cast<OpCode>(i)));
@@ -230,14 +236,15 @@ void bindIR(py::module_ &m) {
       .def("set_insertion_point_after", &Builder::setInsertionPointAfter)
       .def_property_readonly("insertion_block", &Builder::insertionBlock, ref)
       .def("set_location", &Builder::setLocation)
-      .def("create",
-           [](Builder &b, const std::string &name, const std::vector<Value *> &operands,
-              const std::vector<Type> &resultTypes, const py::dict &attrs, unsigned numRegions) {
-             return b.create(opFromName(name), operands, resultTypes, toAttributes(attrs),
-                             numRegions);
-           },
-           ref, py::arg("name"), py::arg("operands"), py::arg("result_types"),
-           py::arg("attrs") = py::dict(), py::arg("num_regions") = 0);
+      .def(
+          "create",
+          [](Builder &b, const std::string &name, const std::vector<Value *> &operands,
+             const std::vector<Type> &resultTypes, const py::dict &attrs, unsigned numRegions) {
+            return b.create(opFromName(name), operands, resultTypes, toAttributes(attrs),
+                            numRegions);
+          },
+          ref, py::arg("name"), py::arg("operands"), py::arg("result_types"),
+          py::arg("attrs") = py::dict(), py::arg("num_regions") = 0);
 }
 
 } // namespace tessera::bindings

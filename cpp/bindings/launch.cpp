@@ -132,8 +132,7 @@ bool packValues(const KernelLauncher &launcher, const ArgumentValue *values, siz
   for (size_t i = 0; i < count; ++i) {
     if (values[i].kind == ValueKind::None)
       continue;
-    if (packed >= signature.size() || !packValue(signature[packed], values[i],
-                                                 buffer.slot(packed)))
+    if (packed >= signature.size() || !packValue(signature[packed], values[i], buffer.slot(packed)))
       return false;
     if (signature[packed] == ArgKind::TensorMap) // the parameter is the bytes themselves
       buffer.params()[packed] = reinterpret_cast<void *>(buffer.slot(packed));
@@ -197,8 +196,8 @@ enum class Outcome { Launched, Error, Fallback };
 /// A launch option keyword that is also the name of a parameter binds both (as Triton passes
 /// it to the kernel and to the launch). `options` receives the other launch options.
 bool bindArguments(const DispatcherState &state, PyObject *const *args, Py_ssize_t nargs,
-                   PyObject *kwnames, PyObject **bound, PyObject *&numWarps,
-                   PyObject *&numStages, PyObject **options) {
+                   PyObject *kwnames, PyObject **bound, PyObject *&numWarps, PyObject *&numStages,
+                   PyObject **options) {
   size_t count = state.parameters.size();
   if (static_cast<size_t>(nargs) > count)
     return false;
@@ -294,8 +293,8 @@ Outcome launchOrRecord(DispatcherState &state, const LaunchTarget &target, const
 
 /// `evaluatedGrid` receives a callable grid's result (a new reference), so that the Python
 /// path, if it takes over, does not call the grid a second time.
-Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
-                  Py_ssize_t nargs, PyObject *kwnames, PyObject *&evaluatedGrid) {
+Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args, Py_ssize_t nargs,
+                  PyObject *kwnames, PyObject *&evaluatedGrid) {
   if (!state.configured || state.generation != dispatchGlobals().generation ||
       interpreting(state) || !state.globalsUnchanged())
     return Outcome::Fallback;
@@ -314,8 +313,8 @@ Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
 
   LaunchKey key;
   ArgumentValue values[kMaxFastParameters];
-  if (!state.table.makeKey(runtimeValues, runtimeCount, constexprValues, constexprCount,
-                           numWarps, numStages, key, values, state.runtimeFlags.data(), options))
+  if (!state.table.makeKey(runtimeValues, runtimeCount, constexprValues, constexprCount, numWarps,
+                           numStages, key, values, state.runtimeFlags.data(), options))
     return Outcome::Fallback;
   LaunchGrid parsedGrid;
   if (!parseGrid(grid, parsedGrid)) {
@@ -339,8 +338,8 @@ Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
 }
 
 /// JITFunction.run(*args, grid=grid, **kwargs): the Python path.
-PyObject *runInPython(PyObject *dispatcher, PyObject *grid, PyObject *const *args,
-                      Py_ssize_t nargs, PyObject *kwnames) {
+PyObject *runInPython(PyObject *dispatcher, PyObject *grid, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames) {
   PyObject *run = PyObject_GetAttr(dispatcher, launchStrings().run);
   PyObject *positional = run ? PyTuple_New(nargs) : nullptr;
   PyObject *keywords = positional ? PyDict_New() : nullptr;
@@ -371,8 +370,7 @@ PyObject *boundLaunchCall(PyObject *callable, PyObject *const *args, size_t narg
   auto *dispatcher = reinterpret_cast<DispatcherObject *>(bound->dispatcher);
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   PyObject *evaluatedGrid = nullptr;
-  Outcome outcome = tryLaunch(*dispatcher->state, bound->grid, args, nargs, kwnames,
-                              evaluatedGrid);
+  Outcome outcome = tryLaunch(*dispatcher->state, bound->grid, args, nargs, kwnames, evaluatedGrid);
   PyObject *result = nullptr;
   if (outcome == Outcome::Launched)
     result = Py_NewRef(Py_None);
@@ -380,8 +378,8 @@ PyObject *boundLaunchCall(PyObject *callable, PyObject *const *args, size_t narg
     // A grid callable that returned None: the Python path calls it again and says so (None
     // itself would read as a launch without a grid).
     result = runInPython(bound->dispatcher,
-                         evaluatedGrid && evaluatedGrid != Py_None ? evaluatedGrid : bound->grid, args,
-                         nargs, kwnames);
+                         evaluatedGrid && evaluatedGrid != Py_None ? evaluatedGrid : bound->grid,
+                         args, nargs, kwnames);
   Py_XDECREF(evaluatedGrid);
   return result;
 }

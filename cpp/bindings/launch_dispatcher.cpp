@@ -60,9 +60,8 @@ PyObject *dispatcherSubscript(PyObject *self, PyObject *grid) {
 // runtime::python::SpecializeFlags (do_not_specialize, do_not_specialize_on_alignment).
 PyObject *dispatcherConfigure(PyObject *self, PyObject *args) {
   PyObject *names, *flags, *defaults, *specialize = nullptr;
-  if (!PyArg_ParseTuple(args, "O!O!O!|O!:_dispatch_configure", &PyTuple_Type, &names,
-                        &PyTuple_Type, &flags, &PyDict_Type, &defaults, &PyTuple_Type,
-                        &specialize))
+  if (!PyArg_ParseTuple(args, "O!O!O!|O!:_dispatch_configure", &PyTuple_Type, &names, &PyTuple_Type,
+                        &flags, &PyDict_Type, &defaults, &PyTuple_Type, &specialize))
     return nullptr;
   DispatcherState &state = stateOf(self);
   state.clearParameters();
@@ -120,8 +119,7 @@ bool streamSource(PyObject *launchable, LaunchTarget &target) {
   PyObject *type = PyObject_GetAttr(launchable, launchStrings().streamType);
   PyErr_Clear();
   if (type != nullptr && PyType_Check(type)) {
-    const auto &strategy =
-        runtime::python::strategyFor(reinterpret_cast<PyTypeObject *>(type));
+    const auto &strategy = runtime::python::strategyFor(reinterpret_cast<PyTypeObject *>(type));
     if (strategy.exchange != nullptr && strategy.exchange->current_work_stream != nullptr)
       target.streamApi = strategy.exchange;
   }
@@ -292,9 +290,8 @@ PyType_Slot dispatcherSlots[] = {
                                    "from C++ once the Python path registered the kernel.")},
     {0, nullptr}};
 
-PyType_Spec dispatcherSpec = {"tessera._tessera.runtime.KernelDispatcher",
-                              sizeof(DispatcherObject), 0,
-                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, dispatcherSlots};
+PyType_Spec dispatcherSpec = {"tessera._tessera.runtime.KernelDispatcher", sizeof(DispatcherObject),
+                              0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, dispatcherSlots};
 
 PyMemberDef boundLaunchMembers[] = {
     {const_cast<char *>("__vectorcalloffset__"), T_PYSSIZET,
@@ -308,8 +305,7 @@ PyType_Slot boundLaunchSlots[] = {
     {Py_tp_doc, const_cast<char *>("kernel[grid]: call it with the kernel's arguments.")},
     {0, nullptr}};
 
-PyType_Spec boundLaunchSpec = {"tessera._tessera.runtime.BoundLaunch", sizeof(BoundLaunchObject),
-                               0,
+PyType_Spec boundLaunchSpec = {"tessera._tessera.runtime.BoundLaunch", sizeof(BoundLaunchObject), 0,
                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL |
                                    Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
                                boundLaunchSlots};
@@ -352,8 +348,8 @@ void bindDispatcher(py::module_ &m) {
   if (dispatcher == nullptr)
     throw py::error_already_set();
   m.add_object("KernelDispatcher", py::reinterpret_steal<py::object>(dispatcher));
-  m.def("set_interpret_sources", &setInterpretSources, py::arg("overrides"),
-        py::arg("raw_environ"), py::arg("variable"),
+  m.def("set_interpret_sources", &setInterpretSources, py::arg("overrides"), py::arg("raw_environ"),
+        py::arg("variable"),
         "Where the fast launch path reads the interpret knob: tessera.config's override dict, "
         "os.environ's raw bytes dict and the variable name as bytes (None: ask Python).");
   m.def("exchange_current_stream", &exchangeCurrentStream, py::arg("tensor_type"),
@@ -369,8 +365,7 @@ void bindDispatcher(py::module_ &m) {
           uint64_t word = 0;
           runtime::python::ArgumentValue value;
           if (runtime::python::specializeArgument(args[i].ptr(), word, value))
-            words.append(py::int_(
-                runtime::python::maskedWord(word, flags[i].cast<uint8_t>())));
+            words.append(py::int_(runtime::python::maskedWord(word, flags[i].cast<uint8_t>())));
           else
             words.append(py::none());
         }

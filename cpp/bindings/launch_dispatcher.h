@@ -32,7 +32,7 @@ struct LaunchStrings {
   PyObject *currentStream = PyUnicode_InternFromString("current_stream");
   PyObject *streamType = PyUnicode_InternFromString("stream_type");
   PyObject *interpret = PyUnicode_InternFromString("interpret");
-  PyObject *defaultWarps = PyLong_FromLong(4);  // JITFunction.run's defaults
+  PyObject *defaultWarps = PyLong_FromLong(4); // JITFunction.run's defaults
   PyObject *defaultStages = PyLong_FromLong(1);
 };
 inline const LaunchStrings &launchStrings() {
@@ -60,7 +60,7 @@ struct Parameter {
   PyObject *name = nullptr;         // strong
   PyObject *defaultValue = nullptr; // strong, null when required
   bool isConstexpr = false;
-  uint8_t specializeFlags = 0;      // runtime::python::SpecializeFlags
+  uint8_t specializeFlags = 0; // runtime::python::SpecializeFlags
 };
 
 /// What the fast path would have launched, for a launcher without a kernel (tests, and
@@ -128,22 +128,19 @@ struct DispatcherState {
 };
 
 struct DispatcherObject {
-  PyObject_HEAD
-  DispatcherState *state;
+  PyObject_HEAD DispatcherState *state;
 };
 
 /// `kernel[grid]`: called, it launches (vectorcall).
 struct BoundLaunchObject {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   PyObject *dispatcher; // strong
   PyObject *grid;       // strong
 };
 
 /// Stores one runtime value as the kernel's parameter `kind`; false where the Python path
 /// would convert differently or raise (then the call takes the Python path).
-bool packValue(runtime::ArgKind kind, const runtime::python::ArgumentValue &value,
-               uint64_t &slot);
+bool packValue(runtime::ArgKind kind, const runtime::python::ArgumentValue &value, uint64_t &slot);
 
 /// Packs the runtime values the kernel takes (those passed None are constexprs of the compiled
 /// kernel: skipped) into `buffer`; false unless they match `launcher`'s signature exactly.

@@ -4,8 +4,8 @@
 // here. Needs the GIL for everything (it holds references to Python objects).
 #pragma once
 
-#include "runtime/launch.h"
 #include "python_specialize.h"
+#include "runtime/launch.h"
 
 #include <unordered_map>
 #include <vector>
@@ -99,8 +99,7 @@ public:
     if (!smallInt(numWarps, key) || !smallInt(numStages, key))
       return false;
     for (size_t i = 0; i < kLaunchOptionCount; ++i)
-      if (!constexprWords(options != nullptr && options[i] != nullptr ? options[i] : Py_None,
-                          key))
+      if (!constexprWords(options != nullptr && options[i] != nullptr ? options[i] : Py_None, key))
         return false;
     for (size_t i = 0; i < runtimeCount; ++i) {
       uint64_t word;

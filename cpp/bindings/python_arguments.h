@@ -194,8 +194,7 @@ inline uint64_t devicePointer(size_t index, PyObject *obj, const dlpack::DLTenso
   switch (tensor.device.device_type) {
   case dlpack::kDLCUDA:
   case dlpack::kDLCUDAHost:
-  case dlpack::kDLCUDAManaged:
-    return reinterpret_cast<uint64_t>(tensor.data) + tensor.byte_offset;
+  case dlpack::kDLCUDAManaged: return reinterpret_cast<uint64_t>(tensor.data) + tensor.byte_offset;
   case dlpack::kDLCPU: throw notOnGpu(index, obj, "CPU");
   default:
     throw notOnGpu(index, obj, "DLPack device type " + std::to_string(tensor.device.device_type));
@@ -277,8 +276,8 @@ inline uint64_t cupyPointer(size_t index, PyObject *obj, const TypeStrategy &str
   return value;
 }
 
-inline uint64_t cudaArrayInterfacePointer(size_t index, PyObject *obj,
-                                          const TypeStrategy &strategy, uint64_t stream) {
+inline uint64_t cudaArrayInterfacePointer(size_t index, PyObject *obj, const TypeStrategy &strategy,
+                                          uint64_t stream) {
   py::object interface =
       py::reinterpret_steal<py::object>(PyObject_GetAttr(obj, names().cudaArrayInterface));
   if (!interface) {
@@ -341,7 +340,8 @@ inline uint64_t pointerArgument(size_t index, PyObject *obj, uint64_t stream) {
   if (instance.hasDlpack)
     return dlpackPointer(index, obj, stream);
   throw ArgumentError{index, "expected a GPU tensor (torch, CuPy, JAX, any DLPack or CUDA array "
-                             "interface object) or an int address, got " + typeName(obj)};
+                             "interface object) or an int address, got " +
+                                 typeName(obj)};
 }
 
 /// Stores a scalar argument of an integer or float kind.
@@ -362,8 +362,8 @@ inline void scalarArgument(size_t index, ArgKind kind, PyObject *obj, uint64_t &
   py::object integer = py::reinterpret_steal<py::object>(PyNumber_Index(obj)); // ints, numpy ints
   if (!integer) {
     PyErr_Clear();
-    throw ArgumentError{index, std::string("expected an int for ") + argKindName(kind) +
-                                   ", got " + typeName(obj)};
+    throw ArgumentError{index, std::string("expected an int for ") + argKindName(kind) + ", got " +
+                                   typeName(obj)};
   }
   int overflow = 0;
   long long value = PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow);

@@ -24,7 +24,7 @@ enum class ValueKind : uint8_t { Int, UInt, Bool, Float, Address, None };
 /// is filled by specializeArgument before use.
 struct ArgumentValue {
   ValueKind kind;
-  bool onHost; // memory the GPU cannot reach (only recording launchers take it)
+  bool onHost;   // memory the GPU cannot reach (only recording launchers take it)
   uint64_t bits; // an integer (two's complement) or an address
   double real;   // a float
 };
@@ -34,12 +34,12 @@ enum class KeyTag : uint64_t {
   Int = 1,
   Bool,
   Float,
-  DLPackTensor,  // payload: DLPack dtype (code, bits, lanes) and 16-byte alignment
-  DtypeTensor,   // payload: address of the tensor's dtype object (kept alive) and alignment
-  ConstInt,      // a constexpr int; the next word is its value
+  DLPackTensor, // payload: DLPack dtype (code, bits, lanes) and 16-byte alignment
+  DtypeTensor,  // payload: address of the tensor's dtype object (kept alive) and alignment
+  ConstInt,     // a constexpr int; the next word is its value
   ConstBool,
   ConstNone,
-  ConstObject,   // payload: index of an equal object in the dispatcher's constant table
+  ConstObject, // payload: index of an equal object in the dispatcher's constant table
 };
 
 inline uint64_t keyWord(KeyTag tag, uint64_t payload = 0) {
@@ -148,9 +148,9 @@ inline bool specializeExchangeTensor(PyObject *obj, const TypeStrategy &strategy
   value.kind = ValueKind::Address;
   value.bits = reinterpret_cast<uint64_t>(tensor.data) + tensor.byte_offset;
   const dlpack::DLDataType &dtype = tensor.dtype;
-  word = keyWord(KeyTag::DLPackTensor, (value.bits % 16 == 0) | uint64_t(dtype.code) << 8 |
-                                           uint64_t(dtype.bits) << 16 |
-                                           uint64_t(dtype.lanes) << 24);
+  word =
+      keyWord(KeyTag::DLPackTensor, (value.bits % 16 == 0) | uint64_t(dtype.code) << 8 |
+                                        uint64_t(dtype.bits) << 16 | uint64_t(dtype.lanes) << 24);
   return true;
 }
 

@@ -54,9 +54,9 @@ inline std::string dtypeFromDLPack(const dlpack::DLDataType &type) {
     default: break;
     }
   }
-  throw py::type_error("unsupported tensor dtype (DLPack code " + std::to_string(type.code) +
-                       ", " + std::to_string(type.bits) + " bits, " +
-                       std::to_string(type.lanes) + " lanes)");
+  throw py::type_error("unsupported tensor dtype (DLPack code " + std::to_string(type.code) + ", " +
+                       std::to_string(type.bits) + " bits, " + std::to_string(type.lanes) +
+                       " lanes)");
 }
 
 inline TensorInfo infoFromDLTensor(const dlpack::DLTensor &tensor) {
@@ -88,11 +88,20 @@ inline std::string torchDtypeName(PyObject *dtype) {
   if (found != cache->end())
     return found->second;
   static const std::unordered_map<std::string, std::string> kNames = {
-      {"torch.bool", "i1"},         {"torch.int8", "i8"},      {"torch.int16", "i16"},
-      {"torch.int32", "i32"},       {"torch.int64", "i64"},    {"torch.uint8", "u8"},
-      {"torch.uint16", "u16"},      {"torch.uint32", "u32"},   {"torch.uint64", "u64"},
-      {"torch.float16", "fp16"},    {"torch.bfloat16", "bf16"}, {"torch.float32", "fp32"},
-      {"torch.float64", "fp64"},    {"torch.float8_e4m3fn", "fp8e4m3"},
+      {"torch.bool", "i1"},
+      {"torch.int8", "i8"},
+      {"torch.int16", "i16"},
+      {"torch.int32", "i32"},
+      {"torch.int64", "i64"},
+      {"torch.uint8", "u8"},
+      {"torch.uint16", "u16"},
+      {"torch.uint32", "u32"},
+      {"torch.uint64", "u64"},
+      {"torch.float16", "fp16"},
+      {"torch.bfloat16", "bf16"},
+      {"torch.float32", "fp32"},
+      {"torch.float64", "fp64"},
+      {"torch.float8_e4m3fn", "fp8e4m3"},
       {"torch.float8_e5m2", "fp8e5m2"}};
   std::string text = py::str(dtype).cast<std::string>();
   auto known = kNames.find(text);
@@ -128,9 +137,9 @@ inline TensorInfo torchTensorInfo(PyObject *obj, const TypeStrategy &strategy) {
 
 inline std::string dtypeFromTypestr(const std::string &typestr) {
   static const std::unordered_map<std::string, std::string> kNames = {
-      {"|b1", "i1"},   {"|i1", "i8"},   {"<i2", "i16"},  {"<i4", "i32"},  {"<i8", "i64"},
-      {"|u1", "u8"},   {"<u2", "u16"},  {"<u4", "u32"},  {"<u8", "u64"},  {"<f2", "fp16"},
-      {"<f4", "fp32"}, {"<f8", "fp64"}, {"<i1", "i8"},   {"<u1", "u8"},   {"<b1", "i1"}};
+      {"|b1", "i1"},   {"|i1", "i8"},   {"<i2", "i16"}, {"<i4", "i32"}, {"<i8", "i64"},
+      {"|u1", "u8"},   {"<u2", "u16"},  {"<u4", "u32"}, {"<u8", "u64"}, {"<f2", "fp16"},
+      {"<f4", "fp32"}, {"<f8", "fp64"}, {"<i1", "i8"},  {"<u1", "u8"},  {"<b1", "i1"}};
   auto known = kNames.find(typestr);
   if (known == kNames.end())
     throw py::type_error("unsupported __cuda_array_interface__ typestr '" + typestr + "'");
@@ -189,7 +198,8 @@ inline py::tuple tensorInfo(py::handle handle) {
   if (fallback.hasCudaArrayInterface)
     return cudaArrayInterfaceInfo(obj).toTuple();
   throw py::type_error("tensor_info needs a tensor (torch, CuPy, JAX, NumPy or any DLPack or "
-                       "CUDA array interface object), got " + typeName(obj));
+                       "CUDA array interface object), got " +
+                       typeName(obj));
 }
 
 } // namespace tessera::runtime::python

@@ -3,9 +3,9 @@
 #include "bindings.h"
 #include "launch_dispatcher.h"
 
-#include "runtime/tensor_map.h"
-#include "runtime/launch.h"
 #include "python_tensor_info.h"
+#include "runtime/launch.h"
+#include "runtime/tensor_map.h"
 
 #include <pybind11/stl.h>
 
@@ -67,8 +67,8 @@ unsigned gridDimension(PyObject *value, int axis) {
   if (PyErr_Occurred())
     PyErr_Clear();
   if (dimension < 0 || dimension > 0xffffffffLL)
-    throw py::value_error("grid dimension " + std::to_string(axis) +
-                          " must be an int >= 0, got " + py::repr(value).cast<std::string>());
+    throw py::value_error("grid dimension " + std::to_string(axis) + " must be an int >= 0, got " +
+                          py::repr(value).cast<std::string>());
   return static_cast<unsigned>(dimension);
 }
 
@@ -188,9 +188,8 @@ void bindObjects(py::module_ &m) {
                              [](const Function &f) { return f.attributes().sharedBytes; })
       .def_property_readonly("max_threads_per_block",
                              [](const Function &f) { return f.attributes().maxThreadsPerBlock; })
-      .def_property_readonly("handle", [](const Function &f) {
-        return reinterpret_cast<uintptr_t>(f.handle());
-      });
+      .def_property_readonly(
+          "handle", [](const Function &f) { return reinterpret_cast<uintptr_t>(f.handle()); });
 
   py::class_<KernelLauncher, std::shared_ptr<KernelLauncher>>(
       m, "KernelLauncher",
@@ -229,10 +228,16 @@ void bindRuntime(py::module_ &m) {
          std::vector<uint64_t> globalStrides, std::vector<uint32_t> boxDim,
          std::vector<uint32_t> elementStrides, int interleave, int swizzle, int l2Promotion,
          int oobFill) {
-        runtime::TensorMapArguments arguments{dataType, address, std::move(globalDim),
-                                              std::move(globalStrides), std::move(boxDim),
-                                              std::move(elementStrides), interleave, swizzle,
-                                              l2Promotion, oobFill};
+        runtime::TensorMapArguments arguments{dataType,
+                                              address,
+                                              std::move(globalDim),
+                                              std::move(globalStrides),
+                                              std::move(boxDim),
+                                              std::move(elementStrides),
+                                              interleave,
+                                              swizzle,
+                                              l2Promotion,
+                                              oobFill};
         if (arguments.globalDim.size() != rank)
           throw std::invalid_argument("tensor map: rank differs from the dims given");
         runtime::TensorMapBytes bytes = runtime::encodeTensorMap(arguments);

@@ -34,8 +34,8 @@ void verifyModule(const llvm::Module &module, const char *stage) {
   std::string message;
   llvm::raw_string_ostream stream(message);
   if (llvm::verifyModule(module, &stream))
-    throw ir::CompileError(std::string("codegen: internal error: invalid LLVM IR ") + stage +
-                           ": " + message);
+    throw ir::CompileError(std::string("codegen: internal error: invalid LLVM IR ") + stage + ": " +
+                           message);
 }
 
 int numWarpsOf(const ir::Module &module, const CodegenOptions &options) {

@@ -112,11 +112,11 @@ llvm::Value *emitAtomic(KernelLowering &lowering, const AtomicInfo &info, llvm::
   llvm::IRBuilder<> &b = lowering.builder();
   if (info.isCas) {
     llvm::AtomicOrdering success = orderingOf(info.sem);
-    llvm::AtomicOrdering failure = acquires(info.sem) ? llvm::AtomicOrdering::Acquire
-                                                      : llvm::AtomicOrdering::Monotonic;
+    llvm::AtomicOrdering failure =
+        acquires(info.sem) ? llvm::AtomicOrdering::Acquire : llvm::AtomicOrdering::Monotonic;
     llvm::AtomicCmpXchgInst *exchange = b.CreateAtomicCmpXchg(
-        pointer, toBits(b, values[0], info.intType), toBits(b, values[1], info.intType),
-        info.align, success, failure, info.syncScope);
+        pointer, toBits(b, values[0], info.intType), toBits(b, values[1], info.intType), info.align,
+        success, failure, info.syncScope);
     llvm::Value *old = b.CreateExtractValue(exchange, 0);
     return old->getType() == info.type ? old : b.CreateBitCast(old, info.type);
   }
@@ -143,8 +143,7 @@ llvm::Value *emitPackedHalfAdd(llvm::IRBuilder<> &b, llvm::Value *pointer, llvm:
   auto *pairType = llvm::FixedVectorType::get(b.getHalfTy(), 2);
   llvm::Value *pair = llvm::PoisonValue::get(pairType);
   pair = b.CreateInsertElement(b.CreateInsertElement(pair, low, uint64_t(0)), high, uint64_t(1));
-  auto *type = llvm::FunctionType::get(b.getInt32Ty(), {pointer->getType(), b.getInt32Ty()},
-                                       false);
+  auto *type = llvm::FunctionType::get(b.getInt32Ty(), {pointer->getType(), b.getInt32Ty()}, false);
   auto *ptx = llvm::InlineAsm::get(type, "atom.global.add.noftz.f16x2 $0, [$1], $2;",
                                    "=r,l,r,~{memory}", /*hasSideEffects=*/true);
   llvm::Value *old = b.CreateCall(ptx, {pointer, b.CreateBitCast(pair, b.getInt32Ty())});
@@ -214,9 +213,7 @@ Registers publishResult(KernelLowering &lowering, const ir::Operation &op, const
       offsets[reg] = linear;
     }
   }
-  auto addressOf = [&](size_t reg) {
-    return b.CreateGEP(memoryType, base, offsets[reg]);
-  };
+  auto addressOf = [&](size_t reg) { return b.CreateGEP(memoryType, base, offsets[reg]); };
   for (size_t reg = 0; reg < issued.size(); ++reg) {
     llvm::Value *value = lowering.toMemory(issued[reg], memoryType);
     emitIf(b, owner, [&] { b.CreateAlignedStore(value, addressOf(reg), llvm::Align(bytes)); });
@@ -286,8 +283,8 @@ void lowerAtomicOp(KernelLowering &lowering, const ir::Operation &op) {
       issued[reg + 1] = b.CreateExtractElement(pair, uint64_t(1));
       continue;
     }
-    issued[reg] = emitGuarded(
-        b, predicate, [&] { return emitAtomic(lowering, info, pointers[reg], values); });
+    issued[reg] = emitGuarded(b, predicate,
+                              [&] { return emitAtomic(lowering, info, pointers[reg], values); });
   }
   for (int reg = 0; reg < numRegs; ++reg)
     if (reg & duplicateRegisters)

@@ -35,10 +35,9 @@ llvm::Value *generic(KernelLowering &lowering, llvm::Value *pointer) {
 }
 
 /// A NUL-terminated constant string in global memory, as a generic pointer.
-llvm::Value *stringConstant(KernelLowering &lowering, const std::string &text,
-                            const char *name) {
-  llvm::GlobalVariable *global = lowering.builder().CreateGlobalString(
-      text, name, /*AddressSpace=*/1, &moduleOf(lowering));
+llvm::Value *stringConstant(KernelLowering &lowering, const std::string &text, const char *name) {
+  llvm::GlobalVariable *global =
+      lowering.builder().CreateGlobalString(text, name, /*AddressSpace=*/1, &moduleOf(lowering));
   return generic(lowering, global);
 }
 
@@ -137,14 +136,12 @@ public:
     const ir::Value *value = op_.operand(index);
     const ir::Type &type = value->type();
     const Registers &registers = lowering_.registersOf(value);
-    std::string tail = escapePercent(prefix) + (several ? "(operand " + std::to_string(index) +
-                                                              ") "
-                                                        : "");
+    std::string tail =
+        escapePercent(prefix) + (several ? "(operand " + std::to_string(index) + ") " : "");
     if (!type.isTensor()) {
       FormattedValue formatted = formatValue(lowering_, registers[0], type, isSigned, hex, op_);
-      emitGuarded(lowering_, firstThread(), [&] {
-        print(" idx ()" + tail + formatted.conversion, {formatted.value});
-      });
+      emitGuarded(lowering_, firstThread(),
+                  [&] { print(" idx ()" + tail + formatted.conversion, {formatted.value}); });
       return;
     }
     const LinearLayout &layout = lowering_.layoutOf(type, op_);
@@ -161,8 +158,7 @@ public:
       for (size_t r = 0; r < registers.size(); ++r) {
         if (static_cast<int32_t>(r) & duplicates)
           continue;
-        FormattedValue formatted =
-            formatValue(lowering_, registers[r], type, isSigned, hex, op_);
+        FormattedValue formatted = formatValue(lowering_, registers[r], type, isSigned, hex, op_);
         std::vector<llvm::Value *> args(indices[r].begin(), indices[r].end());
         args.push_back(formatted.value);
         print(idx + tail + formatted.conversion, args);
@@ -218,15 +214,14 @@ void lowerAssert(KernelLowering &lowering, const ir::Operation &op) {
   llvm::Type *ptr = b.getPtrTy();
   auto *type = llvm::FunctionType::get(b.getVoidTy(),
                                        {ptr, ptr, b.getInt32Ty(), ptr, b.getInt64Ty()}, false);
-  llvm::FunctionCallee assertFail =
-      moduleOf(lowering).getOrInsertFunction("__assertfail", type);
+  llvm::FunctionCallee assertFail = moduleOf(lowering).getOrInsertFunction("__assertfail", type);
   emitGuarded(lowering, b.CreateNot(holds), [&] {
     std::string message = op.stringAttr("message");
-    b.CreateCall(assertFail, {stringConstant(lowering, message.empty() ? "device_assert"
-                                                                       : message, "assert_msg"),
-                              stringConstant(lowering, file, "assert_file"),
-                              b.getInt32(static_cast<uint32_t>(line)),
-                              stringConstant(lowering, kernel, "assert_func"), b.getInt64(1)});
+    b.CreateCall(
+        assertFail,
+        {stringConstant(lowering, message.empty() ? "device_assert" : message, "assert_msg"),
+         stringConstant(lowering, file, "assert_file"), b.getInt32(static_cast<uint32_t>(line)),
+         stringConstant(lowering, kernel, "assert_func"), b.getInt64(1)});
   });
 }
 
@@ -236,8 +231,7 @@ void lowerDebugOp(KernelLowering &lowering, const ir::Operation &op) {
   switch (op.code()) {
   case ir::OpCode::Print: return lowerPrint(lowering, op);
   case ir::OpCode::Assert: return lowerAssert(lowering, op);
-  default:
-    ir::emitError(op, std::string("codegen: no debug lowering for op '") + op.name() + "'");
+  default: ir::emitError(op, std::string("codegen: no debug lowering for op '") + op.name() + "'");
   }
 }
 

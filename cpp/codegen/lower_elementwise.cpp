@@ -131,9 +131,8 @@ const std::array<ElementFn, ir::kNumOpCodes> &elementTable() {
       return e.b().CreateFCmp(floatPredicate(e.op.stringAttr("predicate"), e.op), e.args[0],
                               e.args[1]);
     });
-    set(OpCode::Select, [](const Element &e) {
-      return e.b().CreateSelect(e.args[0], e.args[1], e.args[2]);
-    });
+    set(OpCode::Select,
+        [](const Element &e) { return e.b().CreateSelect(e.args[0], e.args[1], e.args[2]); });
     set(OpCode::ExtSI, [](const Element &e) { return e.b().CreateSExt(e.args[0], e.resultType); });
     set(OpCode::ExtUI, [](const Element &e) { return e.b().CreateZExt(e.args[0], e.resultType); });
     set(OpCode::TruncI,
@@ -216,10 +215,8 @@ void lowerElementwiseOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::MakeRange:
     lowering.setRegisters(op.result(), lowerMakeRange(lowering, op));
     return;
-  case ir::OpCode::InlineAsm:
-    return lowerInlineAsm(lowering, op);
-  default:
-    break;
+  case ir::OpCode::InlineAsm: return lowerInlineAsm(lowering, op);
+  default: break;
   }
   if (!op.hasTrait(ir::trait::ELEMENTWISE) || op.numResults() != 1)
     ir::emitError(op, std::string("codegen: no lowering for op '") + op.name() + "'");

@@ -89,21 +89,21 @@ llvm::Value *encodeGeneric(KernelLowering &lowering, llvm::Value *value, const F
   magnitude = lowering.callIntrinsic(llvm::Intrinsic::minnum, {type},
                                      {magnitude, llvm::ConstantFP::get(type, format.maxFinite)});
   // The exponent of |x| (|x| normal in f32/f64 or tiny), no smaller than the format's least.
-  llvm::Value *exponent = b.CreateTrunc(
-      b.CreateSub(b.CreateLShr(b.CreateBitCast(magnitude, bitsType), fractionBits),
-                  llvm::ConstantInt::get(bitsType, exponentBias)),
-      b.getInt32Ty());
+  llvm::Value *exponent =
+      b.CreateTrunc(b.CreateSub(b.CreateLShr(b.CreateBitCast(magnitude, bitsType), fractionBits),
+                                llvm::ConstantInt::get(bitsType, exponentBias)),
+                    b.getInt32Ty());
   exponent = lowering.callIntrinsic(llvm::Intrinsic::smax, {b.getInt32Ty()},
                                     {exponent, b.getInt32(1 - format.bias)});
-  llvm::Value *scaled =
-      b.CreateFMul(magnitude, powerOfTwo(b, b.CreateSub(b.getInt32(format.mantissa), exponent), type));
+  llvm::Value *scaled = b.CreateFMul(
+      magnitude, powerOfTwo(b, b.CreateSub(b.getInt32(format.mantissa), exponent), type));
   llvm::Value *units = lowering.callIntrinsic(
       towardZero ? llvm::Intrinsic::trunc : llvm::Intrinsic::rint, {type}, {scaled});
   // units is in [0, 2^(mantissa+1)]: the code of |x| is (exponent + bias - 1) << mantissa plus
   // units (a subnormal's code is units itself; a carry into the next binade adds up).
-  llvm::Value *code = b.CreateAdd(
-      b.CreateShl(b.CreateAdd(exponent, b.getInt32(format.bias - 1)), format.mantissa),
-      b.CreateFPToUI(units, b.getInt32Ty()));
+  llvm::Value *code =
+      b.CreateAdd(b.CreateShl(b.CreateAdd(exponent, b.getInt32(format.bias - 1)), format.mantissa),
+                  b.CreateFPToUI(units, b.getInt32Ty()));
   code = b.CreateTrunc(code, b.getInt8Ty());
   llvm::Value *signed_ = b.CreateOr(code, b.getInt8(0x80));
   if (format.specials == Specials::Fnuz) // no negative zero
@@ -122,8 +122,8 @@ llvm::Value *encodeE4B15(KernelLowering &lowering, llvm::Value *value) {
     value = truncateTowardZero(b, value, b.getHalfTy());
   llvm::Value *bits = b.CreateZExt(b.CreateBitCast(value, b.getInt16Ty()), b.getInt32Ty());
   // f16 magnitudes order as integers; NaN's bits exceed 1.75's, so NaN saturates as Triton's.
-  llvm::Value *magnitude = lowering.callIntrinsic(
-      llvm::Intrinsic::umin, {b.getInt32Ty()}, {b.CreateAnd(bits, 0x7fff), b.getInt32(0x3f00)});
+  llvm::Value *magnitude = lowering.callIntrinsic(llvm::Intrinsic::umin, {b.getInt32Ty()},
+                                                  {b.CreateAnd(bits, 0x7fff), b.getInt32(0x3f00)});
   llvm::Value *code = b.CreateLShr(b.CreateAdd(b.CreateShl(magnitude, 1), b.getInt32(0x80)), 8);
   code = b.CreateOr(b.CreateAnd(code, 0x7f), b.CreateAnd(b.CreateLShr(bits, 8), 0x80));
   return b.CreateTrunc(code, b.getInt8Ty());
@@ -140,9 +140,10 @@ llvm::Value *decodeGeneric(KernelLowering &lowering, llvm::Value *code, const Fp
   llvm::Value *isSubnormal = b.CreateICmpEQ(exponent, b.getInt32(0));
   llvm::Value *significand =
       b.CreateSelect(isSubnormal, fraction, b.CreateOr(fraction, 1 << format.mantissa));
-  llvm::Value *scaleExponent = b.CreateSub(
-      b.CreateSelect(isSubnormal, b.getInt32(1), exponent), b.getInt32(format.bias + format.mantissa));
-  llvm::Value *value = b.CreateFMul(b.CreateUIToFP(significand, f32), powerOfTwo(b, scaleExponent, f32));
+  llvm::Value *scaleExponent = b.CreateSub(b.CreateSelect(isSubnormal, b.getInt32(1), exponent),
+                                           b.getInt32(format.bias + format.mantissa));
+  llvm::Value *value =
+      b.CreateFMul(b.CreateUIToFP(significand, f32), powerOfTwo(b, scaleExponent, f32));
   llvm::Value *nan = llvm::ConstantFP::getNaN(f32);
   switch (format.specials) {
   case Specials::FiniteNan:
@@ -158,8 +159,7 @@ llvm::Value *decodeGeneric(KernelLowering &lowering, llvm::Value *code, const Fp
   case Specials::Fnuz:
     value = b.CreateSelect(b.CreateICmpEQ(word, b.getInt32(0x80)), nan, value);
     break;
-  case Specials::None:
-    break;
+  case Specials::None: break;
   }
   llvm::Value *negative = b.CreateICmpUGE(word, b.getInt32(0x80)); // fnuz: 0x80 stays NaN
   return b.CreateSelect(negative, b.CreateFNeg(value), value);
@@ -172,15 +172,17 @@ llvm::Value *encodeHardware(KernelLowering &lowering, llvm::Value *value, ir::Sc
     value = b.CreateFPExt(value, b.getFloatTy()); // f16 / bf16: exact
   llvm::Intrinsic::ID id = kind == ir::ScalarKind::F8E4M3 ? llvm::Intrinsic::nvvm_ff_to_e4m3x2_rn
                                                           : llvm::Intrinsic::nvvm_ff_to_e5m2x2_rn;
-  llvm::Value *pair = lowering.callIntrinsic(id, {}, {llvm::ConstantFP::get(b.getFloatTy(), 0.0), value});
+  llvm::Value *pair =
+      lowering.callIntrinsic(id, {}, {llvm::ConstantFP::get(b.getFloatTy(), 0.0), value});
   return b.CreateTrunc(pair, b.getInt8Ty());
 }
 
 /// sm_89+: cvt.rn.f16x2.{e4m3x2,e5m2x2} on the code's byte pair; element 0 is the code's value.
 llvm::Value *decodeHardware(KernelLowering &lowering, llvm::Value *code, ir::ScalarKind kind) {
   llvm::IRBuilder<> &b = lowering.builder();
-  llvm::Intrinsic::ID id = kind == ir::ScalarKind::F8E4M3 ? llvm::Intrinsic::nvvm_e4m3x2_to_f16x2_rn
-                                                          : llvm::Intrinsic::nvvm_e5m2x2_to_f16x2_rn;
+  llvm::Intrinsic::ID id = kind == ir::ScalarKind::F8E4M3
+                               ? llvm::Intrinsic::nvvm_e4m3x2_to_f16x2_rn
+                               : llvm::Intrinsic::nvvm_e5m2x2_to_f16x2_rn;
   llvm::Value *pair = lowering.callIntrinsic(id, {}, {b.CreateZExt(code, b.getInt16Ty())});
   return b.CreateExtractElement(pair, uint64_t(0));
 }
@@ -203,8 +205,9 @@ llvm::Value *emitFloatConversion(KernelLowering &lowering, const ir::Operation &
   if (ir::isFp8Kind(from) && ir::isFp8Kind(to))
     ir::emitError(op, "codegen: fp8 to fp8 conversions go through f32 (the front end's cast)");
   if (ir::isFp8Kind(from)) {
-    llvm::Value *wide = hasHardwareFp8(lowering, from) ? decodeHardware(lowering, value, from)
-                                                       : decodeGeneric(lowering, value, formatOf(from));
+    llvm::Value *wide = hasHardwareFp8(lowering, from)
+                            ? decodeHardware(lowering, value, from)
+                            : decodeGeneric(lowering, value, formatOf(from));
     if (wide->getType() == resultType)
       return wide;
     if (!wide->getType()->isFloatTy())

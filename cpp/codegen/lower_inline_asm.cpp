@@ -78,7 +78,8 @@ void lowerInlineAsm(KernelLowering &lowering, const ir::Operation &op) {
                             " elements a 32-bit register holds");
     elementTypes.push_back(element);
     firstRegister.push_back(static_cast<int>(registerTypes.size()));
-    llvm::Type *registerType = perRegister == 1 ? element : b.getIntNTy(bitsOf(element) * perRegister);
+    llvm::Type *registerType =
+        perRegister == 1 ? element : b.getIntNTy(bitsOf(element) * perRegister);
     for (int r = 0; r < pack / perRegister; ++r)
       registerTypes.push_back(registerType);
   }
@@ -101,9 +102,8 @@ void lowerInlineAsm(KernelLowering &lowering, const ir::Operation &op) {
     for (const Registers *arg : args) {
       std::vector<llvm::Value *> group;
       for (int j = 0; j < pack; ++j)
-        group.push_back(start + j < numRegs
-                            ? (*arg)[start + j]
-                            : llvm::PoisonValue::get((*arg)[0]->getType()));
+        group.push_back(start + j < numRegs ? (*arg)[start + j]
+                                            : llvm::PoisonValue::get((*arg)[0]->getType()));
       packOperands(b, group, pack, operands);
     }
     if (!asmCall) {

@@ -29,8 +29,8 @@ namespace {
 
 /// Emits one pass of shared accesses: for each group of registers with consecutive offsets
 /// in `offsets` (hardware -> "offset"), calls access(firstRegister, width, address).
-void forEachSharedAccess(KernelLowering &lowering, const LinearLayout &offsets,
-                         llvm::Value *base, int elementBytes, int32_t skipRegisters,
+void forEachSharedAccess(KernelLowering &lowering, const LinearLayout &offsets, llvm::Value *base,
+                         int elementBytes, int32_t skipRegisters,
                          const std::function<void(int, int, llvm::Value *)> &access) {
   llvm::IRBuilder<> &b = lowering.builder();
   int width = std::min(offsets.getNumConsecutiveInOut(kRegisterDim, kOffsetDim), 16 / elementBytes);

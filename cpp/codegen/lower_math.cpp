@@ -35,7 +35,7 @@ struct LibdeviceNames {
 
 // Ops computed by a libdevice function; an empty name means a fast path below handles it.
 const LibdeviceNames kLibdevice[] = {
-    {ir::OpCode::Exp, "", "__nv_exp"},        {ir::OpCode::Exp2, "", "__nv_exp2"},
+    {ir::OpCode::Exp, "", "__nv_exp"},          {ir::OpCode::Exp2, "", "__nv_exp2"},
     {ir::OpCode::Log, "__nv_logf", "__nv_log"}, {ir::OpCode::Log2, "__nv_log2f", "__nv_log2"},
     {ir::OpCode::Sin, "__nv_sinf", "__nv_sin"}, {ir::OpCode::Cos, "__nv_cosf", "__nv_cos"},
     {ir::OpCode::Erf, "__nv_erff", "__nv_erf"}, {ir::OpCode::Tanh, "__nv_tanhf", "__nv_tanh"},
@@ -111,9 +111,8 @@ llvm::Value *emitMath(KernelLowering &lowering, const ir::Operation &op,
   if (const char *name = libdeviceName(op, isF64))
     return callLibdevice(lowering, name, args);
   auto intrinsic = [&](llvm::Intrinsic::ID id, bool overloaded = true) {
-    return lowering.callIntrinsic(id, overloaded ? llvm::ArrayRef<llvm::Type *>(type)
-                                                 : llvm::ArrayRef<llvm::Type *>(),
-                                  args);
+    return lowering.callIntrinsic(
+        id, overloaded ? llvm::ArrayRef<llvm::Type *>(type) : llvm::ArrayRef<llvm::Type *>(), args);
   };
   using ir::OpCode;
   switch (op.code()) {
@@ -129,9 +128,8 @@ llvm::Value *emitMath(KernelLowering &lowering, const ir::Operation &op,
     return isF64 ? intrinsic(llvm::Intrinsic::sqrt)
                  : intrinsic(llvm::Intrinsic::nvvm_sqrt_rn_f, false);
   case OpCode::Rsqrt:
-    return intrinsic(isF64 ? llvm::Intrinsic::nvvm_rsqrt_approx_d
-                           : llvm::Intrinsic::nvvm_rsqrt_approx_f,
-                     false);
+    return intrinsic(
+        isF64 ? llvm::Intrinsic::nvvm_rsqrt_approx_d : llvm::Intrinsic::nvvm_rsqrt_approx_f, false);
   case OpCode::FastDivF:
     return isF64 ? b.CreateFDiv(args[0], args[1]) // div.rn.f64: there is no faster f64 path
                  : intrinsic(llvm::Intrinsic::nvvm_div_full, false);
@@ -145,8 +143,7 @@ llvm::Value *emitMath(KernelLowering &lowering, const ir::Operation &op,
     return intrinsic(type->isIntegerTy(64) ? llvm::Intrinsic::nvvm_mulhi_ull
                                            : llvm::Intrinsic::nvvm_mulhi_ui,
                      false);
-  default:
-    ir::emitError(op, std::string("codegen: no math lowering for op '") + op.name() + "'");
+  default: ir::emitError(op, std::string("codegen: no math lowering for op '") + op.name() + "'");
   }
 }
 

@@ -131,10 +131,8 @@ MmaCall mmaCallFor(InputKind kind, bool halfAccumulator) {
     return {halfAccumulator ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f16_f16
                             : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32,
             halfAccumulator};
-  case InputKind::BF16:
-    return {llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16, false};
-  case InputKind::Tf32:
-    return {llvm::Intrinsic::nvvm_mma_m16n8k8_row_col_tf32, false};
+  case InputKind::BF16: return {llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16, false};
+  case InputKind::Tf32: return {llvm::Intrinsic::nvvm_mma_m16n8k8_row_col_tf32, false};
   case InputKind::I8: // int32 sums wrap, as the FMA path's and Triton's
     return {llvm::Intrinsic::nvvm_mma_m16n8k32_row_col_s8, false};
   }
@@ -161,8 +159,8 @@ void emitMma(KernelLowering &lowering, const MmaCall &call, const std::vector<ll
   llvm::Value *result = lowering.callIntrinsic(call.id, {}, args);
   for (unsigned i = 0; i < 4; ++i) {
     if (call.halfAccumulator)
-      accumulator[i] =
-          builder.CreateExtractElement(builder.CreateExtractValue(result, {i / 2}), uint64_t(i % 2));
+      accumulator[i] = builder.CreateExtractElement(builder.CreateExtractValue(result, {i / 2}),
+                                                    uint64_t(i % 2));
     else
       accumulator[i] = builder.CreateExtractValue(result, {i});
   }
@@ -290,7 +288,8 @@ void lowerTrans(KernelLowering &lowering, const ir::Operation &op) {
   LinearLayout mapped(std::move(bases), std::move(outDims), /*requireSurjective=*/false);
   if (mapped != source)
     ir::emitError(op, "codegen: trans must relabel its operand's layout (run accelerate_matmul), "
-                      "got " + sourceType.str() + " -> " + resultType.str());
+                      "got " +
+                          sourceType.str() + " -> " + resultType.str());
   lowering.setRegisters(op.result(), lowering.registersOf(op.operand(0)));
 }
 

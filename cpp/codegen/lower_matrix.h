@@ -40,8 +40,8 @@ void lowerTrans(KernelLowering &lowering, const ir::Operation &op);
 /// Stores `source` (registers of `layout`) into the tile at `base` (addrspace 3), one 16-byte
 /// (at most) access per group of consecutive registers, skipping duplicate registers.
 void storeToSharedTile(KernelLowering &lowering, const ir::Operation &op, const Registers &source,
-                       const LinearLayout &layout, const SharedTileLayout &tile,
-                       llvm::Value *base, const ir::Type &elementType);
+                       const LinearLayout &layout, const SharedTileLayout &tile, llvm::Value *base,
+                       const ir::Type &elementType);
 /// Loads the registers of `layout` from the tile at `base`: ldmatrix when a plan exists
 /// (layout/ldmatrix.h), else vectorized ld.shared.
 Registers loadFromSharedTile(KernelLowering &lowering, const ir::Operation &op,

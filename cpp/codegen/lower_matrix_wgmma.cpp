@@ -3,7 +3,8 @@
 // SharedOperand); a chained dot's A comes from registers (the m16n8k16 A fragment per warp).
 //
 // Each warpgroup (4 warps, 64 rows) issues, per k step of 16 and per accumulator tile of its
-//   wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} {d...}, descA, descB, 1, 1, 1, tA, tB
+//   wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} {d...}, descA, descB, 1, 1, 1,
+//   tA, tB
 // with 64-bit matrix descriptors (PTX ISA "Matrix Descriptor Format": start address >> 4,
 // leading and stride byte offsets >> 4, swizzle mode) built from the operands' tiles; then
 // commits the group. wgmma.mma_async has no LLVM intrinsic, so it is inline PTX. The wait
@@ -32,8 +33,8 @@ struct OperandTile {
   llvm::Value *address = nullptr; // i32 shared address of the tile
   SharedTileLayout tile;          // in the operand's dims: A [M, K], B [K, N]
   int elementBytes = 0;
-  bool mnMajor = false;           // contiguous along M (A) or N (B): imm-trans = 1
-  uint64_t fields = 0;            // leading/stride byte offsets and swizzle mode
+  bool mnMajor = false; // contiguous along M (A) or N (B): imm-trans = 1
+  uint64_t fields = 0;  // leading/stride byte offsets and swizzle mode
 };
 
 OperandTile describeOperand(KernelLowering &lowering, const ir::Operation &op, unsigned index) {
@@ -75,8 +76,7 @@ llvm::Value *warpgroupOffset(KernelLowering &lowering, const OperandTile &operan
     std::vector<int64_t> coords{0, 0};
     coords[dim] = step << bit;
     llvm::Value *set = b.CreateAnd(b.CreateLShr(index, lowering.i32(bit)), lowering.i32(1));
-    offset = b.CreateXor(offset,
-                         b.CreateMul(set, lowering.i32(operand.tile.offsetOf(coords))));
+    offset = b.CreateXor(offset, b.CreateMul(set, lowering.i32(operand.tile.offsetOf(coords))));
   }
   return offset;
 }
@@ -86,8 +86,7 @@ llvm::Value *warpgroupOffset(KernelLowering &lowering, const OperandTile &operan
 llvm::Value *descriptor(KernelLowering &lowering, const OperandTile &operand,
                         const std::vector<int64_t> &coords, llvm::Value *runtimeOffset) {
   llvm::IRBuilder<> &b = lowering.builder();
-  llvm::Value *elements =
-      b.CreateXor(lowering.i32(operand.tile.offsetOf(coords)), runtimeOffset);
+  llvm::Value *elements = b.CreateXor(lowering.i32(operand.tile.offsetOf(coords)), runtimeOffset);
   llvm::Value *address =
       b.CreateAdd(operand.address, b.CreateMul(elements, lowering.i32(operand.elementBytes)));
   llvm::Value *start = b.CreateAnd(b.CreateLShr(address, lowering.i32(4)), lowering.i32(0x3FFF));
@@ -126,8 +125,8 @@ void emitWgmma(KernelLowering &lowering, const std::string &inputType, int n, bo
   }
   int bIndex = next++, scaleIndex = next++;
   std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" + std::to_string(scaleIndex) +
-                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(n) +
-                     "k16.f32." + inputType + "." + inputType + " {";
+                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k16.f32." +
+                     inputType + "." + inputType + " {";
   for (int i = 0; i < count; ++i)
     text += (i ? ", $" : "$") + std::to_string(i);
   // Register A has no transpose immediate (PTX ISA: imm-trans-a only with a descriptor).
@@ -147,8 +146,8 @@ void emitWgmma(KernelLowering &lowering, const std::string &inputType, int n, bo
     argTypes.push_back(b.getFloatTy());
     args.push_back(value);
   }
-  auto *type = llvm::FunctionType::get(llvm::StructType::get(b.getContext(), resultTypes),
-                                       argTypes, false);
+  auto *type =
+      llvm::FunctionType::get(llvm::StructType::get(b.getContext(), resultTypes), argTypes, false);
   llvm::Value *result =
       b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/true), args);
   for (int i = 0; i < count; ++i)
@@ -183,9 +182,9 @@ void emitWgmmaWait(KernelLowering &lowering, Registers &registers, int pending,
         args.push_back(word);
       }
     constraints += "~{memory}";
-    llvm::Type *resultType = count == 0 ? b.getVoidTy()
-                                        : static_cast<llvm::Type *>(
-                                              llvm::StructType::get(b.getContext(), types));
+    llvm::Type *resultType =
+        count == 0 ? b.getVoidTy()
+                   : static_cast<llvm::Type *>(llvm::StructType::get(b.getContext(), types));
     auto *type = llvm::FunctionType::get(resultType, argTypes, false);
     llvm::Value *result = b.CreateCall(llvm::InlineAsm::get(type, text, constraints, true), args);
     for (size_t i = 0; i < count; ++i)
@@ -216,8 +215,8 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
   llvm::IRBuilder<> &builder = lowering.builder();
   llvm::Value *warp = lowering.warpId();
   int groupsAlongM = warps[0] / 4;
-  llvm::Value *groupM = builder.CreateAnd(builder.CreateLShr(warp, lowering.i32(2)),
-                                          lowering.i32(groupsAlongM - 1));
+  llvm::Value *groupM =
+      builder.CreateAnd(builder.CreateLShr(warp, lowering.i32(2)), lowering.i32(groupsAlongM - 1));
   llvm::Value *groupN =
       builder.CreateLShr(warp, lowering.i32(__builtin_ctz(static_cast<unsigned>(warps[0]))));
   llvm::Value *offsetA =
@@ -241,8 +240,8 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
       for (int e = 0; e < 2; ++e) {
         auto it = aRegisterAt.find({static_cast<int32_t>(row), static_cast<int32_t>(k + e)});
         if (it == aRegisterAt.end())
-          ir::emitError(op, "codegen: internal error: no A register holds (" +
-                                std::to_string(row) + ", " + std::to_string(k + e) + ")");
+          ir::emitError(op, "codegen: internal error: no A register holds (" + std::to_string(row) +
+                                ", " + std::to_string(k + e) + ")");
         packed = builder.CreateInsertElement(packed, (*aRegisters)[it->second], uint64_t(e));
       }
       words.push_back(builder.CreateBitCast(packed, builder.getInt32Ty()));
@@ -279,8 +278,7 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
             registerA ? aWordsAt(row0, kk) : std::vector<llvm::Value *>{};
         llvm::Value *descB = descriptor(lowering, b, {kk, col0}, offsetB);
         aInputs.insert(aInputs.end(), aWords.begin(), aWords.end());
-        emitWgmma(lowering, inputType, n, a.mnMajor, b.mnMajor, descA, aWords, descB,
-                  accumulator);
+        emitWgmma(lowering, inputType, n, a.mnMajor, b.mnMajor, descA, aWords, descB, accumulator);
         for (size_t i = 0; i < regs.size(); ++i)
           result[regs[i]] = accumulator[i];
       }

@@ -81,8 +81,8 @@ void lowerLoad(KernelLowering &lowering, const ir::Operation &op) {
   for (int first = 0; first < numRegs; first += width) {
     std::vector<llvm::Value *> loaded;
     auto [loadEnd, skipFrom] = emitPredicated(b, masks ? (*masks)[first] : nullptr, "load", [&] {
-      loaded = emitVectorLoad(lowering, pointers[first], memoryType, registerType, width,
-                              isVolatile);
+      loaded =
+          emitVectorLoad(lowering, pointers[first], memoryType, registerType, width, isVolatile);
     });
     for (int i = 0; i < width; ++i) {
       if (!masks) {

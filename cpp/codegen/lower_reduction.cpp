@@ -60,8 +60,7 @@ Partials reduceInThread(KernelLowering &lowering, const ir::Operation &op,
       partials.keys.push_back(key);
       partials.values.push_back(current);
     } else {
-      partials.values[it->second] = emitCombine(lowering, op, partials.values[it->second],
-                                                current);
+      partials.values[it->second] = emitCombine(lowering, op, partials.values[it->second], current);
     }
   }
   return partials;
@@ -119,8 +118,8 @@ void reduceAcrossWarps(KernelLowering &lowering, const ir::Operation &op,
     for (int d = 0, k = 0; d < rank; ++d) {
       if (d == axis)
         continue;
-      llvm::Value *coordinate = key[k] ? b.CreateXor(threadPart[d], lowering.i32(key[k]))
-                                       : threadPart[d];
+      llvm::Value *coordinate =
+          key[k] ? b.CreateXor(threadPart[d], lowering.i32(key[k])) : threadPart[d];
       linear = b.CreateAdd(b.CreateMul(linear, lowering.i32(shape[d])), coordinate);
       ++k;
     }
@@ -133,8 +132,8 @@ void reduceAcrossWarps(KernelLowering &lowering, const ir::Operation &op,
   llvm::Value *base = lowering.sharedScratch(op, totalBytes);
   auto address = [&](unsigned operand, llvm::Value *index) {
     int bytes = lowering.memoryBytes(op.operand(operand)->type(), op);
-    llvm::Value *offset = b.CreateAdd(lowering.i32(sections[operand]),
-                                      b.CreateMul(index, lowering.i32(bytes)));
+    llvm::Value *offset =
+        b.CreateAdd(lowering.i32(sections[operand]), b.CreateMul(index, lowering.i32(bytes)));
     return b.CreateGEP(b.getInt8Ty(), base, offset);
   };
 
@@ -152,8 +151,7 @@ void reduceAcrossWarps(KernelLowering &lowering, const ir::Operation &op,
 
   emitIf(lowering, owner, [&] {
     for (size_t i = 0; i < partials.keys.size(); ++i) {
-      llvm::Value *index = b.CreateAdd(b.CreateMul(slot, lowering.i32(numOutputs)),
-                                       outputIndex[i]);
+      llvm::Value *index = b.CreateAdd(b.CreateMul(slot, lowering.i32(numOutputs)), outputIndex[i]);
       for (unsigned k = 0; k < op.numOperands(); ++k) {
         llvm::Type *memoryType = lowering.memoryType(op.operand(k)->type(), op);
         b.CreateStore(lowering.toMemory(partials.values[i][k], memoryType), address(k, index));
@@ -197,7 +195,8 @@ void placeResults(KernelLowering &lowering, const ir::Operation &op, const Parti
     auto it = slotOf.find(registerCoordinates(resultLayout, reg));
     if (it == slotOf.end())
       ir::emitError(op, "codegen: the result layout is not the operand layout sliced along "
-                        "the axis: " + op.result(0)->type().str());
+                        "the axis: " +
+                            op.result(0)->type().str());
     for (unsigned k = 0; k < numOperands; ++k)
       results[k].push_back(partials.values[it->second][k]);
   }

@@ -37,8 +37,8 @@ struct AxisBits {
     Kind kind;
     int bit; // the hardware bit: register index bit, lane id bit or warp id bit
   };
-  int outDim = 0;       // index of the axis among the layout's output dims
-  int sizeLog2 = 0;     // log2 of the axis extent
+  int outDim = 0;                  // index of the axis among the layout's output dims
+  int sizeLog2 = 0;                // log2 of the axis extent
   std::vector<Provider> providers; // per coordinate bit, least significant first
   int32_t registerMask = 0, laneMask = 0, warpMask = 0; // hardware bits that carry the axis
   int32_t laneBroadcastMask = 0, warpBroadcastMask = 0; // lane/warp bits with zero bases

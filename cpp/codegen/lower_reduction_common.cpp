@@ -30,8 +30,7 @@ llvm::Value *emitShuffle(KernelLowering &lowering, llvm::Value *value, llvm::Int
                          llvm::Value *laneArgument) {
   llvm::IRBuilder<> &b = lowering.builder();
   auto shuffle32 = [&](llvm::Value *word) {
-    return lowering.callIntrinsic(id, {}, {lowering.i32(-1), word, laneArgument,
-                                           lowering.i32(31)});
+    return lowering.callIntrinsic(id, {}, {lowering.i32(-1), word, laneArgument, lowering.i32(31)});
   };
   llvm::Type *type = value->getType();
   unsigned bits = type->getPrimitiveSizeInBits();
@@ -48,8 +47,7 @@ llvm::Value *emitShuffle(KernelLowering &lowering, llvm::Value *value, llvm::Int
   } else {
     llvm::Value *low = shuffle32(b.CreateTrunc(asInt, b.getInt32Ty()));
     llvm::Value *high = shuffle32(b.CreateTrunc(b.CreateLShr(asInt, 32), b.getInt32Ty()));
-    moved = b.CreateOr(b.CreateZExt(low, intType),
-                       b.CreateShl(b.CreateZExt(high, intType), 32));
+    moved = b.CreateOr(b.CreateZExt(low, intType), b.CreateShl(b.CreateZExt(high, intType), 32));
   }
   return type->isIntegerTy() ? moved : b.CreateBitCast(moved, type);
 }
@@ -85,8 +83,8 @@ AxisBits analyzeAxisBits(const LinearLayout &layout, int axis, const ir::Operati
     else if (vectors.empty())
       continue;
     else
-      ir::emitError(op, "codegen: " + std::string(op.name()) + " over the layout input '" +
-                            inDim + "' is not supported");
+      ir::emitError(op, "codegen: " + std::string(op.name()) + " over the layout input '" + inDim +
+                            "' is not supported");
     for (int i = 0; i < static_cast<int>(vectors.size()); ++i) {
       const LinearLayout::BasisVector &vector = vectors[i];
       bool others = false, zero = true;
@@ -103,8 +101,7 @@ AxisBits analyzeAxisBits(const LinearLayout &layout, int axis, const ir::Operati
       if (others || (along & (along - 1)) != 0 || seen[coordinateBit])
         ir::emitError(op, "codegen: " + std::string(op.name()) + " along axis " +
                               std::to_string(axis) + " of this layout is not supported (a " +
-                              inDim + " bit does not move along the axis alone): " +
-                              layout.str());
+                              inDim + " bit does not move along the axis alone): " + layout.str());
       seen[coordinateBit] = true;
       bits.providers[coordinateBit] = {kind, i};
       *mask |= 1 << i;
@@ -112,8 +109,8 @@ AxisBits analyzeAxisBits(const LinearLayout &layout, int axis, const ir::Operati
   }
   for (bool found : seen)
     if (!found)
-      ir::emitError(op, "codegen: the layout does not cover axis " + std::to_string(axis) +
-                            ": " + layout.str());
+      ir::emitError(op, "codegen: the layout does not cover axis " + std::to_string(axis) + ": " +
+                            layout.str());
   return bits;
 }
 
@@ -148,10 +145,9 @@ void emitIf(KernelLowering &lowering, llvm::Value *predicate, const std::functio
   llvm::IRBuilder<> &b = lowering.builder();
   llvm::BasicBlock *current = b.GetInsertBlock();
   llvm::Function *function = current->getParent();
-  auto *then = llvm::BasicBlock::Create(b.getContext(), "owner.then", function,
-                                        current->getNextNode());
-  auto *end = llvm::BasicBlock::Create(b.getContext(), "owner.end", function,
-                                       then->getNextNode());
+  auto *then =
+      llvm::BasicBlock::Create(b.getContext(), "owner.then", function, current->getNextNode());
+  auto *end = llvm::BasicBlock::Create(b.getContext(), "owner.end", function, then->getNextNode());
   b.CreateCondBr(predicate, then, end);
   b.SetInsertPoint(then);
   body();

@@ -175,15 +175,15 @@ struct ScanState {
       llvm::Value *c = indices[reg][bits.outDim];
       llvm::Value *cPrime = reverse ? b.CreateXor(c, lowering.i32(extent - 1)) : c;
       llvm::Value *other = emitLinearIndex(lowering, layout, indices[reg], shape, axis);
-      llvm::Value *slot = b.CreateAdd(b.CreateMul(other, lowering.i32(blocksPerRow)),
-                                      b.CreateLShr(cPrime, j + 1));
+      llvm::Value *slot =
+          b.CreateAdd(b.CreateMul(other, lowering.i32(blocksPerRow)), b.CreateLShr(cPrime, j + 1));
       llvm::Value *isPartner = b.CreateICmpEQ(b.CreateAnd(cPrime, lowAndJ), lowering.i32(low));
       return std::make_pair(slot, isPartner);
     };
     auto address = [&](unsigned operand, llvm::Value *index) {
       int bytes = lowering.memoryBytes(op.operand(operand)->type(), op);
-      llvm::Value *offset = b.CreateAdd(lowering.i32(sections[operand]),
-                                        b.CreateMul(index, lowering.i32(bytes)));
+      llvm::Value *offset =
+          b.CreateAdd(lowering.i32(sections[operand]), b.CreateMul(index, lowering.i32(bytes)));
       return b.CreateGEP(b.getInt8Ty(), base, offset);
     };
     if (usedScratch)
@@ -232,7 +232,7 @@ struct ScanState {
   }
 
   std::vector<std::vector<llvm::Value *>> indices; // per register, coordinates (shared steps)
-  bool usedScratch = false; // a step across warps has used the scratch
+  bool usedScratch = false;                        // a step across warps has used the scratch
 };
 
 } // namespace

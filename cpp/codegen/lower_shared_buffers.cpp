@@ -62,8 +62,8 @@ void emitLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan, int instru
                              ? elementType
                              : llvm::FixedVectorType::get(elementType, plan.elementsPerWord);
   llvm::Value *address = byteAddress(lowering, base, rowOffset, elementBytes);
-  llvm::Value *loaded = lowering.callIntrinsic(
-      ldmatrixIntrinsic(plan.numMatrices, plan.transposed), {address->getType()}, {address});
+  llvm::Value *loaded = lowering.callIntrinsic(ldmatrixIntrinsic(plan.numMatrices, plan.transposed),
+                                               {address->getType()}, {address});
   for (int word = 0; word < plan.numMatrices; ++word) {
     llvm::Value *bits = plan.numMatrices == 1
                             ? loaded
@@ -138,8 +138,8 @@ void lowerOperandConversion(KernelLowering &lowering, const ir::Operation &op) {
   storeToSharedTile(lowering, op, lowering.registersOf(op.operand(0)), source, tile, base,
                     type.elementType());
   lowering.emitBarrier(); // internal to the op: every store lands before ldmatrix reads
-  lowering.setRegisters(op.result(),
-                        loadFromSharedTile(lowering, op, destination, tile, base, type.elementType()));
+  lowering.setRegisters(
+      op.result(), loadFromSharedTile(lowering, op, destination, tile, base, type.elementType()));
 }
 
 llvm::Value *slotBase(KernelLowering &lowering, const ir::Operation &op, unsigned bufferIndex,
@@ -197,8 +197,9 @@ void lowerLocalLoad(KernelLowering &lowering, const ir::Operation &op) {
 void emitAsyncCopy(KernelLowering &lowering, llvm::Value *destination, llvm::Value *source,
                    int bytes, llvm::Value *predicate) {
   llvm::IRBuilder<> &b = lowering.builder();
-  llvm::Value *sourceBytes =
-      predicate ? b.CreateSelect(predicate, lowering.i32(bytes), lowering.i32(0)) : lowering.i32(bytes);
+  llvm::Value *sourceBytes = predicate
+                                 ? b.CreateSelect(predicate, lowering.i32(bytes), lowering.i32(0))
+                                 : lowering.i32(bytes);
   llvm::Intrinsic::ID id = bytes == 16  ? llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s
                            : bytes == 8 ? llvm::Intrinsic::nvvm_cp_async_ca_shared_global_8_s
                                         : llvm::Intrinsic::nvvm_cp_async_ca_shared_global_4_s;
@@ -243,9 +244,11 @@ void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
   int dim = analysis::fastestDim(layout);
   ir::Value *pointers = op.operand(0);
   ir::Value *mask = op.numOperands() == 4 ? op.operand(3) : nullptr;
-  width = static_cast<int>(std::min<int64_t>(width, lowering.axisInfo().pointerAlignment(pointers, dim)));
+  width = static_cast<int>(
+      std::min<int64_t>(width, lowering.axisInfo().pointerAlignment(pointers, dim)));
   if (mask)
-    width = static_cast<int>(std::min<int64_t>(width, lowering.axisInfo().maskAlignment(mask, dim)));
+    width =
+        static_cast<int>(std::min<int64_t>(width, lowering.axisInfo().maskAlignment(mask, dim)));
   const Registers &sources = lowering.registersOf(pointers);
   const Registers *masks = mask ? &lowering.registersOf(mask) : nullptr;
   std::vector<std::vector<llvm::Value *>> indices = lowering.emitIndices(offsets);
@@ -264,8 +267,8 @@ void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
 } // namespace
 
 void storeToSharedTile(KernelLowering &lowering, const ir::Operation &op, const Registers &source,
-                       const LinearLayout &layout, const SharedTileLayout &tile,
-                       llvm::Value *base, const ir::Type &elementType) {
+                       const LinearLayout &layout, const SharedTileLayout &tile, llvm::Value *base,
+                       const ir::Type &elementType) {
   llvm::Type *memoryType = lowering.memoryType(elementType, op);
   int elementBytes = lowering.memoryBytes(elementType, op);
   LinearLayout offsets = sharedOffsetLayout(layout, tile);
@@ -304,26 +307,16 @@ Registers loadFromSharedTile(KernelLowering &lowering, const ir::Operation &op,
 
 bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
   switch (op.code()) {
-  case ir::OpCode::Dot:
-    lowerDot(lowering, op);
-    return true;
-  case ir::OpCode::Trans:
-    lowerTrans(lowering, op);
-    return true;
+  case ir::OpCode::Dot: lowerDot(lowering, op); return true;
+  case ir::OpCode::Trans: lowerTrans(lowering, op); return true;
   case ir::OpCode::ConvertLayout:
     if (!analysis::convertsThroughOperandTile(op))
       return false;
     lowerOperandConversion(lowering, op);
     return true;
-  case ir::OpCode::LocalAlloc:
-    lowerLocalAlloc(lowering, op);
-    return true;
-  case ir::OpCode::LocalLoad:
-    lowerLocalLoad(lowering, op);
-    return true;
-  case ir::OpCode::AsyncCopy:
-    lowerAsyncCopy(lowering, op);
-    return true;
+  case ir::OpCode::LocalAlloc: lowerLocalAlloc(lowering, op); return true;
+  case ir::OpCode::LocalLoad: lowerLocalLoad(lowering, op); return true;
+  case ir::OpCode::AsyncCopy: lowerAsyncCopy(lowering, op); return true;
   case ir::OpCode::AsyncCommitGroup:
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
     return true;
@@ -332,11 +325,8 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
                            {lowering.i32(op.intAttr("pending"))});
     emitProxyFence(lowering);
     return true;
-  case ir::OpCode::Barrier:
-    lowering.emitBarrier();
-    return true;
-  default:
-    return false;
+  case ir::OpCode::Barrier: lowering.emitBarrier(); return true;
+  default: return false;
   }
 }
 

@@ -84,7 +84,8 @@ void lowerTmaLoad(KernelLowering &lowering, const ir::Operation &op) {
   int swizzle = wgmmaSwizzleBytes(tile, elementBytes);
   if (tile.order.size() != 2 || tile.order[0] != 1 || swizzle == 0)
     ir::emitError(op, "codegen: tma_load needs a slot in a wgmma swizzle (32, 64 or 128 bytes) "
-                      "with the last dim contiguous, got " + tile.str());
+                      "with the last dim contiguous, got " +
+                          tile.str());
   int64_t rows = tile.shape[0], boxColumns = swizzle / elementBytes;
   int64_t boxes = std::max<int64_t>(1, tile.shape[1] / boxColumns);
   llvm::Value *slot = lowering.registersOf(op.operand(2))[0];
@@ -116,16 +117,15 @@ void lowerWait(KernelLowering &lowering, const ir::Operation &op) {
           "{ .reg .pred done; TESSERA_MBAR_WAIT_${:uid}: "
           "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1; "
           "@!done bra TESSERA_MBAR_WAIT_${:uid}; }",
-          "r,r",
-          {barrierAddress(lowering, op, 0, slot), lowering.registersOf(op.operand(2))[0]});
+          "r,r", {barrierAddress(lowering, op, 0, slot), lowering.registersOf(op.operand(2))[0]});
 }
 
 void lowerInval(KernelLowering &lowering, const ir::Operation &op) {
   lowering.emitBarrier(); // every thread is past its last wait
   llvm::Value *first = leader(lowering, nullptr);
   for (int64_t slot = 0; slot < slotCount(op, 0); ++slot)
-    emitAsm(lowering, std::string(kIfLeader) + "@p mbarrier.inval.shared::cta.b64 [$1]; }",
-            "r,r", {first, barrierAddress(lowering, op, 0, lowering.i32(slot))});
+    emitAsm(lowering, std::string(kIfLeader) + "@p mbarrier.inval.shared::cta.b64 [$1]; }", "r,r",
+            {first, barrierAddress(lowering, op, 0, lowering.i32(slot))});
 }
 
 } // namespace

@@ -4,13 +4,13 @@
 // of each carried value; every other op goes to lower_elementwise.cpp, lower_memory.cpp or
 // lower_layout.cpp. Thread coordinates of a register come from the value's linear layout:
 // L(register, lane = tid % 32, warp = tid / 32) (thread_indices.cpp).
-#include "codegen/lower_tma.h"
 #include "codegen/lower_to_llvm.h"
 #include "codegen/codegen.h"
+#include "codegen/lower_tma.h"
 #include "codegen/symbol_names.h"
 
-#include "codegen/lower_matrix.h"
 #include "codegen/lower_debug.h"
+#include "codegen/lower_matrix.h"
 #include "codegen/lower_reduction.h"
 
 #include "ir/diagnostics.h"
@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <array>
-
 
 namespace tessera::codegen {
 
@@ -175,8 +174,7 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
   sharedBytes_ = func.intAttr("shared_size");
   usesWgmma_ = false;
   pendingWgmma_.clear();
-  const_cast<ir::Operation &>(func).walk(
-      [&](ir::Operation *op) { usesWgmma_ |= isWgmmaDot(*op); });
+  const_cast<ir::Operation &>(func).walk([&](ir::Operation *op) { usesWgmma_ |= isWgmmaDot(*op); });
   builder_.SetInsertPoint(llvm::BasicBlock::Create(context(), "entry", function));
   emitThreadIds();
   for (unsigned i = 0; i < body.numArguments(); ++i)
@@ -318,8 +316,8 @@ const std::array<LoweringRule, ir::kNumOpCodes> &KernelLowering::loweringTable()
     set({OpCode::Scan}, "lowerScanOp", lowerScanOp);
     set({OpCode::Exp, OpCode::Exp2, OpCode::Log, OpCode::Log2, OpCode::Sqrt, OpCode::PreciseSqrt,
          OpCode::Rsqrt, OpCode::Sin, OpCode::Cos, OpCode::Erf, OpCode::Tanh, OpCode::Floor,
-         OpCode::Ceil, OpCode::AbsF, OpCode::AbsI, OpCode::Fma, OpCode::FastDivF,
-         OpCode::MulHiUI, OpCode::ExternElementwise},
+         OpCode::Ceil, OpCode::AbsF, OpCode::AbsI, OpCode::Fma, OpCode::FastDivF, OpCode::MulHiUI,
+         OpCode::ExternElementwise},
         "lowerMathOp", lowerMathOp);
     set({OpCode::AtomicRMW, OpCode::AtomicCAS}, "lowerAtomicOp", lowerAtomicOp);
     set({OpCode::Dot, OpCode::Trans, OpCode::LocalAlloc, OpCode::LocalLoad, OpCode::AsyncCopy,

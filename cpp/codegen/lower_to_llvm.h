@@ -16,8 +16,8 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/Module.h>
 
-#include <functional>
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -159,8 +159,7 @@ private:
   void lowerBlock(const ir::Block &block);
   /// Lowers a region's ops up to its terminator and returns the terminator's operands. The
   /// body of control flow (`controlFlow`) waits for every wgmma group at its terminator.
-  std::vector<const Registers *> lowerRegionBody(const ir::Block &block,
-                                                 bool controlFlow = true);
+  std::vector<const Registers *> lowerRegionBody(const ir::Block &block, bool controlFlow = true);
   /// Lowers one op; errors other than CompileError become one naming the op.
   void lowerOp(const ir::Operation &op);
   void dispatchOp(const ir::Operation &op);

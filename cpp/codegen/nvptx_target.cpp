@@ -117,9 +117,8 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optL
   passBuilder.registerLoopAnalyses(loopAnalyses);
   passBuilder.crossRegisterProxies(loopAnalyses, functionAnalyses, cgsccAnalyses, moduleAnalyses);
   llvm::OptimizationLevel level = levels[std::clamp(optLevel, 0, 3)];
-  llvm::ModulePassManager passes = optLevel == 0
-                                       ? passBuilder.buildO0DefaultPipeline(level)
-                                       : passBuilder.buildPerModuleDefaultPipeline(level);
+  llvm::ModulePassManager passes = optLevel == 0 ? passBuilder.buildO0DefaultPipeline(level)
+                                                 : passBuilder.buildPerModuleDefaultPipeline(level);
   passes.run(module, moduleAnalyses);
   if (optLevel > 0)
     for (llvm::Function &function : module)

@@ -52,7 +52,7 @@ llvm::Value *opaqueCopy(llvm::IRBuilder<> &builder, llvm::Value *value) {
                            : type->isFloatTy()     ? "=f,f"
                            : type->isDoubleTy()    ? "=d,d"
                                                    : nullptr;
-  const char *mov = type->isIntegerTy(16) ? "mov.b16 $0, $1;"
+  const char *mov = type->isIntegerTy(16)                        ? "mov.b16 $0, $1;"
                     : type->isIntegerTy(32) || type->isFloatTy() ? "mov.b32 $0, $1;"
                                                                  : "mov.b64 $0, $1;";
   if (!constraint || llvm::isa<llvm::Constant>(value))

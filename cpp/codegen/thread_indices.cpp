@@ -75,8 +75,7 @@ std::vector<std::vector<llvm::Value *>> KernelLowering::emitIndices(const Linear
   std::vector<std::vector<llvm::Value *>> indices(numRegs);
   for (int reg = 0; reg < numRegs; ++reg) {
     LinearLayout::DimValues registerPart =
-        layout.hasInDim(kRegisterDim) ? layout.apply({{kRegisterDim, reg}})
-                                      : layout.apply({});
+        layout.hasInDim(kRegisterDim) ? layout.apply({{kRegisterDim, reg}}) : layout.apply({});
     for (int d = 0; d < numOutDims; ++d)
       indices[reg].push_back(registerPart[d].second == 0
                                  ? threadPart[d]
@@ -139,8 +138,8 @@ llvm::Value *KernelLowering::warpId() {
     // The warp index is uniform across the warp; a shuffle from lane 0 lets ptxas know it.
     // Created on first use: the shuffle is convergent, so LLVM would not delete an unused one.
     llvm::IRBuilder<> entry = builderAfterThreadId();
-    llvm::Function *shuffle = llvm::Intrinsic::getOrInsertDeclaration(
-        &module_, llvm::Intrinsic::nvvm_shfl_sync_idx_i32);
+    llvm::Function *shuffle =
+        llvm::Intrinsic::getOrInsertDeclaration(&module_, llvm::Intrinsic::nvvm_shfl_sync_idx_i32);
     warpId_ = entry.CreateCall(shuffle, {i32(-1), entry.CreateLShr(threadId_, 5), i32(0), i32(31)},
                                "warp");
   }
@@ -155,10 +154,9 @@ llvm::Value *KernelLowering::sharedAt(const ir::Operation &op, int64_t offset, i
   if (!sharedMemory_) {
     // `extern __shared__` of size 0: the launcher passes sharedBytes() as dynamic memory.
     auto *type = llvm::ArrayType::get(builder_.getInt8Ty(), 0);
-    sharedMemory_ = new llvm::GlobalVariable(module_, type, false,
-                                             llvm::GlobalValue::ExternalLinkage, nullptr,
-                                             "global_smem", nullptr,
-                                             llvm::GlobalValue::NotThreadLocal, 3);
+    sharedMemory_ =
+        new llvm::GlobalVariable(module_, type, false, llvm::GlobalValue::ExternalLinkage, nullptr,
+                                 "global_smem", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
     sharedMemory_->setAlignment(llvm::Align(1024)); // allocation.h: wgmma tiles' alignment
   }
   if (offset == 0)

@@ -113,8 +113,8 @@ Block::~Block() {
 }
 
 Value *Block::addArgument(Type type) {
-  args_.push_back(std::unique_ptr<Value>(new Value(std::move(type), nullptr, this,
-                                                   static_cast<unsigned>(args_.size()))));
+  args_.push_back(std::unique_ptr<Value>(
+      new Value(std::move(type), nullptr, this, static_cast<unsigned>(args_.size()))));
   return args_.back().get();
 }
 

@@ -28,8 +28,7 @@ bool isNameChar(char c) {
 
 class Parser {
 public:
-  Parser(const std::string &text, const ParserOptions &options)
-      : text_(text), options_(options) {
+  Parser(const std::string &text, const ParserOptions &options) : text_(text), options_(options) {
     lineStarts_.push_back(0);
     for (size_t i = 0; i < text.size(); ++i)
       if (text[i] == '\n')
@@ -105,8 +104,8 @@ private:
   }
 
   std::string position(size_t offset) const {
-    size_t line = std::upper_bound(lineStarts_.begin(), lineStarts_.end(), offset) -
-                  lineStarts_.begin();
+    size_t line =
+        std::upper_bound(lineStarts_.begin(), lineStarts_.end(), offset) - lineStarts_.begin();
     size_t column = offset - lineStarts_[line - 1] + 1;
     std::string lineCol = std::to_string(line) + ":" + std::to_string(column);
     return options_.fileName.empty() ? lineCol : options_.fileName + ":" + lineCol;
@@ -556,8 +555,8 @@ private:
     std::string name = parseName("a function name after '@'");
     if (!functionNames_.insert(name).second)
       fail("redefinition of function '@" + name + "'", namePos);
-    Operation *func = block.insert(
-        nullptr, Operation::create(OpCode::Func, {}, {}, {{"sym_name", name}}, 1));
+    Operation *func =
+        block.insert(nullptr, Operation::create(OpCode::Func, {}, {}, {{"sym_name", name}}, 1));
     scopes_.emplace_back(); // function arguments and body share one scope
     parseBlockArguments(func->body());
     if (atAttributeDict()) {

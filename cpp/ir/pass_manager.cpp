@@ -82,8 +82,8 @@ std::pair<const PipelineInfo *, PipelineOptionValues> parsePipelineSpec(const st
   for (std::string item; items >> item;) {
     size_t equals = item.find('=');
     if (equals == std::string::npos || equals == 0 || equals + 1 == item.size())
-      throw std::invalid_argument("pipeline '" + name + "': expected option=value, got '" +
-                                  item + "'");
+      throw std::invalid_argument("pipeline '" + name + "': expected option=value, got '" + item +
+                                  "'");
     values[item.substr(0, equals)] = item.substr(equals + 1);
   }
   return {info, values};
@@ -110,9 +110,8 @@ void PassManager::addPipeline(const std::string &name, const PipelineOptionValue
   if (info->configure) {
     Module scratch; // the values are checked now, not in the middle of a run
     info->configure(scratch, values);
-    steps_.push_back(Step{nullptr, [info, values](Module &module) {
-                            info->configure(module, values);
-                          }});
+    steps_.push_back(
+        Step{nullptr, [info, values](Module &module) { info->configure(module, values); }});
   }
   for (const std::string &pass : info->passes)
     add(pass);

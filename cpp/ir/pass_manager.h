@@ -62,7 +62,7 @@ std::pair<const PipelineInfo *, PipelineOptionValues> parsePipelineSpec(const st
 
 struct PassManagerOptions {
   bool verifyEach = true;
-  std::set<std::string> dumpAfter; // pass names, or "all"
+  std::set<std::string> dumpAfter;    // pass names, or "all"
   std::ostream *dumpStream = nullptr; // default: std::cerr
 };
 
@@ -81,8 +81,8 @@ public:
 
 private:
   struct Step {
-    const PassInfo *pass = nullptr;                 // a pass, or
-    std::function<void(Module &)> configure;        // a pipeline's options
+    const PassInfo *pass = nullptr;          // a pass, or
+    std::function<void(Module &)> configure; // a pipeline's options
   };
   PassManagerOptions options_;
   std::vector<Step> steps_;

@@ -107,8 +107,7 @@ private:
       os_ << "  ";
   }
 
-  void printAttributes(const std::map<std::string, Attribute> &attrs,
-                       const std::string &skip) {
+  void printAttributes(const std::map<std::string, Attribute> &attrs, const std::string &skip) {
     bool first = true;
     for (auto &[key, value] : attrs) {
       if (key == skip)

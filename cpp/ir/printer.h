@@ -16,8 +16,8 @@
 //
 // Layout encodings print once, as aliases before `module` (numbered per leading word in order
 // of first appearance), and types refer to them by name:
-//   #blocked = #blocked<{sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [4], order = [0]}>
-//   module { ... tensor<1024xf32, #blocked> ... }
+//   #blocked = #blocked<{sizePerThread = [4], threadsPerWarp = [32], warpsPerCTA = [4], order =
+//   [0]}> module { ... tensor<1024xf32, #blocked> ... }
 #pragma once
 
 #include "ir/ir.h"

@@ -23,12 +23,18 @@ struct ScalarInfo {
   bool isFloat;
 };
 constexpr ScalarInfo kScalars[] = {
-    {ScalarKind::I1, "i1", 1, false},         {ScalarKind::I8, "i8", 8, false},
-    {ScalarKind::I16, "i16", 16, false},      {ScalarKind::I32, "i32", 32, false},
-    {ScalarKind::I64, "i64", 64, false},      {ScalarKind::F16, "f16", 16, true},
-    {ScalarKind::BF16, "bf16", 16, true},     {ScalarKind::F32, "f32", 32, true},
-    {ScalarKind::F64, "f64", 64, true},       {ScalarKind::F8E4M3, "f8e4m3", 8, true},
-    {ScalarKind::F8E5M2, "f8e5m2", 8, true},  {ScalarKind::F8E4M3B15, "f8e4m3b15", 8, true},
+    {ScalarKind::I1, "i1", 1, false},
+    {ScalarKind::I8, "i8", 8, false},
+    {ScalarKind::I16, "i16", 16, false},
+    {ScalarKind::I32, "i32", 32, false},
+    {ScalarKind::I64, "i64", 64, false},
+    {ScalarKind::F16, "f16", 16, true},
+    {ScalarKind::BF16, "bf16", 16, true},
+    {ScalarKind::F32, "f32", 32, true},
+    {ScalarKind::F64, "f64", 64, true},
+    {ScalarKind::F8E4M3, "f8e4m3", 8, true},
+    {ScalarKind::F8E5M2, "f8e5m2", 8, true},
+    {ScalarKind::F8E4M3B15, "f8e4m3b15", 8, true},
     {ScalarKind::F8E4M3FNUZ, "f8e4m3fnuz", 8, true},
     {ScalarKind::F8E5M2FNUZ, "f8e5m2fnuz", 8, true},
 };
@@ -147,10 +153,8 @@ Type Type::withShape(std::vector<int64_t> newShape) const {
 
 std::string Type::str() const {
   switch (kind()) {
-  case Kind::None:
-    return "<null>";
-  case Kind::Scalar:
-    return scalarKindName(storage_->scalar);
+  case Kind::None: return "<null>";
+  case Kind::Scalar: return scalarKindName(storage_->scalar);
   case Kind::Pointer: {
     std::string s = "ptr<" + storage_->element.str();
     if (storage_->addressSpace != 1)
@@ -179,12 +183,9 @@ bool Type::operator==(const Type &other) const {
     return false;
   const TypeStorage &a = *storage_, &b = *other.storage_;
   switch (a.kind) {
-  case Kind::None:
-    return true;
-  case Kind::Scalar:
-    return a.scalar == b.scalar;
-  case Kind::Pointer:
-    return a.addressSpace == b.addressSpace && a.element == b.element;
+  case Kind::None: return true;
+  case Kind::Scalar: return a.scalar == b.scalar;
+  case Kind::Pointer: return a.addressSpace == b.addressSpace && a.element == b.element;
   case Kind::Tensor:
     if (a.shape != b.shape || a.element != b.element)
       return false;

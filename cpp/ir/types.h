@@ -14,7 +14,20 @@ namespace tessera::ir {
 // The fp8 kinds: F8E4M3 = e4m3fn (Triton's fp8e4nv), F8E5M2 = e5m2 (fp8e5), F8E4M3B15 = e4m3 with
 // exponent bias 15 and no NaN/inf (fp8e4b15), F8E4M3FNUZ / F8E5M2FNUZ = fp8e4b8 / fp8e5b16.
 enum class ScalarKind : uint8_t {
-  I1, I8, I16, I32, I64, F16, BF16, F32, F64, F8E4M3, F8E5M2, F8E4M3B15, F8E4M3FNUZ, F8E5M2FNUZ
+  I1,
+  I8,
+  I16,
+  I32,
+  I64,
+  F16,
+  BF16,
+  F32,
+  F64,
+  F8E4M3,
+  F8E5M2,
+  F8E4M3B15,
+  F8E4M3FNUZ,
+  F8E5M2FNUZ
 };
 
 /// True for the 8-bit float kinds (held as their raw bits in registers and memory).

@@ -24,8 +24,8 @@ void expectOperands(const Operation &op, unsigned lo, unsigned hi) {
 
 void expectResults(const Operation &op, unsigned n) {
   if (op.numResults() != n)
-    emitError(op, "expected " + std::to_string(n) + " results, got " +
-                      std::to_string(op.numResults()));
+    emitError(op,
+              "expected " + std::to_string(n) + " results, got " + std::to_string(op.numResults()));
 }
 
 void expectTerminator(const Operation &op, const Block &block, OpCode code) {
@@ -64,8 +64,7 @@ void verifyElementwise(const Operation &op) {
   const Type &rt = op.result()->type();
   for (Value *v : op.operands())
     if (v->type().isTensor() != rt.isTensor() || !sameShape(v->type(), rt))
-      emitError(op, "operand type " + v->type().str() + " does not match result shape " +
-                        rt.str());
+      emitError(op, "operand type " + v->type().str() + " does not match result shape " + rt.str());
 }
 
 // One rule per op (or group of ops with one contract), found through verifierRule().
@@ -237,9 +236,9 @@ void verifyPrint(const Operation &op) {
   expectResults(op, 0);
   if (!op.hasAttr("prefix") || !std::holds_alternative<std::string>(op.attr("prefix")))
     emitError(op, "print needs a string prefix");
-  if (op.hasAttr("is_signed") && (!std::holds_alternative<std::vector<int64_t>>(
-                                      op.attr("is_signed")) ||
-                                  op.arrayAttr("is_signed").size() != ops.size()))
+  if (op.hasAttr("is_signed") &&
+      (!std::holds_alternative<std::vector<int64_t>>(op.attr("is_signed")) ||
+       op.arrayAttr("is_signed").size() != ops.size()))
     emitError(op, "print's is_signed must have one entry per operand");
   for (Value *v : ops)
     if (v->type().elementType().isPointer())
@@ -273,8 +272,8 @@ void verifyElementwiseSameType(const Operation &op) {
   if (!isCast)
     for (Value *v : ops)
       if (v->type() != op.result()->type())
-        emitError(op, "operands and result must have one type, got " + v->type().str() +
-                          " and " + op.result()->type().str());
+        emitError(op, "operands and result must have one type, got " + v->type().str() + " and " +
+                          op.result()->type().str());
 }
 
 using RuleTable = std::array<VerifierRule, kNumOpCodes>;
@@ -354,8 +353,7 @@ void verifyEncodings(const Operation &op) {
   if (op.code() == OpCode::Reduce || op.code() == OpCode::Scan)
     return detail::verifyReductionEncodings(op);
   if (op.code() == OpCode::ExpandDims && op.result()->type().encoding()) {
-    const auto *slice =
-        dynamic_cast<const SliceEncoding *>(op.operand(0)->type().encoding().get());
+    const auto *slice = dynamic_cast<const SliceEncoding *>(op.operand(0)->type().encoding().get());
     if (!slice || slice->getDim() != op.intAttr("axis") ||
         !slice->getParent()->equals(*op.result()->type().encoding()))
       emitError(op, "operand layout must be the result's sliced along axis, got " +

@@ -19,7 +19,9 @@ inline bool isKind(const Type &type, std::initializer_list<ScalarKind> kinds) {
   return false;
 }
 
-inline bool isF32OrF64(const Type &type) { return isKind(type, {ScalarKind::F32, ScalarKind::F64}); }
+inline bool isF32OrF64(const Type &type) {
+  return isKind(type, {ScalarKind::F32, ScalarKind::F64});
+}
 
 inline const std::string &stringAttrOrFail(const Operation &op, const char *name) {
   if (!op.hasAttr(name) || !std::holds_alternative<std::string>(op.attr(name)))

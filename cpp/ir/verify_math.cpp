@@ -27,16 +27,10 @@ void expectSameTypes(const Operation &op, unsigned numOperands) {
 
 void verifyMathOp(const Operation &op) {
   switch (op.code()) {
-  case OpCode::Fma:
-    expectSameTypes(op, 3);
-    break;
+  case OpCode::Fma: expectSameTypes(op, 3); break;
   case OpCode::FastDivF:
-  case OpCode::MulHiUI:
-    expectSameTypes(op, 2);
-    break;
-  default:
-    expectSameTypes(op, 1);
-    break;
+  case OpCode::MulHiUI: expectSameTypes(op, 2); break;
+  default: expectSameTypes(op, 1); break;
   }
   const Type &type = op.result()->type();
   switch (op.code()) {

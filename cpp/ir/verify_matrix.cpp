@@ -52,18 +52,19 @@ void verifyDotEncodings(const Operation &op) {
 
 void verifyDot(const Operation &op) {
   expectCounts(op, 3, 3, 1);
-  const Type &a = op.operand(0)->type(), &b = op.operand(1)->type(),
-             &acc = op.operand(2)->type(), &result = op.result()->type();
+  const Type &a = op.operand(0)->type(), &b = op.operand(1)->type(), &acc = op.operand(2)->type(),
+             &result = op.result()->type();
   if (a.rank() != 2 || b.rank() != 2 || acc.rank() != 2 || result.rank() != 2)
     emitError(op, "dot takes 2-D tensors");
   int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
-  if (b.shape()[0] != k || acc.shape() != std::vector<int64_t>{m, n} || result.shape() != acc.shape())
-    emitError(op, "dot shapes must be [M, K] x [K, N] + [M, N], got " + a.str() + ", " +
-                      b.str() + ", " + acc.str());
+  if (b.shape()[0] != k || acc.shape() != std::vector<int64_t>{m, n} ||
+      result.shape() != acc.shape())
+    emitError(op, "dot shapes must be [M, K] x [K, N] + [M, N], got " + a.str() + ", " + b.str() +
+                      ", " + acc.str());
   for (int64_t extent : {m, n, k})
     if (extent < 16 || (extent & (extent - 1)))
-      emitError(op, "dot needs M, N and K to be powers of two >= 16, got " + a.str() + " x " +
-                        b.str());
+      emitError(op,
+                "dot needs M, N and K to be powers of two >= 16, got " + a.str() + " x " + b.str());
   ScalarKind in = a.scalarKind(), out = result.scalarKind();
   bool inputsOk = in == ScalarKind::F16 || in == ScalarKind::BF16 || in == ScalarKind::F32 ||
                   in == ScalarKind::F64 || in == ScalarKind::I8;
@@ -71,10 +72,10 @@ void verifyDot(const Operation &op) {
     emitError(op, "dot inputs must both be f16, bf16, f32, f64 or i8, got " + a.str() + " and " +
                       b.str());
   // f64 and i8 (int32 sums) run on the FMA units; the front end widens fp8 to f16.
-  bool outputOk = in == ScalarKind::F64   ? out == ScalarKind::F64
-                  : in == ScalarKind::I8 ? out == ScalarKind::I32
-                                         : out == ScalarKind::F32 ||
-                                               (out == ScalarKind::F16 && in == ScalarKind::F16);
+  bool outputOk = in == ScalarKind::F64 ? out == ScalarKind::F64
+                  : in == ScalarKind::I8
+                      ? out == ScalarKind::I32
+                      : out == ScalarKind::F32 || (out == ScalarKind::F16 && in == ScalarKind::F16);
   if (!outputOk || acc.scalarKind() != out)
     emitError(op, "dot accumulates in f32 (f16 for f16 inputs, f64 for f64, i32 for i8), got " +
                       result.str());
@@ -145,8 +146,8 @@ void verifySharedOp(const Operation &op) {
     if (!slotShape.empty())
       slotShape.erase(slotShape.begin());
     if (!pointers.isTensor() || !pointers.elementType().isPointer() || !isSharedBuffer(buffer) ||
-        pointers.shape() != slotShape ||
-        pointers.elementType().pointee() != buffer.elementType() || !isI32Scalar(op.operand(2)))
+        pointers.shape() != slotShape || pointers.elementType().pointee() != buffer.elementType() ||
+        !isI32Scalar(op.operand(2)))
       emitError(op, "async_copy takes pointers, a #shared ring with one slot of their shape, "
                     "and an i32 slot");
     if (op.numOperands() == 4 && (op.operand(3)->type().shape() != pointers.shape() ||
@@ -168,8 +169,7 @@ void verifySharedOp(const Operation &op) {
 } // namespace
 
 bool isSharedBuffer(const Type &type) {
-  return type.isTensor() &&
-         dynamic_cast<const SharedEncoding *>(type.encoding().get()) != nullptr;
+  return type.isTensor() && dynamic_cast<const SharedEncoding *>(type.encoding().get()) != nullptr;
 }
 
 bool isTensorCoreOp(OpCode code) {
@@ -181,10 +181,8 @@ bool isTensorCoreOp(OpCode code) {
   case OpCode::AsyncCopy:
   case OpCode::AsyncCommitGroup:
   case OpCode::AsyncWait:
-  case OpCode::Barrier:
-    return true;
-  default:
-    return false;
+  case OpCode::Barrier: return true;
+  default: return false;
   }
 }
 

@@ -31,9 +31,8 @@ void verifyCombiner(const Operation &op, const std::vector<Type> &elements) {
                       " arguments (the accumulated values, then the current ones)");
   for (size_t i = 0; i < 2 * n; ++i)
     if (body.argument(static_cast<unsigned>(i))->type() != elements[i % n])
-      emitError(op, "combiner argument " + std::to_string(i) + " must be " +
-                        elements[i % n].str() + ", got " +
-                        body.argument(static_cast<unsigned>(i))->type().str());
+      emitError(op, "combiner argument " + std::to_string(i) + " must be " + elements[i % n].str() +
+                        ", got " + body.argument(static_cast<unsigned>(i))->type().str());
   Operation *yield = body.terminator();
   if (!yield || yield->code() != OpCode::Yield)
     emitError(op, "combiner region must end with 'yield'");
@@ -78,8 +77,8 @@ void verifyReductionOp(const Operation &op) {
   for (unsigned i = 0; i < op.numOperands(); ++i) {
     const Type &type = op.operand(i)->type();
     if (!type.isTensor() || type.shape() != first.shape())
-      emitError(op, "operands must be tensors of one shape, got " + first.str() + " and " +
-                        type.str());
+      emitError(op,
+                "operands must be tensors of one shape, got " + first.str() + " and " + type.str());
     if (!isNumber(type.elementType()))
       emitError(op, "operands must hold numbers, got " + type.str());
     elements.push_back(type.elementType());
@@ -108,8 +107,8 @@ void verifyReductionEncodings(const Operation &op) {
   };
   for (const Value *v : op.operands())
     if (!same(v->type().encoding(), layout))
-      emitError(op, "operands must share one layout, got " + op.operand(0)->type().str() +
-                        " and " + v->type().str());
+      emitError(op, "operands must share one layout, got " + op.operand(0)->type().str() + " and " +
+                        v->type().str());
   for (const auto &r : op.results()) {
     if (!r->type().isTensor())
       continue;

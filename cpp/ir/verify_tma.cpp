@@ -55,10 +55,11 @@ void verifyTmaLoadOperands(const Operation &op) {
   unsigned rank = result.isTensor() ? static_cast<unsigned>(result.rank()) : 0;
   if (rank == 0 || op.numOperands() != 4 + rank)
     emitError(op, "a load with `tma` takes (ptr, mask, other, tensormap) and one coordinate "
-                  "per dim of its tile, got " + std::to_string(op.numOperands()) + " operands");
+                  "per dim of its tile, got " +
+                      std::to_string(op.numOperands()) + " operands");
   if (!isTensorMap(op.operand(3)))
-    emitError(op, "a load's tensor map must be a ptr<i8> argument, got " +
-                      op.operand(3)->type().str());
+    emitError(op,
+              "a load's tensor map must be a ptr<i8> argument, got " + op.operand(3)->type().str());
   for (unsigned i = 0; i < rank; ++i)
     expectScalar(op, 4 + i, Type::i32(), "a box coordinate");
 }
@@ -110,8 +111,7 @@ void verifyTmaOp(const Operation &op) {
     expectCounts(op, 1, 1, 0);
     expectBarriers(op, 0);
     break;
-  default:
-    break;
+  default: break;
   }
 }
 

@@ -36,14 +36,10 @@ int fastestAxis(const LinearLayout &layout) {
 
 const char *conversionKindName(ConversionKind kind) {
   switch (kind) {
-  case ConversionKind::None:
-    return "none";
-  case ConversionKind::RegisterPermutation:
-    return "register_permutation";
-  case ConversionKind::WarpShuffle:
-    return "warp_shuffle";
-  case ConversionKind::SharedMemory:
-    return "shared_memory";
+  case ConversionKind::None: return "none";
+  case ConversionKind::RegisterPermutation: return "register_permutation";
+  case ConversionKind::WarpShuffle: return "warp_shuffle";
+  case ConversionKind::SharedMemory: return "shared_memory";
   }
   return "unknown";
 }

@@ -52,8 +52,8 @@ LinearLayout DotOperandEncoding::toLinearLayout(const std::vector<int64_t> &shap
   if (opIdx == 0)
     registers.push_back({otherDim, 8});
   registers.push_back({kDim, 4 * kWidth});
-  std::vector<TileStep> lanes{{kDim, kWidth}, {kDim, 2 * kWidth},
-                              {otherDim, 1}, {otherDim, 2}, {otherDim, 4}};
+  std::vector<TileStep> lanes{
+      {kDim, kWidth}, {kDim, 2 * kWidth}, {otherDim, 1}, {otherDim, 2}, {otherDim, 4}};
   // Warps: the parent's bits (N first, then M; M first for wgmma). The warps along the dim
   // the operand lacks hold the same elements: a zero (broadcast) step.
   const std::vector<int> &warpsPerCTA = mma->getWarpsPerCTA();
@@ -76,8 +76,8 @@ LinearLayout DotOperandEncoding::toLinearLayout(const std::vector<int64_t> &shap
   // A repeats along K first (its registers then match the accumulator's, for chained dots);
   // B along N first, so that one ldmatrix.x4 fills the fragments of two n tiles of one k step
   // and a dot can read each k step just before its mma instructions.
-  std::vector<int> repeatOrder = opIdx == 0 ? std::vector<int>{kDim, otherDim}
-                                            : std::vector<int>{otherDim, kDim};
+  std::vector<int> repeatOrder =
+      opIdx == 0 ? std::vector<int>{kDim, otherDim} : std::vector<int>{otherDim, kDim};
   return layout_detail::buildTileLayout(shape, registers, lanes, warps, tile, repeatOrder);
 }
 

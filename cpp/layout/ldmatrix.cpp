@@ -10,7 +10,6 @@
 //     receives the element the register layout assigns it, from 16-byte-aligned rows.
 #include "layout/ldmatrix.h"
 
-
 namespace tessera {
 
 namespace {
@@ -79,8 +78,10 @@ bool isValid(const LdmatrixPlan &plan, const LinearLayout &layout, const SharedT
   for (int instruction = 0; instruction < numInstructions; ++instruction)
     for (int warp = 0; warp < numWarps; ++warp)
       for (int lane = 0; lane < 8 * plan.numMatrices; ++lane) {
-        int64_t row = plan.addresses.apply(
-            {{kRegisterDim, instruction}, {kLaneDim, lane}, {kWarpDim, warp}})[0].second;
+        int64_t row =
+            plan.addresses
+                .apply({{kRegisterDim, instruction}, {kLaneDim, lane}, {kWarpDim, warp}})[0]
+                .second;
         if (row % rowElements != 0)
           return false;
       }
@@ -113,8 +114,10 @@ std::vector<int64_t> simulateLdmatrix(const LdmatrixPlan &plan, int numRegisters
           rowLane = 8 * word + 2 * (thread % 4) + half;
           column = thread / 4;
         }
-        int64_t row = plan.addresses.apply(
-            {{kRegisterDim, instruction}, {kLaneDim, rowLane}, {kWarpDim, warp}})[0].second;
+        int64_t row =
+            plan.addresses
+                .apply({{kRegisterDim, instruction}, {kLaneDim, rowLane}, {kWarpDim, warp}})[0]
+                .second;
         delivered[(int64_t(warp) * 32 + thread) * numRegisters + reg] = row + column;
       }
   return delivered;
@@ -133,8 +136,7 @@ std::optional<LdmatrixPlan> planLdmatrix(const LinearLayout &registerLayout,
         continue; // .trans moves 16-bit elements only
       if (numRegisters % (numMatrices * elementsPerWord) != 0)
         continue;
-      LdmatrixPlan plan =
-          buildPlan(registerLayout, tile, numMatrices, transposed, elementsPerWord);
+      LdmatrixPlan plan = buildPlan(registerLayout, tile, numMatrices, transposed, elementsPerWord);
       if (isValid(plan, registerLayout, tile, elemBytes))
         return plan;
     }
@@ -143,9 +145,8 @@ std::optional<LdmatrixPlan> planLdmatrix(const LinearLayout &registerLayout,
 
 SharedAccessTable ldmatrixRowAccesses(const LdmatrixPlan &plan, int numWarps, int elemBytes) {
   int rowElements = 16 / elemBytes;
-  int numInstructions = plan.addresses.hasInDim(kRegisterDim)
-                            ? plan.addresses.getInDimSize(kRegisterDim)
-                            : 1;
+  int numInstructions =
+      plan.addresses.hasInDim(kRegisterDim) ? plan.addresses.getInDimSize(kRegisterDim) : 1;
   SharedAccessTable table;
   table.numRegisters = numInstructions * rowElements;
   table.numLanes = 32;
@@ -155,8 +156,10 @@ SharedAccessTable ldmatrixRowAccesses(const LdmatrixPlan &plan, int numWarps, in
       for (int instruction = 0; instruction < numInstructions; ++instruction) {
         // Lanes past the last matrix give no address; they repeat the first matrix's rows.
         int addressLane = lane % (8 * plan.numMatrices);
-        int64_t row = plan.addresses.apply(
-            {{kRegisterDim, instruction}, {kLaneDim, addressLane}, {kWarpDim, warp}})[0].second;
+        int64_t row =
+            plan.addresses
+                .apply({{kRegisterDim, instruction}, {kLaneDim, addressLane}, {kWarpDim, warp}})[0]
+                .second;
         for (int element = 0; element < rowElements; ++element)
           table.offsets.push_back(row + element);
       }

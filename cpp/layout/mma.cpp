@@ -22,13 +22,12 @@ namespace layout_detail {
 
 LinearLayout buildTileLayout(const std::vector<int64_t> &shape,
                              const std::vector<TileStep> &registers,
-                             const std::vector<TileStep> &lanes,
-                             const std::vector<TileStep> &warps,
+                             const std::vector<TileStep> &lanes, const std::vector<TileStep> &warps,
                              const std::vector<int64_t> &tile,
                              const std::vector<int> &repeatOrder) {
   if (shape.size() != 2)
-    throw std::invalid_argument("tile layouts are 2-D, got a rank-" +
-                                std::to_string(shape.size()) + " shape");
+    throw std::invalid_argument("tile layouts are 2-D, got a rank-" + std::to_string(shape.size()) +
+                                " shape");
   for (int64_t extent : shape)
     if (!isPowerOfTwo(extent) || extent > (int64_t(1) << 30))
       throw std::invalid_argument("tile layouts need power-of-two extents, got " +
@@ -77,17 +76,19 @@ MmaEncoding::MmaEncoding(int versionIn, std::vector<int> warpsPerCTAIn,
   if (version == 3) {
     if (warpsPerCTA[0] % 4 != 0)
       throw std::invalid_argument("MmaEncoding: version 3 needs warps along M in warpgroups "
-                                  "of 4, got " + joinInts(warpsPerCTA));
+                                  "of 4, got " +
+                                  joinInts(warpsPerCTA));
     if (instrShape.size() != 2 || instrShape[0] != 16 || !isPowerOfTwo(instrShape[1]) ||
         instrShape[1] < 8 || instrShape[1] > 256)
       throw std::invalid_argument("MmaEncoding: version 3 instrShape must be [16, N] with N a "
-                                  "power of two in 8..256, got " + joinInts(instrShape));
+                                  "power of two in 8..256, got " +
+                                  joinInts(instrShape));
   }
 }
 
 std::string MmaEncoding::str() const {
-  return "#mma<{version = " + std::to_string(version) + ", warpsPerCTA = " +
-         joinInts(warpsPerCTA) + ", instrShape = " + joinInts(instrShape) + "}>";
+  return "#mma<{version = " + std::to_string(version) + ", warpsPerCTA = " + joinInts(warpsPerCTA) +
+         ", instrShape = " + joinInts(instrShape) + "}>";
 }
 
 bool MmaEncoding::equals(const Encoding &other) const {

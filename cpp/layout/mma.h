@@ -62,10 +62,8 @@ struct TileStep {
 /// the Mma and DotOperand encodings.
 LinearLayout buildTileLayout(const std::vector<int64_t> &shape,
                              const std::vector<TileStep> &registers,
-                             const std::vector<TileStep> &lanes,
-                             const std::vector<TileStep> &warps,
-                             const std::vector<int64_t> &tile,
-                             const std::vector<int> &repeatOrder);
+                             const std::vector<TileStep> &lanes, const std::vector<TileStep> &warps,
+                             const std::vector<int64_t> &tile, const std::vector<int> &repeatOrder);
 
 } // namespace layout_detail
 

@@ -8,8 +8,8 @@
 #include "layout/dot_operand.h"
 #include "layout/encoding.h"
 #include "layout/mma.h"
-#include "layout/swizzled_shared.h"
 #include "layout/slice.h"
+#include "layout/swizzled_shared.h"
 
 #include <cctype>
 #include <map>
@@ -189,7 +189,8 @@ private:
   }
 
   /// #mma<{version, warpsPerCTA, instrShape}>, #dot_op<{opIdx, parent, kWidth}> and
-  /// #shared<{vec, perPhase, maxPhase, order[, blockCols]}> (mma.h, dot_operand.h, swizzled_shared.h).
+  /// #shared<{vec, perPhase, maxPhase, order[, blockCols]}> (mma.h, dot_operand.h,
+  /// swizzled_shared.h).
   EncodingPtr parseTensorCoreEncoding(const std::string &name,
                                       std::map<std::string, FieldValue> &fields) {
     if (name == "mma") {

@@ -66,9 +66,9 @@ LinearLayout SharedEncoding::toLinearLayout(const std::vector<int64_t> &shape) c
   return tileFor(shape).toLinearLayout();
 }
 
-std::shared_ptr<const SharedEncoding>
-dotOperandSharedEncoding(const std::vector<int64_t> &shape, const std::vector<int> &order,
-                         int elemBytes) {
+std::shared_ptr<const SharedEncoding> dotOperandSharedEncoding(const std::vector<int64_t> &shape,
+                                                               const std::vector<int> &order,
+                                                               int elemBytes) {
   if (shape.size() != 2 || order.size() != 2)
     throw std::invalid_argument("dotOperandSharedEncoding: expected a 2-D tile");
   int64_t rowBytes = shape[order[0]] * elemBytes;
@@ -92,9 +92,9 @@ std::shared_ptr<const SharedEncoding> withRingDim(const SharedEncoding &tile) {
                                                 tile.getMaxPhase(), order, tile.getBlockCols());
 }
 
-std::shared_ptr<const SharedEncoding>
-wgmmaSharedEncoding(const std::vector<int64_t> &shape, const std::vector<int> &order,
-                    int elemBytes) {
+std::shared_ptr<const SharedEncoding> wgmmaSharedEncoding(const std::vector<int64_t> &shape,
+                                                          const std::vector<int> &order,
+                                                          int elemBytes) {
   if (shape.size() != 2 || order.size() != 2)
     throw std::invalid_argument("wgmmaSharedEncoding: expected a 2-D tile");
   int64_t rowBytes = shape[order[0]] * elemBytes;

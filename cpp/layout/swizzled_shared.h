@@ -52,18 +52,18 @@ private:
 /// perPhase = max(1, 128 / R) at a time, and maxPhase = min(8, R / 16) phases make any 8
 /// consecutive rows' chunks of one column fall in 8 distinct 16-byte bank groups, which is
 /// what one 8-lane phase of ldmatrix (or of a 16-byte store) touches.
-std::shared_ptr<const SharedEncoding>
-dotOperandSharedEncoding(const std::vector<int64_t> &shape, const std::vector<int> &order,
-                         int elemBytes);
+std::shared_ptr<const SharedEncoding> dotOperandSharedEncoding(const std::vector<int64_t> &shape,
+                                                               const std::vector<int> &order,
+                                                               int elemBytes);
 
 /// The swizzle wgmma reads through a matrix descriptor (PTX ISA "Shared Memory Matrix
 /// Layout"): 16-byte chunks XOR-swizzled over rows of 32, 64 or 128 bytes (the 32/64/128-byte
 /// swizzle modes, the same placement dotOperandSharedEncoding gives such rows); rows longer
 /// than 128 bytes are cut into 128-byte column blocks. Null when the rows are shorter than 32
 /// bytes (no swizzled mode fits).
-std::shared_ptr<const SharedEncoding>
-wgmmaSharedEncoding(const std::vector<int64_t> &shape, const std::vector<int> &order,
-                    int elemBytes);
+std::shared_ptr<const SharedEncoding> wgmmaSharedEncoding(const std::vector<int64_t> &shape,
+                                                          const std::vector<int> &order,
+                                                          int elemBytes);
 
 /// The descriptor fields of a tile in a wgmmaSharedEncoding: the swizzle width in bytes (32,
 /// 64, 128) or 0 when the tile's placement is not one of them.

@@ -133,9 +133,9 @@ void throwCudaError(CUresult result, const char *call, const std::string &detail
     api.cuGetErrorName(result, &name);
   if (api.cuGetErrorString)
     api.cuGetErrorString(result, &text);
-  std::string message = std::string(call) + " failed: " +
-                        (name ? name : "CUDA error " + std::to_string(result)) + " (" +
-                        (text ? text : "unknown error") + ")" + detail;
+  std::string message = std::string(call) +
+                        " failed: " + (name ? name : "CUDA error " + std::to_string(result)) +
+                        " (" + (text ? text : "unknown error") + ")" + detail;
   throw CudaError(call, result, message);
 }
 

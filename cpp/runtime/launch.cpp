@@ -15,10 +15,18 @@ struct KindName {
 };
 
 constexpr KindName kKindNames[] = {
-    {ArgKind::Pointer, "ptr", 8}, {ArgKind::I1, "i1", 1},     {ArgKind::I8, "i8", 1},
-    {ArgKind::I16, "i16", 2},     {ArgKind::I32, "i32", 4},   {ArgKind::I64, "i64", 8},
-    {ArgKind::U32, "u32", 4},     {ArgKind::U64, "u64", 8},   {ArgKind::F16, "fp16", 2},
-    {ArgKind::BF16, "bf16", 2},   {ArgKind::F32, "fp32", 4},  {ArgKind::F64, "fp64", 8},
+    {ArgKind::Pointer, "ptr", 8},
+    {ArgKind::I1, "i1", 1},
+    {ArgKind::I8, "i8", 1},
+    {ArgKind::I16, "i16", 2},
+    {ArgKind::I32, "i32", 4},
+    {ArgKind::I64, "i64", 8},
+    {ArgKind::U32, "u32", 4},
+    {ArgKind::U64, "u64", 8},
+    {ArgKind::F16, "fp16", 2},
+    {ArgKind::BF16, "bf16", 2},
+    {ArgKind::F32, "fp32", 4},
+    {ArgKind::F64, "fp64", 8},
     {ArgKind::TensorMap, "tensormap", 128},
 };
 

@@ -20,7 +20,19 @@ namespace tessera::runtime {
 /// TensorMap: a 128-byte CUtensorMap parameter (TMA, 64-byte aligned); its value is the host
 /// address of the encoded bytes, which the launch passes in place of a slot.
 enum class ArgKind : uint8_t {
-  Pointer, I1, I8, I16, I32, I64, U32, U64, F16, BF16, F32, F64, TensorMap
+  Pointer,
+  I1,
+  I8,
+  I16,
+  I32,
+  I64,
+  U32,
+  U64,
+  F16,
+  BF16,
+  F32,
+  F64,
+  TensorMap
 };
 
 /// Parses a signature name; false when `name` is none of the above.
@@ -76,8 +88,8 @@ struct LaunchGrid {
 /// launcher that only packs arguments (tests, debugging); launching it throws.
 class KernelLauncher {
 public:
-  KernelLauncher(std::vector<ArgKind> signature, std::shared_ptr<Function> function,
-                 int numWarps, int sharedBytes);
+  KernelLauncher(std::vector<ArgKind> signature, std::shared_ptr<Function> function, int numWarps,
+                 int sharedBytes);
 
   const std::vector<ArgKind> &signature() const { return signature_; }
   const std::shared_ptr<Function> &function() const { return function_; }

@@ -11,9 +11,8 @@ namespace {
 bool isBinaryImage(const std::string &image) {
   static const char elfMagic[4] = {0x7f, 'E', 'L', 'F'};
   static const unsigned char fatbinMagic[4] = {0x50, 0xed, 0x55, 0xba}; // 0xba55ed50, LE
-  return image.size() >= 4 &&
-         (std::memcmp(image.data(), elfMagic, 4) == 0 ||
-          std::memcmp(image.data(), fatbinMagic, 4) == 0);
+  return image.size() >= 4 && (std::memcmp(image.data(), elfMagic, 4) == 0 ||
+                               std::memcmp(image.data(), fatbinMagic, 4) == 0);
 }
 
 std::string describeDevice(int device) {
@@ -45,15 +44,13 @@ JitResult jitPtxToCubin(const std::string &ptx, int device) {
   std::vector<char> errorLog(1 << 16, '\0');
   CUjit_option options[] = {kJitInfoLogBuffer, kJitInfoLogBufferSizeBytes, kJitErrorLogBuffer,
                             kJitErrorLogBufferSizeBytes, kJitLogVerbose};
-  void *values[] = {infoLog.data(), reinterpret_cast<void *>(infoLog.size() - 1),
-                    errorLog.data(), reinterpret_cast<void *>(errorLog.size() - 1),
-                    reinterpret_cast<void *>(1)};
+  void *values[] = {infoLog.data(), reinterpret_cast<void *>(infoLog.size() - 1), errorLog.data(),
+                    reinterpret_cast<void *>(errorLog.size() - 1), reinterpret_cast<void *>(1)};
   LinkStateGuard link;
   checkCuda(api.cuLinkCreate(5, options, values, &link.state), "cuLinkCreate");
   // The PTX must be NUL-terminated; std::string::c_str() is.
-  CUresult result =
-      api.cuLinkAddData(link.state, kJitInputPtx, const_cast<char *>(ptx.c_str()),
-                        ptx.size() + 1, "kernel.ptx", 0, nullptr, nullptr);
+  CUresult result = api.cuLinkAddData(link.state, kJitInputPtx, const_cast<char *>(ptx.c_str()),
+                                      ptx.size() + 1, "kernel.ptx", 0, nullptr, nullptr);
   void *cubin = nullptr;
   size_t cubinSize = 0;
   if (result == kCudaSuccess)
@@ -123,13 +120,12 @@ void Function::reserveDynamicSharedMemory(int bytes) {
   int device = module_->device();
   int optin = deviceInfo(device).maxSharedMemoryPerBlockOptin;
   if (attributes_.sharedBytes + bytes > optin)
-    throw CudaError("cuFuncSetAttribute", -1,
-                    "kernel '" + name_ + "' needs " +
-                        std::to_string(attributes_.sharedBytes + bytes) +
-                        " bytes of shared memory (" + std::to_string(attributes_.sharedBytes) +
-                        " static + " + std::to_string(bytes) + " dynamic) but " +
-                        describeDevice(device) + " allows at most " + std::to_string(optin) +
-                        " per block");
+    throw CudaError(
+        "cuFuncSetAttribute", -1,
+        "kernel '" + name_ + "' needs " + std::to_string(attributes_.sharedBytes + bytes) +
+            " bytes of shared memory (" + std::to_string(attributes_.sharedBytes) + " static + " +
+            std::to_string(bytes) + " dynamic) but " + describeDevice(device) + " allows at most " +
+            std::to_string(optin) + " per block");
   checkCuda(driver().cuFuncSetAttribute(handle_, kFuncMaxDynamicSharedSizeBytes, bytes),
             "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
   dynamicSharedLimit_ = bytes;

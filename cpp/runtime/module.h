@@ -13,8 +13,8 @@ namespace tessera::runtime {
 /// Resources of one kernel as the driver reports them (cuFuncGetAttribute).
 struct FunctionAttributes {
   int numRegs = 0;
-  int localBytes = 0;       // local memory per thread (spills, stack)
-  int sharedBytes = 0;      // static shared memory
+  int localBytes = 0;  // local memory per thread (spills, stack)
+  int sharedBytes = 0; // static shared memory
   int maxThreadsPerBlock = 0;
 };
 

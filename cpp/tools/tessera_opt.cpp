@@ -241,8 +241,7 @@ std::vector<std::string> splitChunks(const std::string &text) {
 }
 
 /// Parses, verifies, transforms and prints one module; reports errors to stderr.
-bool processModule(const std::string &text, const std::string &fileName,
-                   const Options &options) {
+bool processModule(const std::string &text, const std::string &fileName, const Options &options) {
   try {
     ParserOptions parserOptions;
     parserOptions.fileName = fileName;

@@ -11,9 +11,9 @@
 //
 //   %c = dot %a, %b, %acc : (tensor<64x32xf16, #B>, tensor<32x64xf16, #B>, tensor<64x64xf32, #B>)
 // becomes (#M = #mma<{version = 2, warpsPerCTA = [2, 2], instrShape = [16, 8]}>)
-//   %a2 = convert_layout %a : (..., #B>) -> tensor<64x32xf16, #dot_op<{opIdx = 0, parent = #M, kWidth = 2}>>
-//   %b2 = convert_layout %b : (..., #B>) -> tensor<32x64xf16, #dot_op<{opIdx = 1, parent = #M, kWidth = 2}>>
-//   %acc2 = convert_layout %acc : (..., #B>) -> tensor<64x64xf32, #M>
+//   %a2 = convert_layout %a : (..., #B>) -> tensor<64x32xf16, #dot_op<{opIdx = 0, parent = #M,
+//   kWidth = 2}>> %b2 = convert_layout %b : (..., #B>) -> tensor<32x64xf16, #dot_op<{opIdx = 1,
+//   parent = #M, kWidth = 2}>> %acc2 = convert_layout %acc : (..., #B>) -> tensor<64x64xf32, #M>
 //   %c2 = dot %a2, %b2, %acc2 : (...) -> tensor<64x64xf32, #M>
 //   %c = convert_layout %c2 : (tensor<64x64xf32, #M>) -> tensor<64x64xf32, #B>
 //
@@ -222,8 +222,8 @@ void accelerateDot(Operation *dot, int numWarps, bool wgmma) {
   Builder builder;
   builder.setInsertionPoint(dot);
   for (unsigned i = 0; i < 2; ++i) {
-    auto operand = std::make_shared<const DotOperandEncoding>(static_cast<int>(i), resultEncoding,
-                                                              kWidth);
+    auto operand =
+        std::make_shared<const DotOperandEncoding>(static_cast<int>(i), resultEncoding, kWidth);
     if (!sameEncoding(dot->operand(i)->type().encoding(), operand))
       dot->setOperand(i, createConvert(builder, dot->operand(i), operand));
   }
@@ -242,9 +242,9 @@ bool castBeforeConverting(Operation *truncf) {
   Value *accumulator = convert->operand(0);
   Builder builder;
   builder.setInsertionPoint(truncf);
-  Operation *cast = builder.create(
-      OpCode::TruncF, {accumulator},
-      {accumulator->type().withElement(truncf->result()->type().elementType())});
+  Operation *cast =
+      builder.create(OpCode::TruncF, {accumulator},
+                     {accumulator->type().withElement(truncf->result()->type().elementType())});
   cast->setLocation(truncf->location());
   cast->attributes() = truncf->attributes(); // the rounding mode
   Value *converted = createConvert(builder, cast->result(), truncf->result()->type().encoding());

@@ -124,18 +124,14 @@ private:
     }
     case OpCode::Condition:
       return i == 0 ? nullptr : user->parentOp()->body(1).argument(i - 1)->type().encoding();
-    case OpCode::For:
-      return i < 3 ? nullptr : user->result(i - 3)->type().encoding();
-    case OpCode::While:
-      return user->body(0).argument(i)->type().encoding();
-    case OpCode::ConvertLayout:
-      return nullptr;
+    case OpCode::For: return i < 3 ? nullptr : user->result(i - 3)->type().encoding();
+    case OpCode::While: return user->body(0).argument(i)->type().encoding();
+    case OpCode::ConvertLayout: return nullptr;
     case OpCode::Store: {
       EncodingPtr pointers = user->operand(0)->type().encoding();
       return pointers ? pointers : defaultFor(user->operand(0));
     }
-    default:
-      break;
+    default: break;
     }
     if (followsResultLayout(*user))
       if (EncodingPtr layout = user->result()->type().encoding())

@@ -83,23 +83,18 @@ private:
 
   bool simplify(Operation *op) {
     switch (op->code()) {
-    case OpCode::If:
-      return simplifyIf(op);
-    case OpCode::For:
-      return simplifyFor(op);
-    case OpCode::Select:
-      return simplifySelect(op);
+    case OpCode::If: return simplifyIf(op);
+    case OpCode::For: return simplifyFor(op);
+    case OpCode::Select: return simplifySelect(op);
     case OpCode::Splat:
     case OpCode::Broadcast:
     case OpCode::ExpandDims:
     case OpCode::Reshape:
-    case OpCode::ConvertLayout:
-      return simplifyShapeOp(op);
+    case OpCode::ConvertLayout: return simplifyShapeOp(op);
     case OpCode::AddPtr:
       return op->result()->type() == op->operand(0)->type() && isInteger(op->operand(1), 0) &&
              replace(op, op->operand(0));
-    default:
-      break;
+    default: break;
     }
     if (!op->hasTrait(trait::ELEMENTWISE | trait::PURE) || op->numResults() != 1)
       return false;
@@ -133,8 +128,8 @@ private:
   }
 
   bool replaceWithConstant(Operation *op, const Attribute &value) {
-    return replace(op, createBefore(op, OpCode::Constant, {}, op->result()->type(),
-                                    {{"value", value}}));
+    return replace(
+        op, createBefore(op, OpCode::Constant, {}, op->result()->type(), {{"value", value}}));
   }
 
   bool foldConstants(Operation *op) {
@@ -180,20 +175,16 @@ private:
       return op->code() == OpCode::AndI && lhs == rhs && replace(op, lhs);
     }
     case OpCode::DivSI:
-    case OpCode::DivUI:
-      return wide && isInteger(rhs, 1) && replace(op, lhs);
+    case OpCode::DivUI: return wide && isInteger(rhs, 1) && replace(op, lhs);
     case OpCode::RemSI:
-    case OpCode::RemUI:
-      return wide && isInteger(rhs, 1) && replaceWithConstant(op, zero);
+    case OpCode::RemUI: return wide && isInteger(rhs, 1) && replaceWithConstant(op, zero);
     case OpCode::ShLI:
     case OpCode::ShRSI:
-    case OpCode::ShRUI:
-      return isInteger(rhs, 0) && replace(op, lhs);
+    case OpCode::ShRUI: return isInteger(rhs, 0) && replace(op, lhs);
     case OpCode::MaxSI:
     case OpCode::MinSI:
     case OpCode::MaxUI:
-    case OpCode::MinUI:
-      return lhs == rhs && replace(op, lhs);
+    case OpCode::MinUI: return lhs == rhs && replace(op, lhs);
     case OpCode::CmpI: {
       if (lhs != rhs || !op->hasAttr("predicate") ||
           !std::holds_alternative<std::string>(op->attr("predicate")))
@@ -205,8 +196,7 @@ private:
                          predicate == "ult" || predicate == "ugt";
       return (reflexive || irreflexive) && replaceWithConstant(op, reflexive);
     }
-    default:
-      return false;
+    default: return false;
     }
   }
 
@@ -218,16 +208,14 @@ private:
       if (isFloat(lhs, 1.0))
         return replace(op, rhs);
       return isFloat(rhs, 1.0) && replace(op, lhs);
-    case OpCode::DivF:
-      return isFloat(rhs, 1.0) && replace(op, lhs);
+    case OpCode::DivF: return isFloat(rhs, 1.0) && replace(op, lhs);
     case OpCode::SubF: // x - (+0) == x, even for x = -0
       return isFloat(rhs, 0.0) && replace(op, lhs);
     case OpCode::AddF: // x + (-0) == x, but -0 + (+0) == +0
       if (isFloat(lhs, -0.0))
         return replace(op, rhs);
       return isFloat(rhs, -0.0) && replace(op, lhs);
-    default:
-      return false;
+    default: return false;
     }
   }
 

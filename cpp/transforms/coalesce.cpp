@@ -103,8 +103,8 @@ Access describeAccess(Operation *op, const analysis::AxisInfoAnalysis &axisInfo)
   Value *pointers = op->operand(0);
   Access access{op, analysis::orderByContiguity(axisInfo.get(pointers)), 1};
   int fastest = access.order[0];
-  int64_t width = std::min(axisInfo.pointerAlignment(pointers, fastest),
-                           pointers->type().shape()[fastest]);
+  int64_t width =
+      std::min(axisInfo.pointerAlignment(pointers, fastest), pointers->type().shape()[fastest]);
   width = std::min<int64_t>(width, std::max(1, 128 / pointeeBits(pointers)));
   unsigned maskIndex = op->code() == OpCode::Load ? 1 : 2;
   if (op->numOperands() > maskIndex)
@@ -142,7 +142,8 @@ EncodingPtr blockedLayout(const std::vector<int64_t> &shape, const std::vector<i
     remainingWarps = numWarps;
     for (int k = 0; k + 1 < rank; ++k) {
       int dim = warpOrder[k];
-      int64_t useful = std::max<int64_t>(1, shape[dim] / (int64_t(sizePerThread[dim]) * lanes[dim]));
+      int64_t useful =
+          std::max<int64_t>(1, shape[dim] / (int64_t(sizePerThread[dim]) * lanes[dim]));
       warps[dim] = static_cast<int>(std::clamp<int64_t>(useful, 1, remainingWarps));
       remainingWarps /= warps[dim];
     }
@@ -211,7 +212,8 @@ void coalesceFunction(Operation *func, int numWarps) {
     if (access.op->code() == OpCode::Store)
       groupWidth = std::min(groupWidth, access.ownWidth);
     int64_t threads = int64_t(numWarps) * kThreadsPerWarp;
-    groupWidth = std::min(groupWidth, std::max<int64_t>(1, pointers->type().numElements() / threads));
+    groupWidth =
+        std::min(groupWidth, std::max<int64_t>(1, pointers->type().numElements() / threads));
 
     std::vector<int> sizePerThread(shape.size(), 1);
     sizePerThread[access.order[0]] = static_cast<int>(groupWidth);

@@ -35,8 +35,7 @@ Operation *foldableDot(Operation *add, unsigned &other) {
     if (!dot || dot->code() != OpCode::Dot || dot->parentBlock() != add->parentBlock() ||
         !isZeroConstant(dot->operand(2)))
       continue;
-    if (dot->result()->users().size() != 1 ||
-        !(dot->result()->type() == add->result()->type()))
+    if (dot->result()->users().size() != 1 || !(dot->result()->type() == add->result()->type()))
       continue;
     other = 1 - i;
     return dot;

@@ -28,8 +28,8 @@ double roundToFormat(double value, int mantissaBits, int minExponent, int maxExp
   int exponent;
   std::frexp(value, &exponent); // value = m * 2^exponent, 0.5 <= |m| < 1
   int unbiased = std::max(exponent - 1, minExponent);
-  double quantum = std::ldexp(1.0, unbiased - mantissaBits); // one unit in the last place
-  double rounded = std::nearbyint(value / quantum) * quantum;  // default mode: ties to even
+  double quantum = std::ldexp(1.0, unbiased - mantissaBits);  // one unit in the last place
+  double rounded = std::nearbyint(value / quantum) * quantum; // default mode: ties to even
   double largest = std::ldexp(2.0 - std::ldexp(1.0, -mantissaBits), maxExponent);
   if (std::fabs(rounded) > largest)
     return std::copysign(std::numeric_limits<double>::infinity(), value);
@@ -95,12 +95,9 @@ std::optional<uint64_t> foldIntegerBinary(OpCode code, uint64_t a, uint64_t b, i
   int64_t sa = signExtend(a, width), sb = signExtend(b, width);
   bool signedOverflow = width > 1 && sa == signExtend(1ull << (width - 1), width) && sb == -1;
   switch (code) {
-  case OpCode::AddI:
-    return a + b;
-  case OpCode::SubI:
-    return a - b;
-  case OpCode::MulI:
-    return a * b;
+  case OpCode::AddI: return a + b;
+  case OpCode::SubI: return a - b;
+  case OpCode::MulI: return a * b;
   case OpCode::DivSI:
     if (sb == 0 || signedOverflow || width == 1)
       return std::nullopt;
@@ -109,16 +106,11 @@ std::optional<uint64_t> foldIntegerBinary(OpCode code, uint64_t a, uint64_t b, i
     if (sb == 0 || signedOverflow || width == 1)
       return std::nullopt;
     return static_cast<uint64_t>(sa % sb);
-  case OpCode::DivUI:
-    return b == 0 ? std::nullopt : std::optional<uint64_t>(a / b);
-  case OpCode::RemUI:
-    return b == 0 ? std::nullopt : std::optional<uint64_t>(a % b);
-  case OpCode::AndI:
-    return a & b;
-  case OpCode::OrI:
-    return a | b;
-  case OpCode::XOrI:
-    return a ^ b;
+  case OpCode::DivUI: return b == 0 ? std::nullopt : std::optional<uint64_t>(a / b);
+  case OpCode::RemUI: return b == 0 ? std::nullopt : std::optional<uint64_t>(a % b);
+  case OpCode::AndI: return a & b;
+  case OpCode::OrI: return a | b;
+  case OpCode::XOrI: return a ^ b;
   case OpCode::ShLI:
   case OpCode::ShRSI:
   case OpCode::ShRUI:
@@ -127,32 +119,22 @@ std::optional<uint64_t> foldIntegerBinary(OpCode code, uint64_t a, uint64_t b, i
     if (code == OpCode::ShLI)
       return a << b;
     return code == OpCode::ShRUI ? a >> b : static_cast<uint64_t>(sa >> b);
-  case OpCode::MaxSI:
-    return sa > sb ? a : b;
-  case OpCode::MinSI:
-    return sa < sb ? a : b;
-  case OpCode::MaxUI:
-    return a > b ? a : b;
-  case OpCode::MinUI:
-    return a < b ? a : b;
-  default:
-    return std::nullopt;
+  case OpCode::MaxSI: return sa > sb ? a : b;
+  case OpCode::MinSI: return sa < sb ? a : b;
+  case OpCode::MaxUI: return a > b ? a : b;
+  case OpCode::MinUI: return a < b ? a : b;
+  default: return std::nullopt;
   }
 }
 
 /// Float binary ops in double (rounded by the caller); nullopt where the result is unspecified.
 std::optional<double> foldFloatBinary(OpCode code, double a, double b) {
   switch (code) {
-  case OpCode::AddF:
-    return a + b;
-  case OpCode::SubF:
-    return a - b;
-  case OpCode::MulF:
-    return a * b;
-  case OpCode::DivF:
-    return a / b;
-  case OpCode::RemF:
-    return std::fmod(a, b);
+  case OpCode::AddF: return a + b;
+  case OpCode::SubF: return a - b;
+  case OpCode::MulF: return a * b;
+  case OpCode::DivF: return a / b;
+  case OpCode::RemF: return std::fmod(a, b);
   case OpCode::MaxNumF:
   case OpCode::MinNumF:
     // maxnum(+0, -0) may return either zero: leave it to the target.
@@ -168,8 +150,7 @@ std::optional<double> foldFloatBinary(OpCode code, double a, double b) {
       return isMax == std::signbit(a) ? b : a;
     return isMax ? std::max(a, b) : std::min(a, b);
   }
-  default:
-    return std::nullopt;
+  default: return std::nullopt;
   }
 }
 
@@ -187,8 +168,8 @@ std::optional<Attribute> foldCast(OpCode code, const Attribute &operand, ScalarK
       return integerAttribute(static_cast<uint64_t>(asSigned), to);
     if (code == OpCode::ExtUI || code == OpCode::TruncI)
       return integerAttribute(*bits, to);
-    double exact = code == OpCode::SIToFP ? static_cast<double>(asSigned)
-                                          : static_cast<double>(*bits);
+    double exact =
+        code == OpCode::SIToFP ? static_cast<double>(asSigned) : static_cast<double>(*bits);
     if (std::fabs(exact) > exactIntegerLimit) // would round twice
       return std::nullopt;
     std::optional<double> rounded = roundToFloatKind(exact, to);
@@ -245,16 +226,11 @@ std::optional<double> floatValue(const Attribute &value) {
 
 std::optional<double> roundToFloatKind(double value, ScalarKind kind) {
   switch (kind) {
-  case ScalarKind::F64:
-    return value;
-  case ScalarKind::F32:
-    return roundToFormat(value, 23, -126, 127);
-  case ScalarKind::F16:
-    return roundToFormat(value, 10, -14, 15);
-  case ScalarKind::BF16:
-    return roundToFormat(value, 7, -126, 127);
-  default:
-    return std::nullopt;
+  case ScalarKind::F64: return value;
+  case ScalarKind::F32: return roundToFormat(value, 23, -126, 127);
+  case ScalarKind::F16: return roundToFormat(value, 10, -14, 15);
+  case ScalarKind::BF16: return roundToFormat(value, 7, -126, 127);
+  default: return std::nullopt;
   }
 }
 

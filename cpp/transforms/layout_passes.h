@@ -60,8 +60,7 @@ inline bool followsResultLayout(const ir::Operation &op) {
   case ir::OpCode::ExpandDims:
   case ir::OpCode::Splat:
   case ir::OpCode::MakeRange:
-  case ir::OpCode::Constant:
-    return op.numResults() == 1 && op.result()->type().isTensor();
+  case ir::OpCode::Constant: return op.numResults() == 1 && op.result()->type().isTensor();
   default:
     return op.hasTrait(ir::trait::ELEMENTWISE) && op.numResults() == 1 &&
            op.result()->type().isTensor();

@@ -46,13 +46,10 @@ bool isSafeDivisor(const Value *divisor, bool isSigned) {
 bool isSpeculatable(const Operation &op) {
   switch (op.code()) {
   case OpCode::DivSI:
-  case OpCode::RemSI:
-    return isSafeDivisor(op.operand(1), true);
+  case OpCode::RemSI: return isSafeDivisor(op.operand(1), true);
   case OpCode::DivUI:
-  case OpCode::RemUI:
-    return isSafeDivisor(op.operand(1), false);
-  default:
-    return true;
+  case OpCode::RemUI: return isSafeDivisor(op.operand(1), false);
+  default: return true;
   }
 }
 

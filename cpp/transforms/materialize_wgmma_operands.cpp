@@ -8,12 +8,12 @@
 // producer already holds in the operand's registers (P = softmax(Q K^T) cast to 16 bits, in
 // the accumulator's layout of the previous wgmma) stays in registers, where wgmma reads it.
 //
-//   %a = convert_layout %x : (tensor<128x64xf16, #B>) -> tensor<128x64xf16, #dot_op<{opIdx = 0, parent = #mma<{version = 3, ...}>, ...}>>
-//   %d = dot %a, %b, %c ...
+//   %a = convert_layout %x : (tensor<128x64xf16, #B>) -> tensor<128x64xf16, #dot_op<{opIdx = 0,
+//   parent = #mma<{version = 3, ...}>, ...}>> %d = dot %a, %b, %c ...
 // becomes
-//   %buf = local_alloc %x : (tensor<128x64xf16, #B>) -> tensor<128x64xf16, #shared<{vec = 8, perPhase = 1, maxPhase = 8, order = [1, 0]}>>
-//   %a = local_load %buf : (...) -> tensor<128x64xf16, #dot_op<...>>
-//   %d = dot %a, %b, %c ...
+//   %buf = local_alloc %x : (tensor<128x64xf16, #B>) -> tensor<128x64xf16, #shared<{vec = 8,
+//   perPhase = 1, maxPhase = 8, order = [1, 0]}>> %a = local_load %buf : (...) ->
+//   tensor<128x64xf16, #dot_op<...>> %d = dot %a, %b, %c ...
 #include "transforms/layout_passes.h"
 
 #include "analysis/shared_footprint.h"
@@ -51,7 +51,8 @@ void materialize(Operation *convert) {
   const Type &type = source->type();
   if (type.rank() != 2 || !type.encoding())
     emitError(*convert, "materialize_wgmma_operands: a wgmma operand must be a 2-D tile with a "
-                        "layout, got " + type.str());
+                        "layout, got " +
+                            type.str());
   int fastest = analysis::fastestDim(type.encoding()->toLinearLayout(type.shape()));
   EncodingPtr shared =
       wgmmaSharedEncoding(type.shape(), {fastest, 1 - fastest}, type.bitWidth() / 8);

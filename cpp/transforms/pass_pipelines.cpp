@@ -18,8 +18,8 @@ namespace {
 using ir::Module;
 using ir::PipelineOptionValues;
 
-int64_t integerOption(const std::string &pipeline, const std::string &name,
-                      const std::string &text, int64_t minimum) {
+int64_t integerOption(const std::string &pipeline, const std::string &name, const std::string &text,
+                      int64_t minimum) {
   size_t end = 0;
   int64_t value = 0;
   try {
@@ -59,7 +59,8 @@ void configureTgir(Module &module, const PipelineOptionValues &values) {
   if (arch != values.end()) {
     if (arch->second.rfind("sm_", 0) != 0)
       throw std::invalid_argument("pipeline 'tgir': option arch must be like sm_80 or sm_90a, "
-                                  "got '" + arch->second + "'");
+                                  "got '" +
+                                  arch->second + "'");
     if (arch->second != "sm_90a")
       module.attributes()["wgmma"] = int64_t{0};
   }
@@ -75,9 +76,9 @@ ir::PipelineRegistration tir(ir::PipelineInfo{
 ir::PipelineRegistration tgir(ir::PipelineInfo{
     "tgir",
     "tile IR with layouts: tensor cores, software pipelining, shared memory and barriers",
-    {"assign_layouts", "coalesce", "accelerate_matmul", "remove_layout_conversions",
-     "canonicalize", "cse", "dce", "licm", "stage_invariant_operands", "pipeline",
-     "materialize_wgmma_operands", "canonicalize", "cse", "dce", "allocate_shared", "membar"},
+    {"assign_layouts", "coalesce", "accelerate_matmul", "remove_layout_conversions", "canonicalize",
+     "cse", "dce", "licm", "stage_invariant_operands", "pipeline", "materialize_wgmma_operands",
+     "canonicalize", "cse", "dce", "allocate_shared", "membar"},
     {kNumWarps,
      {"num_stages", "default software-pipelining depth of loops (module attribute num_stages)"},
      {"arch", "target, e.g. sm_80 or sm_90a: wgmma only on sm_90a"},

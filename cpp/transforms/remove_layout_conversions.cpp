@@ -156,8 +156,7 @@ public:
         bool smallLoad = def->code() == OpCode::Load && isSideEffectFree(*def) && // not volatile
                          value->type().numElements() < numThreads_ &&
                          carriedRegistersAround(def, numThreads_) < kMaxCarriedRegistersForLoads;
-        if (!canProduceLayout(*def, encoding) ||
-            (!def->hasTrait(trait::PURE) && !smallLoad)) {
+        if (!canProduceLayout(*def, encoding) || (!def->hasTrait(trait::PURE) && !smallLoad)) {
           // A much smaller value (a bias row before its broadcast) is converted instead.
           if (value->type().numElements() * kBoundaryRatio > rootElements)
             return false;
@@ -333,7 +332,7 @@ bool retypeCarriedValue(Operation *func, Operation *loop, unsigned carried,
   if (!candidate)
     return false;
   Rematerialization slice(cache, /*numThreads=*/0); // loads stay where they are
-  slice.assume(argument, candidate, nullptr); // the new block argument, made below
+  slice.assume(argument, candidate, nullptr);       // the new block argument, made below
   if (!slice.collect(yielded, candidate))
     return false;
   // Only worth it when the old chain dies: the argument and every recomputed op of the body
@@ -405,8 +404,8 @@ bool reduceBeforeConverting(Operation *func) {
     }
     if (!movable || !source)
       continue;
-    auto slice = std::make_shared<const SliceEncoding>(static_cast<int>(op->intAttr("axis")),
-                                                       source);
+    auto slice =
+        std::make_shared<const SliceEncoding>(static_cast<int>(op->intAttr("axis")), source);
     Builder builder;
     builder.setInsertionPoint(op);
     for (unsigned i = 0; i < op->numOperands(); ++i)

@@ -9,9 +9,11 @@
 //
 //   %s = dot %q, %k, %z : (...) -> tensor<64x64xf32, #mma>
 //   %c = convert_layout %s : (tensor<64x64xf32, #mma>) -> tensor<64x64xf32, #B>
-//   %m = reduce %c {axis = 1} : (tensor<64x64xf32, #B>) -> tensor<64xf32, #slice<{dim = 1, parent = #B}>>
+//   %m = reduce %c {axis = 1} : (tensor<64x64xf32, #B>) -> tensor<64xf32, #slice<{dim = 1, parent =
+//   #B}>>
 // becomes
-//   %m = reduce %s {axis = 1} : (tensor<64x64xf32, #mma>) -> tensor<64xf32, #slice<{dim = 1, parent = #mma}>>
+//   %m = reduce %s {axis = 1} : (tensor<64x64xf32, #mma>) -> tensor<64xf32, #slice<{dim = 1, parent
+//   = #mma}>>
 // (and %c, now unused, goes; a store of a propagated value gets a conversion before it).
 //
 // Plan:
@@ -69,8 +71,7 @@ EncodingPtr resultLayoutFor(const Operation &op, const EncodingPtr &layout) {
       return nullptr;
     return slice->getParent();
   }
-  default:
-    return layout;
+  default: return layout;
   }
 }
 
@@ -119,9 +120,9 @@ private:
       return;
     auto conflicts = [&](Value *value) {
       auto it = chosen_.find(value);
-      return it != chosen_.end() ? !sameEncoding(it->second, layout)
-                                 : visited_.count(value) &&
-                                       !sameEncoding(value->type().encoding(), layout);
+      return it != chosen_.end()
+                 ? !sameEncoding(it->second, layout)
+                 : visited_.count(value) && !sameEncoding(value->type().encoding(), layout);
     };
     if (conflicts(argument) || conflicts(result))
       return;

@@ -5,8 +5,8 @@
 // written once before the loop, read by the dot with ldmatrix at every step, so their
 // fragments live only while the dot runs. Runs after licm, before the pipeliner.
 //
-//   %a = convert_layout %k : (tensor<64x128xf16, #B>) -> tensor<64x128xf16, #dot_op<{opIdx = 0, ...}>>
-//   for ... { %s = dot %a, %b, %c ... }
+//   %a = convert_layout %k : (tensor<64x128xf16, #B>) -> tensor<64x128xf16, #dot_op<{opIdx = 0,
+//   ...}>> for ... { %s = dot %a, %b, %c ... }
 // becomes
 //   %buf = local_alloc %k : (tensor<64x128xf16, #B>) -> tensor<64x128xf16, #shared<...>>
 //   for ... { %a = local_load %buf : (...) -> tensor<64x128xf16, #dot_op<...>>
@@ -63,9 +63,10 @@ std::vector<Candidate> candidatesOf(Operation *loop) {
         operand->getMmaParent()->isWgmma()) // always staged: materialize_wgmma_operands
       continue;
     const std::vector<Operation *> &users = op->result()->users();
-    bool onlyDotsInLoop = !users.empty() && std::all_of(users.begin(), users.end(), [&](Operation *user) {
-      return user->code() == OpCode::Dot && user->parentBlock() == &loop->body();
-    });
+    bool onlyDotsInLoop =
+        !users.empty() && std::all_of(users.begin(), users.end(), [&](Operation *user) {
+          return user->code() == OpCode::Dot && user->parentBlock() == &loop->body();
+        });
     if (onlyDotsInLoop)
       candidates.push_back({op, registersPerThread(op->result()->type())});
   }
@@ -89,10 +90,9 @@ void stageInvariantOperands(Module &module) {
     });
     for (Operation *loop : loops) {
       std::vector<Candidate> candidates = candidatesOf(loop);
-      std::stable_sort(candidates.begin(), candidates.end(),
-                       [](const Candidate &a, const Candidate &b) {
-                         return a.registers > b.registers;
-                       });
+      std::stable_sort(
+          candidates.begin(), candidates.end(),
+          [](const Candidate &a, const Candidate &b) { return a.registers > b.registers; });
       int64_t total = 0;
       for (const Candidate &candidate : candidates)
         total += candidate.registers;
@@ -114,14 +114,12 @@ void stageThroughSharedMemory(Operation *convert, const EncodingPtr &shared) {
   builder.setInsertionPoint(convert);
   builder.setLocation(convert->location());
   Value *buffer =
-      builder.create(OpCode::LocalAlloc, {source}, {source->type().withEncoding(shared)})
-          ->result();
+      builder.create(OpCode::LocalAlloc, {source}, {source->type().withEncoding(shared)})->result();
   for (const OperandUse &use : usesOf(convert->result())) {
     Builder at;
     at.setInsertionPoint(use.user);
     at.setLocation(convert->location());
-    Value *read =
-        at.create(OpCode::LocalLoad, {buffer}, {convert->result()->type()})->result();
+    Value *read = at.create(OpCode::LocalLoad, {buffer}, {convert->result()->type()})->result();
     use.user->setOperand(use.index, read);
   }
   convert->erase();

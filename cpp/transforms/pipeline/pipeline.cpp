@@ -70,8 +70,7 @@ Value *binary(Builder &builder, OpCode code, Value *lhs, Value *rhs,
 /// Clones the schedule's ahead ops at the builder; `mapping` holds the induction variable and
 /// carried values of the iteration and receives the clones' results. A scalar load among them
 /// (an index read) is masked by `inRange`: iterations past the end read nothing (0).
-void cloneAhead(Builder &builder, const LoopSchedule &schedule, Mapping &mapping,
-                Value *inRange) {
+void cloneAhead(Builder &builder, const LoopSchedule &schedule, Mapping &mapping, Value *inRange) {
   for (Operation *op : schedule.aheadOps) {
     std::vector<Value *> operands;
     for (Value *operand : op->operands())
@@ -117,8 +116,8 @@ Value *nextSlot(Builder &builder, Value *slot, int numStages) {
   Value *next = binary(builder, OpCode::AddI, slot, constant(builder, 1, Type::i32()));
   Value *wraps = binary(builder, OpCode::CmpI, next, constant(builder, numStages, Type::i32()),
                         {{"predicate", std::string("eq")}});
-  return builder.create(OpCode::Select, {wraps, constant(builder, 0, Type::i32()), next},
-                        {Type::i32()})
+  return builder
+      .create(OpCode::Select, {wraps, constant(builder, 0, Type::i32()), next}, {Type::i32()})
       ->result();
 }
 
@@ -142,8 +141,8 @@ void readSlotInstead(Operation *before, Value *replaced, Value *ring, Value *slo
                      const std::string &location, std::map<std::string, Attribute> attrs = {}) {
   Builder at;
   at.setInsertionPoint(before);
-  Operation *read = at.create(OpCode::LocalLoad, {ring, slot}, {replaced->type()},
-                              std::move(attrs));
+  Operation *read =
+      at.create(OpCode::LocalLoad, {ring, slot}, {replaced->type()}, std::move(attrs));
   read->setLocation(location);
   replaced->replaceAllUsesWith(read->result());
 }

@@ -6,8 +6,8 @@
 //    #mma dot-operand layouts (directly, or through a transpose: attention's Kᵀ, and the
 //    backward's Q and dO, read both ways), local_loads read the ring straight into the mma
 //    fragments, one per conversion; otherwise one reads the tile back in the load's own
-//    layout (memory-bound loops: norms), masked-off lanes zero (no `other`, or zero), with runs of >= 4 bytes per
-//    thread (cp.async copies 4, 8 or 16 bytes).
+//    layout (memory-bound loops: norms), masked-off lanes zero (no `other`, or zero), with runs of
+//    >= 4 bytes per thread (cp.async copies 4, 8 or 16 bytes).
 // 2. Their operands' backward slice within the body: pure ops without regions, the induction
 //    variable, and carried values, whose updates (the yielded values) join the slice, so the
 //    slice can run numStages - 1 iterations ahead on its own copy of those values.
@@ -73,8 +73,7 @@ bool collectOperandReads(Operation *load, PipelinedLoad &out) {
       return false;
     }
     out.transposes.push_back(user);
-    std::set<Operation *> converts(user->result()->users().begin(),
-                                   user->result()->users().end());
+    std::set<Operation *> converts(user->result()->users().begin(), user->result()->users().end());
     for (Operation *convert : converts)
       out.reads.push_back({convert, true});
   }
@@ -116,8 +115,7 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
     // registers per thread (a load already rematerialized in a slice of #mma: 16 per thread
     // at BLOCK_M = 64) would copy the row dozens of times per step, slower than loading it
     // in the loop (docs/perf/pass_decisions.md).
-    if ((layout.hasInDim(kRegisterDim) ? layout.getInDimSize(kRegisterDim) : 1) * elementBytes >
-        16)
+    if ((layout.hasInDim(kRegisterDim) ? layout.getInDimSize(kRegisterDim) : 1) * elementBytes > 16)
       return "a 1-D tile of more than 16 bytes per thread (each thread would copy them all)";
     collectConversions(load, out);
     out.slotEncoding = std::make_shared<const SharedEncoding>(1, 1, 1, std::vector<int>{0});
@@ -130,11 +128,11 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
     if (wgmma) // wgmma reads the slot through a descriptor: its swizzle modes
       out.slotEncoding = wgmmaSharedEncoding(type.shape(), {fastest, 1 - fastest}, elementBytes);
     if (!out.slotEncoding) // ldmatrix reads of either orientation: swizzled
-      out.slotEncoding = dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest},
-                                                  elementBytes);
+      out.slotEncoding =
+          dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest}, elementBytes);
   } else // every thread reads back the bytes it copied: the copies' conflict-free pattern
-    out.slotEncoding = std::make_shared<const SharedEncoding>(
-        1, 1, 1, std::vector<int>{fastest, 1 - fastest});
+    out.slotEncoding =
+        std::make_shared<const SharedEncoding>(1, 1, 1, std::vector<int>{fastest, 1 - fastest});
   return "";
 }
 

@@ -82,8 +82,8 @@ void issueTmaCopies(Builder &builder, const LoopSchedule &schedule,
   builder.create(OpCode::MBarrierExpectTx, {barriers, slot, inRange}, {}, {{"bytes", bytes}});
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
     Operation *load = schedule.loads[i].load;
-    std::vector<Value *> operands{mappedValue(mapping, load->operand(3)), rings[i], slot,
-                                  barriers, inRange};
+    std::vector<Value *> operands{mappedValue(mapping, load->operand(3)), rings[i], slot, barriers,
+                                  inRange};
     for (unsigned c = 4; c < load->numOperands(); ++c)
       operands.push_back(mappedValue(mapping, load->operand(c)));
     builder.create(OpCode::TmaLoad, operands, {})->setLocation(load->location());
