@@ -138,21 +138,24 @@ def prepare(source_dir: str, work_dir: str) -> str:
 
 
 def run_file(test_dir: str, work_dir: str, name: str, args) -> Dict:
-    """Runs one test file in a child pytest; returns its per-case records and wall time."""
+    """Runs one test file in a child pytest (from the copied tree's root, so its conftest.py
+    files apply as in Triton's tree); returns its per-case records and wall time."""
     results = os.path.join(work_dir, f"{name}.jsonl")
     if os.path.exists(results):
         os.remove(results)
     env = child_env(extra_paths=[work_dir, test_dir], TESSERA_INTERPRET="1", TRITON_INTERPRET="1",
                     TESSERA_SUITE_RESULTS=results, TESSERA_SUITE_EVERY=str(args.sample),
                     TESSERA_SUITE_OFFSET=str(args.offset))
-    command = [sys.executable, "-m", "pytest", name, "-q", "-p", "_tessera_suite_plugin",
+    root = os.path.join(work_dir, "tests")
+    command = [sys.executable, "-m", "pytest", os.path.relpath(os.path.join(test_dir, name), root),
+               "-q", f"--rootdir={root}", "-p", "_tessera_suite_plugin",
                "-p", "no:cacheprovider", "--device", "cpu", "-m", "interpreter",
                f"--timeout={args.timeout}", "-o", "addopts=", "--tb=no", "-rN"]
     if args.k:
         command += ["-k", args.k]
     start = time.time()
     try:
-        proc = subprocess.run(command, cwd=test_dir, env=env, capture_output=True, text=True,
+        proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
                               timeout=args.file_timeout)
         tail = (proc.stdout + proc.stderr)[-2000:]
     except subprocess.TimeoutExpired:
