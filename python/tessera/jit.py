@@ -379,7 +379,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         if module is None:
             signature, div16, eq1 = self._specialization(key[0])
             module = build_tile_ir(self.fn, signature, self._constexpr_dict(constexprs, key[0]),
-                                   div16, eq1, num_warps, debug)
+                                   div16, eq1, num_warps, debug, interpreter=True)
             self._tile_ir[key] = module
         launched, names = self._present(key[0], values)
         # TensorDescriptor arguments expand to their parts (runtime/descriptor_arguments.py).

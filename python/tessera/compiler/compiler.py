@@ -133,11 +133,12 @@ def _run_pipeline(module, stage: str) -> None:
 
 def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                   divisibility_16=(), equal_to_1=(), num_warps: int = 4,
-                  debug: Optional[bool] = None):
+                  debug: Optional[bool] = None, interpreter: bool = False):
     """Front end + target-neutral cleanup: the layout-free tile IR (what the interpreter runs).
-    ``debug``: device asserts build code (None: as knobs.debug)."""
+    ``debug``: device asserts build code (None: as knobs.debug); ``interpreter``: built for the
+    interpreter (its limits, e.g. dots of any size, as Triton's interpreter)."""
     module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
-                                   set(equal_to_1), debug=debug)
+                                   set(equal_to_1), debug=debug, interpreter=interpreter)
     module.set_attr("num_warps", num_warps)
     _run_pipeline(module, "tir")
     return module

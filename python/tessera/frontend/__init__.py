@@ -27,7 +27,8 @@ __all__ = ["build_module", "kernel_source_key", "kernel_parameters", "KernelPara
 def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, Any],
                  divisibility_16: AbstractSet[str] = frozenset(),
                  equal_to_1: AbstractSet[str] = frozenset(),
-                 kernel_name: Optional[str] = None, debug: Optional[bool] = None) -> Any:
+                 kernel_name: Optional[str] = None, debug: Optional[bool] = None,
+                 interpreter: bool = False) -> Any:
     """Compiles ``fn`` (a Python function or a JITFunction) to a verified tile-IR module.
 
     ``signature`` maps each runtime parameter to a type string ("*fp16", "i32", ...);
@@ -36,6 +37,8 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     ``divisibility`` attribute; ``equal_to_1`` names int parameters equal to 1, whose uses
     become the constant 1 while they stay in the signature. ``debug``: tl.device_assert and
     ``assert`` build code (None: as knobs.debug; a launch passes its options' debug).
+    ``interpreter``: the module is for the interpreter, whose limits are Triton's interpreter's
+    (``tl.dot`` of any extents) rather than the GPU's.
     Raises tessera.CompilationError naming the kernel and the offending file:line:col.
     """
     fn = fn.fn if is_jit(fn) else fn
@@ -44,6 +47,7 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     builder = ir.Builder()
     ctx = make_context(name, builder)
     ctx.semantic.debug = bool(knobs.debug if debug is None else debug)
+    ctx.semantic.min_dot_size = (1, 1, 1) if interpreter else None
     ctx.parsed[id(fn)] = parsed
     module = ir.Module()
     line, col = parsed.position(parsed.tree)

@@ -86,9 +86,9 @@ class block_pointer(_Structured):
         return _bp.advance(_semantic, self, offsets)
 
 
-# Triton's descriptor reductions and gathers: named in a clear error until they exist here.
+# Triton's descriptor reductions: named in a clear error until they exist here.
 _UNSUPPORTED_DESCRIPTOR_METHODS = ("atomic_add", "atomic_min", "atomic_max", "atomic_and",
-                                   "atomic_or", "atomic_xor", "gather", "scatter")
+                                   "atomic_or", "atomic_xor")
 
 
 class tensor_descriptor(_Structured):
@@ -147,6 +147,26 @@ class tensor_descriptor(_Structured):
         ``offsets``; elements outside the tensor are not written.
         Example: ``c_desc.store([off_m, off_n], acc.to(tl.float16))``."""
         _bp.descriptor_store(_semantic, self, offsets, value)
+
+    @builtin
+    def gather(self, *args: Any, _semantic=None) -> tensor:
+        """``desc.gather(x_offsets, y_offset)``: the rows ``x_offsets`` (a 1-D int tile of at
+        least 8) of a 2-D descriptor with a ``[1, N]`` block, ``N`` columns from ``y_offset``;
+        a ``[len(x_offsets), N]`` tile (outside the tensor: the padding), as Triton's TMA gather.
+        Example: ``rows = desc.gather(tl.load(idx_ptr + tl.arange(0, 32)), col)``."""
+        if len(args) != 2:
+            raise ValueError(f"descriptor gather only supports 2D indexing, but got {len(args)}")
+        return _bp.descriptor_gather(_semantic, self, args[0], args[1])
+
+    @builtin
+    def scatter(self, value: tensor, *args: Any, _semantic=None) -> None:
+        """``desc.scatter(value, x_offsets, y_offset)``: writes the rows of ``value`` to rows
+        ``x_offsets`` at columns ``y_offset`` .. ``y_offset + N`` (the inverse of
+        :meth:`gather`; parts outside the tensor are not written).
+        Example: ``desc.scatter(tile, row_ids, 0)``."""
+        if len(args) != 2:
+            raise ValueError(f"descriptor scatter only supports 2D indexing, but got {len(args)}")
+        _bp.descriptor_scatter(_semantic, self, value, args[0], args[1])
 
 
 @builtin

@@ -101,7 +101,7 @@ def computation_type(a: dtype, a_is_scalar: bool, b: dtype, b_is_scalar: bool,
     if not a.is_int() or not b.is_int():
         raise TypeError(f"unexpected types {a} and {b}")
     if div_or_mod and a.int_signedness != b.int_signedness:
-        raise TypeError(f"cannot use /, // or % with {a} and {b} because they have different "
+        raise TypeError(f"Cannot use /, // or % with {a} and {b} because they have different "
                         "signedness; cast them to the same signedness")
     return integer_promote(a, b)
 
@@ -137,6 +137,9 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
     def __init__(self, builder: Any, debug: bool = False) -> None:
         self.builder = builder
         self.debug = debug  # tl.device_assert and `assert` build code (debug mode)
+        # The smallest tl.dot extents the target takes (Triton's min_dot_size): None for the GPU
+        # rule (16, K 32 for 8-bit), (1, 1, 1) when building for the interpreter.
+        self.min_dot_size = None
 
     # ---- IR plumbing ---------------------------------------------------------------------
 
