@@ -237,11 +237,10 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
         return [self.to_shape(v, shape) for v in values]
 
     def subscript(self, x: tensor, index: Any) -> tensor:
-        """``x[:, None]``-style indexing: ``None`` inserts a size-1 dim, ``:`` keeps one."""
+        """``x[:, None]``-style indexing: ``None`` inserts a size-1 dim at its position, ``:``
+        changes nothing (as Triton's, also past the last dim: ``scalar[None, None, :]`` is
+        [1, 1])."""
         items = index if isinstance(index, tuple) else (index,)
-        kept = sum(1 for item in items if item is not None)
-        if kept > len(x.shape):
-            raise IndexError(f"too many indices for a tensor of shape {x.shape}")
         for dim, item in enumerate(items):
             if item is None:
                 x = self.expand_dims(x, dim)
