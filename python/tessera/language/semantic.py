@@ -504,12 +504,12 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
 
     def program_id(self, axis: Any) -> tensor:
         if axis not in (0, 1, 2):
-            raise ValueError(f"program_id axis must be 0, 1 or 2, got {axis}")
+            raise ValueError(f"program_id axis must be 0, 1, or 2 but got {axis}")  # Triton's words
         return self.create("program_id", [], tl.int32, [], axis=axis)
 
     def num_programs(self, axis: Any) -> tensor:
         if axis not in (0, 1, 2):
-            raise ValueError(f"num_programs axis must be 0, 1 or 2, got {axis}")
+            raise ValueError(f"num_programs axis must be 0, 1, or 2 but got {axis}")
         return self.create("num_programs", [], tl.int32, [], axis=axis)
 
     def arange(self, start: Any, end: Any) -> tensor:
