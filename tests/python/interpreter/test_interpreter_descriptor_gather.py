@@ -75,3 +75,15 @@ def test_gather_needs_a_one_row_block(rng):
         bad_block_kernel[(1,)](inp, idx, 2, 32)
     with pytest.raises(CompilationError, match="at least 8 columns"):
         bad_block_kernel[(1,)](inp, idx, 1, 4)
+
+
+@tessera.jit(interpret=True)
+def narrow_block_kernel(ptr):
+    desc = tl.make_tensor_descriptor(ptr, [128, 128], [128, 1], [1, 2])
+    desc.load([0, 0])
+
+
+def test_narrow_block_error_uses_tritons_words():
+    with pytest.raises(CompilationError, match="Descriptor block shape must have at least 16 "
+                                               "bytes in the last dimension"):
+        narrow_block_kernel[(1,)](np.zeros((128, 128), np.int32))
