@@ -167,6 +167,14 @@ def run_file(test_dir: str, work_dir: str, name: str, args) -> Dict:
     return {"file": name, "records": records, "seconds": time.time() - start, "tail": tail}
 
 
+def _reason_key(reason: str) -> str:
+    """A failure reason without what differs between cases of one cause: addresses, the
+    temporary directory, source positions."""
+    reason = re.sub(r"0x[0-9a-f]+", "0x..", reason)
+    reason = re.sub(r"(/[^\s:]+/)?([\w.<>-]+\.py|<string>):\d+(:\d+)?", r"\2", reason)
+    return reason
+
+
 def summarize(runs: List[Dict], top: int) -> Dict:
     """Counts per file and overall, and failure reasons grouped, most frequent first."""
     per_file, reasons = {}, collections.Counter()
@@ -182,7 +190,7 @@ def summarize(runs: List[Dict], top: int) -> Dict:
             counts[outcome] += 1
             if outcome == "failed":
                 reason = record.get("reason") or "unknown"
-                reasons[re.sub(r"0x[0-9a-f]+", "0x..", reason)] += 1
+                reasons[_reason_key(reason)] += 1
         per_file[run["file"]] = dict(counts, seconds=round(run["seconds"], 1))
         total.update(counts)
     ran = total["passed"] + total["failed"]
