@@ -17,7 +17,7 @@ from typing import Any, List, Sequence, Tuple
 
 from ..errors import UnsupportedError
 from . import block_pointer_semantic as _bp
-from .core import block_type, builtin, dtype, tensor
+from .core import block_type, builtin, dtype, pointer_type, tensor
 
 
 class _Structured:
@@ -64,6 +64,15 @@ class block_pointer(_Structured):
     @property
     def element_ty(self) -> dtype:
         return self.base.dtype.element_ty
+
+    @property
+    def type(self) -> pointer_type:
+        """Triton's type of a block pointer: a pointer to the block
+        (``pointer_type(block_type(element, block_shape))``); ``p.dtype.element_ty`` is that
+        block type, and ``x.to(p.dtype.element_ty)`` casts to its element dtype."""
+        return pointer_type(block_type(self.element_ty, self.block_shape))
+
+    dtype = type
 
     def _static(self) -> Tuple[Any, ...]:
         return (tuple(self.block_shape), tuple(self.order))

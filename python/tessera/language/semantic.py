@@ -252,6 +252,8 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
     # ---- casts ---------------------------------------------------------------------------
 
     def cast(self, x: tensor, dst: dtype, fp_downcast_rounding: Optional[str] = None) -> tensor:
+        if isinstance(dst, tl.block_type):  # Triton casts to a block type's element type
+            dst = dst.scalar
         if not isinstance(dst, dtype):
             raise TypeError(f"cast needs a dtype, got {dst!r}")
         src = x.dtype
