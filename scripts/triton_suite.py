@@ -9,8 +9,10 @@ else changes), and pytest runs each test file in a child process the way Triton'
 CI does: ``TESSERA_INTERPRET=1``, ``--device cpu``, ``-m interpreter`` (tests Triton does not
 run under its interpreter are counted as skipped), with a per-test timeout.
 
-It prints pass / fail / skip counts per file, the pass rate passed / (passed + failed), and the
-most common failure reasons (exception type and the first line of its message).
+It prints per file the cases passed, failed and skipped (by the test itself), and those not
+interpreted (no ``interpreter`` mark: Triton does not run them under its interpreter either);
+the pass rate passed / (passed + failed); and the most common failure reasons (exception type
+and the first line of its message).
 
 Example::
 
@@ -55,9 +57,12 @@ def _write(record):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    if _EVERY > 1:
+    if _EVERY > 1:  # cases outside the sample are not counted at all
         kept = [item for i, item in enumerate(items) if i % _EVERY == _OFFSET]
-        config.hook.pytest_deselected(items=[i for i in items if i not in set(kept)])
+        chosen = set(kept)
+        for item in items:
+            if item not in chosen:
+                _write({"id": item.nodeid, "outcome": "sampled_out"})
         items[:] = kept
 
 
@@ -183,10 +188,12 @@ def summarize(runs: List[Dict], top: int) -> Dict:
         counts = collections.Counter()
         for record in run["records"]:
             outcome = record["outcome"]
+            if outcome == "sampled_out":
+                continue
             if outcome == "collect_error":
                 outcome = "failed"
-            if outcome == "deselected":
-                outcome = "skipped"
+            if outcome == "deselected":  # no interpreter mark: Triton does not run it there
+                outcome = "not_interpreted"
             counts[outcome] += 1
             if outcome == "failed":
                 reason = record.get("reason") or "unknown"
@@ -235,7 +242,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     summary = summarize(runs, args.top)
     total = summary["total"]
     print(f"\nTOTAL passed={total.get('passed', 0)} failed={total.get('failed', 0)} "
-          f"skipped={total.get('skipped', 0)} rate={summary['rate']:.1%}"
+          f"skipped={total.get('skipped', 0)} not_interpreted={total.get('not_interpreted', 0)} "
+          f"rate={summary['rate']:.1%}"
           + (f" (every {args.sample}th case, offset {args.offset})" if args.sample > 1 else ""))
     print("\nTop failure reasons:")
     for reason, count in summary["reasons"]:

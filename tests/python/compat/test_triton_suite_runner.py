@@ -118,7 +118,23 @@ def test_end_to_end_counts(tmp_path):
                           env=child_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(out.read_text())["summary"]
-    assert summary["total"] == {"passed": 3, "failed": 1, "skipped": 2}
+    assert summary["total"] == {"passed": 3, "failed": 1, "skipped": 1, "not_interpreted": 1}
     assert summary["rate"] == pytest.approx(0.75)
     assert summary["reasons"] == [["KeyError: 'on purpose'", 1]]
     assert "test_fake.py" in proc.stdout and "rate=75.0%" in proc.stdout
+
+
+def test_a_sample_counts_only_its_cases(tmp_path):
+    pytest.importorskip("pytest_timeout")
+    tests = tmp_path / "tests"
+    (tests / "language").mkdir(parents=True)
+    (tests / "conftest.py").write_text(CONFTEST)
+    (tests / "language" / "test_fake.py").write_text(FAKE_TESTS)
+    out = tmp_path / "summary.json"
+    proc = subprocess.run([sys.executable, SCRIPT, str(tests), "--json", str(out), "--sample", "2",
+                           "--offset", "0"], env=child_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    total = json.loads(out.read_text())["summary"]["total"]
+    # every 2nd case: passes[8], passes[32] and test_skips (test_fails is left out)
+    assert total.get("passed") == 2 and total.get("failed", 0) == 0 and total.get("skipped") == 1
