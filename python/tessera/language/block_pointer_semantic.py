@@ -251,8 +251,7 @@ def make_tensor_descriptor(sem: Any, base: Any, shape: Any, strides: Any, block_
     row_bytes = block_shape[-1] * element.primitive_bitwidth // 8
     if row_bytes < 16:
         raise ValueError("Descriptor block shape must have at least 16 bytes in the last "
-                         f"dimension (as Triton's), but got {block_shape[-1]} x {element} = "
-                         f"{row_bytes} bytes")
+                         f"dimension, but got {block_shape[-1]} x {element} = {row_bytes} bytes")
     if not _is_constant_one(strides[-1]):
         raise ValueError(f"a tensor descriptor's last dim must be contiguous: its stride must "
                          f"be the constant 1, got {strides[-1]}")
