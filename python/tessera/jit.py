@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 from . import config
 from ._tessera import runtime as _runtime
 from .config import knobs
+from .frontend.exec_source import remember_exec_source
 from .constexpr_functions import ConstexprFunction, constexpr_function, next_power_of_2  # noqa: F401
 from .jit_source import KernelTextAndWarmup
 from .launch_options import (LaunchOptions, fast_path_options, parse_options,
@@ -94,6 +95,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         _jit_generation += 1
         self._generation = _jit_generation
         _check_kernel_function(fn)
+        remember_exec_source(fn)  # a kernel defined by exec(text): keep its text while we can
         self.fn = fn
         self.__name__ = fn.__name__
         self.interpret = interpret
@@ -394,7 +396,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
             with interpreting():  # tl.target_info: the device the interpreter stands for
                 module = build_tile_ir(self.fn, signature,
                                        self._constexpr_dict(constexprs, key[0]), div16, eq1,
-                                       num_warps, debug)
+                                       num_warps, debug, interpreter=True)
             self._tile_ir[key] = module
         launched, names = self._present(key[0], values)
         # TensorDescriptor arguments expand to their parts (runtime/descriptor_arguments.py).

@@ -159,12 +159,14 @@ def _run_pipeline(module, stage: str, **options: Any) -> None:
 
 def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                   divisibility_16=(), equal_to_1=(), num_warps: int = 4,
-                  debug: Optional[bool] = None, tma: bool = False):
+                  debug: Optional[bool] = None, tma: bool = False, interpreter: bool = False):
     """Front end + target-neutral cleanup: the layout-free tile IR (what the interpreter runs).
     ``debug``: device asserts build code (None: as knobs.debug); ``tma``: descriptor loads
-    carry tensor maps (frontend.build_module)."""
+    carry tensor maps (frontend.build_module); ``interpreter``: built for the interpreter (its
+    limits, e.g. dots of any size, as Triton's interpreter)."""
     module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
-                                   set(equal_to_1), debug=debug, tma=tma)
+                                   set(equal_to_1), debug=debug, tma=tma,
+                                   interpreter=interpreter)
     _run_pipeline(module, "tir", num_warps=num_warps)
     return module
 

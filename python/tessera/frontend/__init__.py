@@ -31,7 +31,7 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
                  divisibility_16: AbstractSet[str] = frozenset(),
                  equal_to_1: AbstractSet[str] = frozenset(),
                  kernel_name: Optional[str] = None, debug: Optional[bool] = None,
-                 tma: bool = False) -> Any:
+                 tma: bool = False, interpreter: bool = False) -> Any:
     """Compiles ``fn`` (a Python function or a JITFunction) to a verified tile-IR module.
 
     ``signature`` maps each runtime parameter to a type string ("*fp16", "i32", ...);
@@ -42,6 +42,8 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     ``assert`` build code (None: as knobs.debug; a launch passes its options' debug).
     ``tma``: 2-D TensorDescriptor parameters also take a tensor map, which their loads carry
     for the pipeliner's TMA copies (TESSERA_TMA on sm_90a; off, nothing changes).
+    ``interpreter``: the module is for the interpreter, whose limits are Triton's interpreter's
+    (``tl.dot`` of any extents) rather than the GPU's.
     Raises tessera.CompilationError naming the kernel and the offending file:line:col.
     """
     from .ast_to_ir import CodeGenerator, make_context
@@ -53,6 +55,7 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     builder = ir.Builder()
     ctx = make_context(name, builder)
     ctx.semantic.debug = bool(knobs.debug if debug is None else debug)
+    ctx.semantic.min_dot_size = (1, 1, 1) if interpreter else None
     ctx.parsed[id(fn)] = parsed
     module = ir.Module()
     line, col = parsed.position(parsed.tree)

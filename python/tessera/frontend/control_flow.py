@@ -247,6 +247,14 @@ class ControlFlowMixin:
                 values.append(self.sanitize(self.visit(branch)))
             finally:
                 self.dynamic_depth -= 1
+        if values[0] is None and values[1] is None:
+            # Both sides run for their effects (`tl.store(a) if c else tl.store(b)`): an if
+            # with no results, as Triton builds it.
+            for index in range(2):
+                self.builder.set_insertion_point_to_end(if_op.body(index))
+                self.builder.create("yield", [], [])
+            self.builder.set_insertion_point_after(if_op)
+            return None
         if not _same_type(values[0], values[1]):
             raise TypeError("both sides of a conditional expression with a runtime condition "
                             f"must have one type, got {_describe(values[0])} and "

@@ -17,7 +17,7 @@ from typing import Any, List, Sequence, Tuple
 
 from ..errors import UnsupportedError
 from . import block_pointer_semantic as _bp
-from .core import block_type, builtin, dtype, tensor
+from .core import block_type, builtin, dtype, pointer_type, tensor
 
 
 class _Structured:
@@ -65,6 +65,15 @@ class block_pointer(_Structured):
     def element_ty(self) -> dtype:
         return self.base.dtype.element_ty
 
+    @property
+    def type(self) -> pointer_type:
+        """Triton's type of a block pointer: a pointer to the block
+        (``pointer_type(block_type(element, block_shape))``); ``p.dtype.element_ty`` is that
+        block type, and ``x.to(p.dtype.element_ty)`` casts to its element dtype."""
+        return pointer_type(block_type(self.element_ty, self.block_shape))
+
+    dtype = type
+
     def _static(self) -> Tuple[Any, ...]:
         return (tuple(self.block_shape), tuple(self.order))
 
@@ -86,9 +95,9 @@ class block_pointer(_Structured):
         return _bp.advance(_semantic, self, offsets)
 
 
-# Triton's descriptor reductions and gathers: named in a clear error until they exist here.
+# Triton's descriptor reductions: named in a clear error until they exist here.
 _UNSUPPORTED_DESCRIPTOR_METHODS = ("atomic_add", "atomic_min", "atomic_max", "atomic_and",
-                                   "atomic_or", "atomic_xor", "gather", "scatter")
+                                   "atomic_or", "atomic_xor")
 
 
 class tensor_descriptor(_Structured):
@@ -147,6 +156,26 @@ class tensor_descriptor(_Structured):
         ``offsets``; elements outside the tensor are not written.
         Example: ``c_desc.store([off_m, off_n], acc.to(tl.float16))``."""
         _bp.descriptor_store(_semantic, self, offsets, value)
+
+    @builtin
+    def gather(self, *args: Any, _semantic=None) -> tensor:
+        """``desc.gather(x_offsets, y_offset)``: the rows ``x_offsets`` (a 1-D int tile of at
+        least 8) of a 2-D descriptor with a ``[1, N]`` block, ``N`` columns from ``y_offset``;
+        a ``[len(x_offsets), N]`` tile (outside the tensor: the padding), as Triton's TMA gather.
+        Example: ``rows = desc.gather(tl.load(idx_ptr + tl.arange(0, 32)), col)``."""
+        if len(args) != 2:
+            raise ValueError(f"descriptor gather only supports 2D indexing, but got {len(args)}")
+        return _bp.descriptor_gather(_semantic, self, args[0], args[1])
+
+    @builtin
+    def scatter(self, value: tensor, *args: Any, _semantic=None) -> None:
+        """``desc.scatter(value, x_offsets, y_offset)``: writes the rows of ``value`` to rows
+        ``x_offsets`` at columns ``y_offset`` .. ``y_offset + N`` (the inverse of
+        :meth:`gather`; parts outside the tensor are not written).
+        Example: ``desc.scatter(tile, row_ids, 0)``."""
+        if len(args) != 2:
+            raise ValueError(f"descriptor scatter only supports 2D indexing, but got {len(args)}")
+        _bp.descriptor_scatter(_semantic, self, value, args[0], args[1])
 
 
 @builtin

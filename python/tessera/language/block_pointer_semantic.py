@@ -251,8 +251,8 @@ def make_tensor_descriptor(sem: Any, base: Any, shape: Any, strides: Any, block_
     element = base.dtype.element_ty
     row_bytes = block_shape[-1] * element.primitive_bitwidth // 8
     if row_bytes < 16:
-        raise ValueError("a descriptor block needs at least 16 bytes along its last dim, got "
-                         f"{block_shape[-1]} x {element} = {row_bytes} bytes")
+        raise ValueError("Descriptor block shape must have at least 16 bytes in the last "
+                         f"dimension, but got {block_shape[-1]} x {element} = {row_bytes} bytes")
     if not _is_constant_one(strides[-1]):
         raise ValueError(f"a tensor descriptor's last dim must be contiguous: its stride must "
                          f"be the constant 1, got {strides[-1]}")
@@ -308,3 +308,58 @@ def descriptor_store(sem: Any, desc: "_api.tensor_descriptor", offsets: Any,
     value = sem.cast(value, desc.dtype)
     ptrs, bounds = _descriptor_access(sem, desc, offsets)
     _store(sem, ptrs, value, bounds, {DESCRIPTOR_ATTR: True})
+
+
+# ---- descriptor gathers and scatters (Triton's TMA gather / scatter) -------------------------
+
+def _gather_access(sem: Any, desc: "_api.tensor_descriptor", x_offsets: Any, y_offset: Any,
+                   what: str) -> Tuple[tensor, tensor]:
+    """Pointers and in-bounds mask of rows ``x_offsets`` (a 1-D tile), columns ``y_offset`` ..
+    ``y_offset + block_shape[1]``, with Triton's checks (a [1, N] block, >= 8 rows, rows of at
+    least 32 bytes... as its descriptor_gather asserts)."""
+    if len(desc.block_shape) != 2:
+        raise ValueError(f"descriptor must be 2D, but got {desc.block_shape}")
+    if desc.block_shape[0] != 1:
+        raise ValueError(f"descriptor block must have 1 row, but got {desc.block_shape}")
+    if not isinstance(x_offsets, tensor) or len(x_offsets.shape) != 1 or not x_offsets.dtype.is_int():
+        raise ValueError(f"x offsets must be 1D, but got {getattr(x_offsets, 'shape', x_offsets)}")
+    rows = x_offsets.shape[0]
+    if rows < 8:
+        raise ValueError(f"descriptor {what} must have at least 8 rows, but got {x_offsets.shape}")
+    min_cols = 32 // desc.dtype.primitive_bitwidth * 8
+    if desc.block_shape[1] < min_cols:
+        raise ValueError(f"descriptor {what} of {desc.dtype} must have at least {min_cols} "
+                         f"columns, but got {desc.block_shape[1]}")
+    cols = desc.block_shape[1]
+    row_index = sem.expand_dims(sem.cast(x_offsets, tl.int64), 1)
+    y_offset = _scalar(sem, y_offset, tl.int32, "y_offset")
+    col_index = sem.expand_dims(sem.add(_int_range(sem, cols), sem.cast(y_offset, tl.int64)), 0)
+    pointer = sem.add(sem.add(desc.base, sem.mul(row_index, desc.strides[0])),
+                      sem.mul(col_index, desc.strides[1]))
+    pointer = sem.broadcast_to(pointer, [rows, cols])
+    mask = None
+    for index, extent in ((row_index, desc.shape[0]), (col_index, desc.shape[1])):
+        limit = sem.maximum(sem.cast(extent, tl.int64), 0)
+        inside = sem.compare("lt", _unsigned(index), _unsigned(limit))
+        mask = inside if mask is None else sem.bitwise("andi", mask, inside)
+    return pointer, sem.broadcast_to(mask, [rows, cols])
+
+
+def descriptor_gather(sem: Any, desc: "_api.tensor_descriptor", x_offsets: Any,
+                      y_offset: Any) -> tensor:
+    """Rows ``x_offsets`` of the tensor, ``block_shape[1]`` columns from ``y_offset``; rows or
+    columns outside the tensor read as the padding."""
+    ptrs, mask = _gather_access(sem, desc, x_offsets, y_offset, "gather")
+    return sem.load(ptrs, mask, _padding(desc.padding, desc.dtype), "", "", False)
+
+
+def descriptor_scatter(sem: Any, desc: "_api.tensor_descriptor", value: Any, x_offsets: Any,
+                       y_offset: Any) -> None:
+    """Writes ``value`` ([len(x_offsets), block_shape[1]]) to those rows and columns; parts
+    outside the tensor are not written."""
+    ptrs, mask = _gather_access(sem, desc, x_offsets, y_offset, "scatter")
+    value = sem.to_tensor(value)
+    if value.shape != ptrs.shape:
+        raise ValueError(f"the scattered value's shape {value.shape} differs from "
+                         f"[len(x_offsets), block_shape[1]] = {ptrs.shape}")
+    _store(sem, ptrs, sem.cast(value, desc.dtype), mask, {})

@@ -160,7 +160,8 @@ class pointer_type(dtype):
     """A pointer to ``element_ty`` in global memory: the dtype of ``*fp32`` arguments."""
 
     def __init__(self, element_ty: dtype, address_space: int = 1, const: bool = False) -> None:
-        if not isinstance(element_ty, dtype):
+        # A block pointer's type points to a block_type, as Triton's (block_ptr.dtype).
+        if not isinstance(element_ty, (dtype, block_type)):
             raise TypeError(f"pointer_type needs a dtype, got {element_ty!r}")
         self.element_ty = element_ty
         self.address_space = address_space

@@ -37,12 +37,14 @@ def _unwrap(value: Any) -> Any:
     return value.value if isinstance(value, tl.constexpr) else value
 
 
-def _check_operand(x: Any, name: str, rank: int | None) -> tensor:
+def _check_operand(x: Any, name: str, rank: int | None, min_size: tuple | None = None) -> tensor:
     if not isinstance(x, tensor) or len(x.shape) not in (2, 3) or (rank and len(x.shape) != rank):
         shape = getattr(x, "shape", None)
         raise ValueError(f"Both inputs must be either 2D or 3D: dot's {name} must be a 2-D "
                          f"tile (or 3-D for a batched dot, both operands alike), got {x!r}"
                          + (f" of shape {shape}" if shape is not None else ""))
+    if min_size is not None:  # the interpreter's target: any extents (Triton's (1, 1, 1))
+        return x
     min_k = 32 if x.dtype.primitive_bitwidth == 8 else 16
     for index, size in enumerate(x.shape[-2:]):
         is_k = index == (1 if name.startswith("a") else 0)
@@ -70,6 +72,8 @@ def _check_dtypes(a: tensor, b: tensor) -> None:
 def _result_dtype(a: tensor, acc: tensor | None, out_dtype: Any) -> dtype:
     """Triton's rule: int8 -> int32, float32/bfloat16 -> float32, float64 -> float64, float16
     and fp8 -> out_dtype (float32 or float16); bfloat16 out_dtype is refused."""
+    if a.dtype.is_int():  # int8 accumulates in int32 whatever out_dtype says, as Triton's
+        out_dtype = tl.int32
     if not isinstance(out_dtype, dtype) or out_dtype not in (tl.float32, tl.float16, tl.int32,
                                                              tl.float64, tl.bfloat16):
         raise TypeError(f"dot's out_dtype must be a dtype (tl.float32 or tl.float16), got "
@@ -98,8 +102,11 @@ def build_dot(semantic: Any, a: tensor, b: tensor, acc: tensor | None,
               input_precision: str | None, out_dtype: dtype,
               max_num_imprecise_acc: int | None = None) -> tensor:
     """The ``dot`` op for ``a @ b + acc`` (see :func:`dot`)."""
-    a = _check_operand(a, "a (first operand)", None)
-    b = _check_operand(b, "b (second operand)", len(a.shape))
+    # The smallest extents are the target's, as Triton's min_dot_size: the GPU's tensor-core
+    # and FMA lowerings need 16 (32 for 8-bit K); the interpreter takes any (1, 1, 1).
+    min_size = getattr(semantic, "min_dot_size", None)
+    a = _check_operand(a, "a (first operand)", None, min_size)
+    b = _check_operand(b, "b (second operand)", len(a.shape), min_size)
     if a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
         raise ValueError(f"First input shape ({a.shape}) and second input shape {b.shape} are "
                          "not compatible for matmul (need [M, K] x [K, N], or [B, M, K] x "

@@ -101,7 +101,7 @@ def computation_type(a: dtype, a_is_scalar: bool, b: dtype, b_is_scalar: bool,
     if not a.is_int() or not b.is_int():
         raise TypeError(f"unexpected types {a} and {b}")
     if div_or_mod and a.int_signedness != b.int_signedness:
-        raise TypeError(f"cannot use /, // or % with {a} and {b} because they have different "
+        raise TypeError(f"Cannot use /, // or % with {a} and {b} because they have different "
                         "signedness; cast them to the same signedness")
     return integer_promote(a, b)
 
@@ -137,6 +137,9 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
     def __init__(self, builder: Any, debug: bool = False) -> None:
         self.builder = builder
         self.debug = debug  # tl.device_assert and `assert` build code (debug mode)
+        # The smallest tl.dot extents the target takes (Triton's min_dot_size): None for the GPU
+        # rule (16, K 32 for 8-bit), (1, 1, 1) when building for the interpreter.
+        self.min_dot_size = None
 
     # ---- IR plumbing ---------------------------------------------------------------------
 
@@ -234,11 +237,10 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
         return [self.to_shape(v, shape) for v in values]
 
     def subscript(self, x: tensor, index: Any) -> tensor:
-        """``x[:, None]``-style indexing: ``None`` inserts a size-1 dim, ``:`` keeps one."""
+        """``x[:, None]``-style indexing: ``None`` inserts a size-1 dim at its position, ``:``
+        changes nothing (as Triton's, also past the last dim: ``scalar[None, None, :]`` is
+        [1, 1])."""
         items = index if isinstance(index, tuple) else (index,)
-        kept = sum(1 for item in items if item is not None)
-        if kept > len(x.shape):
-            raise IndexError(f"too many indices for a tensor of shape {x.shape}")
         for dim, item in enumerate(items):
             if item is None:
                 x = self.expand_dims(x, dim)
@@ -250,6 +252,8 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
     # ---- casts ---------------------------------------------------------------------------
 
     def cast(self, x: tensor, dst: dtype, fp_downcast_rounding: Optional[str] = None) -> tensor:
+        if isinstance(dst, tl.block_type):  # Triton casts to a block type's element type
+            dst = dst.scalar
         if not isinstance(dst, dtype):
             raise TypeError(f"cast needs a dtype, got {dst!r}")
         src = x.dtype
@@ -502,12 +506,12 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
 
     def program_id(self, axis: Any) -> tensor:
         if axis not in (0, 1, 2):
-            raise ValueError(f"program_id axis must be 0, 1 or 2, got {axis}")
+            raise ValueError(f"program_id axis must be 0, 1, or 2 but got {axis}")  # Triton's words
         return self.create("program_id", [], tl.int32, [], axis=axis)
 
     def num_programs(self, axis: Any) -> tensor:
         if axis not in (0, 1, 2):
-            raise ValueError(f"num_programs axis must be 0, 1 or 2, got {axis}")
+            raise ValueError(f"num_programs axis must be 0, 1, or 2 but got {axis}")
         return self.create("num_programs", [], tl.int32, [], axis=axis)
 
     def arange(self, start: Any, end: Any) -> tensor:

@@ -131,7 +131,6 @@ def bad_dot_kernel(a_ptr, b_ptr, c_ptr, OUT: tl.constexpr, IMPRECISE: tl.constex
     (np.uint8, tl.float32, None, 32, "only int8 supported"),
     (np.float16, tl.bfloat16, None, 32, "out_dtype=bfloat16 is unsupported"),
     (ml_dtypes.float8_e4m3fn, tl.float32, 64, 32, r"max_num_imprecise_acc \(64\) must be <= K"),
-    (np.int8, tl.float32, None, 16, "K >= 32"),
 ])
 def test_dot_errors_name_the_kernel_and_line(a, out, imprecise, k, message):
     x = np.zeros((32, 32), a)
@@ -139,6 +138,22 @@ def test_dot_errors_name_the_kernel_and_line(a, out, imprecise, k, message):
         bad_dot_kernel[(1,)](x, x, np.zeros((32, 32), np.float32), OUT=out,
                              IMPRECISE=imprecise, K=k)
     assert "bad_dot_kernel" in str(error.value)
+
+
+def test_int8_k_minimum_is_the_gpus_not_the_interpreters():
+    # The GPU's int8 tensor-core dot needs K >= 32; the interpreter takes any K, as Triton's
+    # interpreter (its min_dot_size is (1, 1, 1)), with exact int32 sums.
+    from tessera import frontend
+    signature = {"a_ptr": "*i8", "b_ptr": "*i8", "c_ptr": "*i32"}
+    constexprs = {"OUT": tl.int32, "IMPRECISE": None, "K": 16}
+    with pytest.raises(tessera.CompilationError, match="K >= 32"):
+        frontend.build_module(bad_dot_kernel, signature, constexprs)
+    rng = np.random.default_rng()
+    a = rng.integers(-128, 128, (32, 16)).astype(np.int8)
+    b = rng.integers(-128, 128, (16, 32)).astype(np.int8)
+    c = np.zeros((32, 32), np.int32)
+    bad_dot_kernel[(1,)](a, b, c, OUT=tl.int32, IMPRECISE=None, K=16)
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
 
 
 @tessera.jit(interpret=True)
