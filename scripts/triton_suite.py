@@ -38,7 +38,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tessera.testing.environment import child_env  # noqa: E402
 
 # `import triton`, `import triton.x as y`, `import triton.x`, `from triton[.x] import ...`
-_IMPORT = re.compile(r"^(?P<indent>\s*)import\s+triton(?P<sub>(\.\w+)*)(?P<alias>\s+as\s+\w+)?\s*(?P<rest>(#.*)?)$")
+_IMPORT = re.compile(r"^(?P<indent>\s*)import\s+triton(?P<sub>(\.\w+)*)"
+                     r"(?P<alias>\s+as\s+\w+)?\s*(?P<rest>(#.*)?)$")
 _FROM = re.compile(r"^(?P<indent>\s*)from\s+triton(?P<sub>(\.\w+)*)\s+import\b")
 
 # A pytest plugin loaded into the child: selects every Nth case (a deterministic sample),
@@ -118,7 +119,8 @@ def rewrite_imports(source: str) -> str:
         else:
             match = _FROM.match(body)
             if match:
-                body = _FROM.sub(lambda m: f"{m['indent']}from tessera{m['sub']} import", body, count=1)
+                body = _FROM.sub(lambda m: f"{m['indent']}from tessera{m['sub']} import", body,
+                                 count=1)
         out.append(body + ending)
     return "".join(out)
 

@@ -59,14 +59,15 @@ void verifyDot(const Operation &op) {
   if (a.rank() != 2 || b.rank() != 2 || acc.rank() != 2 || result.rank() != 2)
     emitError(op, "dot takes 2-D tensors");
   int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
-  if (b.shape()[0] != k || acc.shape() != std::vector<int64_t>{m, n} || result.shape() != acc.shape())
-    emitError(op, "dot shapes must be [M, K] x [K, N] + [M, N], got " + a.str() + ", " +
-                      b.str() + ", " + acc.str());
+  if (b.shape()[0] != k || acc.shape() != std::vector<int64_t>{m, n} ||
+      result.shape() != acc.shape())
+    emitError(op, "dot shapes must be [M, K] x [K, N] + [M, N], got " + a.str() + ", " + b.str() +
+                      ", " + acc.str());
   bool lowered = result.encoding() != nullptr;
   for (int64_t extent : {m, n, k})
     if (extent < 1 || (lowered && (extent < 16 || (extent & (extent - 1)))))
-      emitError(op, "dot needs M, N and K to be powers of two >= 16, got " + a.str() + " x " +
-                        b.str());
+      emitError(op,
+                "dot needs M, N and K to be powers of two >= 16, got " + a.str() + " x " + b.str());
   ScalarKind in = a.scalarKind(), out = result.scalarKind();
   bool inputsOk = in == ScalarKind::F16 || in == ScalarKind::BF16 || in == ScalarKind::F32 ||
                   in == ScalarKind::F64 || in == ScalarKind::I8;

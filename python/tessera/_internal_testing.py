@@ -13,8 +13,6 @@ Example::
 """
 from __future__ import annotations
 
-import os
-import re
 from typing import Any, Callable, Optional, Set, Tuple, Union
 
 import numpy as np
@@ -178,7 +176,8 @@ def numpy_random(shape, dtype_str: str, rs: Optional[RandomState] = None, low=No
     raise RuntimeError(f"Unknown dtype {dtype_str}")
 
 
-def to_triton(x: np.ndarray, device, dst_type: Optional[str] = None) -> Union[TensorWrapper, torch.Tensor]:
+def to_triton(x: np.ndarray, device, dst_type: Optional[str] = None
+              ) -> Union[TensorWrapper, torch.Tensor]:
     """A torch tensor on ``device`` holding ``x``. Unsigned integers (torch lacks most) and
     float8 bit patterns come back as a :class:`TensorWrapper` over a same-width tensor;
     float32 data with ``dst_type="bfloat16"`` is rounded to bfloat16."""
@@ -203,7 +202,7 @@ def torch_dtype_name(dtype) -> str:
     if isinstance(dtype, tl.dtype):
         return dtype.name
     if isinstance(dtype, torch.dtype):
-        return re.match(r"^torch\.(\w+)$", str(dtype)).group(1)
+        return str(dtype).removeprefix("torch.")
     raise TypeError(f"not a triton or torch dtype: {type(dtype)}")
 
 
@@ -250,7 +249,8 @@ def unwrap_tensor(t: Union[torch.Tensor, TensorWrapper]) -> torch.Tensor:
     return t.base if isinstance(t, TensorWrapper) else t
 
 
-def _fresh_knobs_impl(skipped_attr: Optional[Set[str]] = None) -> Tuple[Callable[[], Any], Callable[[], None]]:
+def _fresh_knobs_impl(skipped_attr: Optional[Set[str]] = None
+                      ) -> Tuple[Callable[[], Any], Callable[[], None]]:
     """(fresh, reset): ``fresh()`` drops every programmatic knob override and hides the knobs'
     environment variables, returning ``tessera.knobs``; ``reset()`` puts both back.
 

@@ -78,7 +78,7 @@ def remember_exec_source(fn: Callable) -> None:
         return
     except (OSError, TypeError):
         pass
-    frame = sys._getframe(1)
+    frame: Optional[types.FrameType] = sys._getframe(1)
     seen = set()
     for _ in range(_MAX_FRAMES):
         if frame is None:

@@ -321,7 +321,8 @@ def _gather_access(sem: Any, desc: "_api.tensor_descriptor", x_offsets: Any, y_o
         raise ValueError(f"descriptor must be 2D, but got {desc.block_shape}")
     if desc.block_shape[0] != 1:
         raise ValueError(f"descriptor block must have 1 row, but got {desc.block_shape}")
-    if not isinstance(x_offsets, tensor) or len(x_offsets.shape) != 1 or not x_offsets.dtype.is_int():
+    if (not isinstance(x_offsets, tensor) or len(x_offsets.shape) != 1
+            or not x_offsets.dtype.is_int()):
         raise ValueError(f"x offsets must be 1D, but got {getattr(x_offsets, 'shape', x_offsets)}")
     rows = x_offsets.shape[0]
     if rows < 8:

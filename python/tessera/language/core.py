@@ -159,11 +159,11 @@ class dtype:
 class pointer_type(dtype):
     """A pointer to ``element_ty`` in global memory: the dtype of ``*fp32`` arguments."""
 
-    def __init__(self, element_ty: dtype, address_space: int = 1, const: bool = False) -> None:
+    def __init__(self, element_ty: Any, address_space: int = 1, const: bool = False) -> None:
         # A block pointer's type points to a block_type, as Triton's (block_ptr.dtype).
         if not isinstance(element_ty, (dtype, block_type)):
             raise TypeError(f"pointer_type needs a dtype, got {element_ty!r}")
-        self.element_ty = element_ty
+        self.element_ty: Any = element_ty
         self.address_space = address_space
         self.const = bool(const)  # Triton's read-only pointers: stores through them fail
         self.name = f"pointer<{element_ty}>"
@@ -206,7 +206,7 @@ class block_type:
     """The type of a tensor value: element dtype plus shape (``tensor.type`` when shaped)."""
 
     def __init__(self, element_ty: dtype, shape: Sequence[int]) -> None:
-        self.element_ty = element_ty
+        self.element_ty: Any = element_ty
         self.shape = list(shape)
         self.numel = 1
         for size in self.shape:

@@ -51,7 +51,8 @@ def test_failure_reasons_group_across_positions_and_addresses():
     a = suite._reason_key("CompilationError: k: /tmp/x1/tests/language/test_core.py:12:5: bad dot")
     b = suite._reason_key("CompilationError: k: /tmp/x2/tests/language/test_core.py:99:1: bad dot")
     assert a == b == "CompilationError: k: test_core.py: bad dot"
-    assert suite._reason_key("ValueError: <function f at 0x7f00ab>") == "ValueError: <function f at 0x..>"
+    key = suite._reason_key("ValueError: <function f at 0x7f00ab>")
+    assert key == "ValueError: <function f at 0x..>"
 
 
 FAKE_TESTS = '''
@@ -114,7 +115,8 @@ def test_end_to_end_counts(tmp_path):
     (tests / "conftest.py").write_text(CONFTEST)
     (tests / "language" / "test_fake.py").write_text(FAKE_TESTS)
     out = tmp_path / "summary.json"
-    proc = subprocess.run([sys.executable, SCRIPT, str(tests), "--json", str(out), "--timeout", "60"],
+    proc = subprocess.run([sys.executable, SCRIPT, str(tests), "--json", str(out),
+                           "--timeout", "60"],
                           env=child_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(out.read_text())["summary"]

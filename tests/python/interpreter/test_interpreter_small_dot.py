@@ -21,10 +21,13 @@ def dot_kernel(A, B, C, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
 @tessera.jit(interpret=True)
 def dot3d_kernel(A, B, C, BB: tl.constexpr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
     b_ = tl.arange(0, BB)[:, None, None]
-    a = tl.load(A + b_ * M * K + tl.arange(0, M)[None, :, None] * K + tl.arange(0, K)[None, None, :])
-    b = tl.load(B + b_ * K * N + tl.arange(0, K)[None, :, None] * N + tl.arange(0, N)[None, None, :])
+    a = tl.load(A + b_ * M * K + tl.arange(0, M)[None, :, None] * K
+                + tl.arange(0, K)[None, None, :])
+    b = tl.load(B + b_ * K * N + tl.arange(0, K)[None, :, None] * N
+                + tl.arange(0, N)[None, None, :])
     c = tl.dot(a, b, input_precision="ieee")
-    tl.store(C + b_ * M * N + tl.arange(0, M)[None, :, None] * N + tl.arange(0, N)[None, None, :], c)
+    tl.store(C + b_ * M * N + tl.arange(0, M)[None, :, None] * N
+             + tl.arange(0, N)[None, None, :], c)
 
 
 @pytest.mark.parametrize("M,N,K", [(1, 64, 16), (2, 2, 4), (64, 2, 8), (4, 8, 1), (8, 1, 32)])

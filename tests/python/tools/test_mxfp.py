@@ -78,7 +78,8 @@ def test_scales_encode_decode():
     np.testing.assert_array_equal(s.data.numpy(), np.array(want, np.uint8))
     decoded = s.to(torch.float32).numpy()
     finite = s.data.numpy() != 255
-    np.testing.assert_array_equal(decoded[finite], np.exp2(s.data.numpy()[finite].astype(np.float64) - 127).astype(np.float32))
+    exponents = s.data.numpy()[finite].astype(np.float64) - 127
+    np.testing.assert_array_equal(decoded[finite], np.exp2(exponents).astype(np.float32))
     assert np.isnan(decoded[~finite]).all()
 
 
