@@ -33,7 +33,10 @@ import tempfile
 import time
 from typing import Dict, List, Optional
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+try:  # an installed Tessera, else this checkout's in-tree build (make build)
+    import tessera  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 from tessera.testing.environment import child_env  # noqa: E402
 
