@@ -20,8 +20,8 @@ import numpy as np
 import tessera
 import tessera.language as tl
 
-from ..flash_attention.configs import (CONFIGS, WGMMA_CONFIGS, _is_fp32, _strides,
-                                       candidates)
+from ..flash_attention.configs import (CONFIGS, WGMMA_CONFIGS, _arch, _is_fp32,
+                                       _strides, candidates)
 
 SUPER = 128  # query rows and keys per entry of the live-block table
 _FLOATS = ("float16", "bfloat16", "float32")
@@ -171,14 +171,22 @@ MASKED_DEFAULTS = {("dq", 128, True, False): (128, 32, 8, 2),
                    ("dkdv", 64, False, False): (32, 64, 4, 3),
                    ("dkdv", 128, True, False): (16, 64, 4, 2),
                    ("dkdv", 128, False, False): (16, 64, 8, 2),
-                   ("dq", 16, False, True): (64, 32, 8, 2)}
+                   ("dq", 16, False, True): (64, 32, 8, 2),
+                   ("dkdv", 256, False, True, "sm_90a"): (16, 16, 4, 2)}
+# dK/dV fp32 at D = 256 (keys with the arch: that arch only): on sm_90a 16 x 16 on 8 warps with 3
+# stages spilled 12 bytes with the per-element dBias; on 4 warps and 2 stages none. sm_80
+# keeps the dense default for its shared memory (flash_attention/configs.py), which spills 4
+# bytes with the per-element dBias only; no zero-spill tile was found there (4 warps: 4-24
+# bytes, 16 warps: 4-268).
 
 
 def masked_candidates(kernel: str, x, arch: str | None = None) -> list:
     """candidates(kernel, x, arch) with MASKED_DEFAULTS' choice first."""
     found = candidates(kernel, x, arch)
     wgmma = any(found is table.get(x.shape[-1]) for table in (WGMMA_CONFIGS[kernel],))
-    first = MASKED_DEFAULTS.get((kernel, x.shape[-1], wgmma, _is_fp32(x)))
+    key = (kernel, x.shape[-1], wgmma, _is_fp32(x))
+    first = MASKED_DEFAULTS.get((*key, _arch(x) if arch is None else arch),
+                                MASKED_DEFAULTS.get(key))
     if first is not None:
         return [first] + [c for c in found if c != first]
     return found
