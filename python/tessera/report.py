@@ -132,7 +132,7 @@ class KernelReport:
                 f"{self.static_shared_bytes} static bytes",
                 f"  occupancy           {self.blocks_per_sm} blocks/SM, "
                 f"{100 * self.occupancy:.0f}% of warps (limited by {self.limited_by})"]
-        rows.append(f"  time                " + (f"{1e3 * self.time_ms:.1f} us"
+        rows.append("  time                " + (f"{1e3 * self.time_ms:.1f} us"
                                                  if self.time_ms is not None else NEEDS_GPU))
         if self.bytes is not None or self.flops is not None:
             rows.append(f"  model               {_si(self.bytes, 'B')}, "
@@ -175,7 +175,8 @@ def table(reports: List[KernelReport]) -> str:
 
     rows = [TABLE_COLUMNS]
     for rep in reports:
-        config = ",".join(str(v) for v in rep.config.values())
+        config = ",".join(f"{k.replace('BLOCK_', '')}={v}" for k, v in rep.config.items()
+                          if k not in ("num_warps", "num_stages"))
         rows.append((
             rep.kernel, f"{config}{',' if config else ''}w{rep.num_warps}s{rep.num_stages}",
             str(rep.registers), f"{rep.spill_stores}/{rep.spill_loads}",
@@ -348,8 +349,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--table", action="store_true", help="one row per kernel")
     options = parser.parse_args(argv)
+    # The cases are made for the reported arch: a function that picks its tiles per arch
+    # (masked attention's report_cases) reads it as the autotuners' pruning does.
+    token = static_arch.set(options.arch or "")
+    try:
+        cases = _load(options.target)()
+    finally:
+        static_arch.reset(token)
     results = []
-    for item in _load(options.target)():
+    for item in cases:
         kwargs = dict(item.kwargs)
         if options.arch:
             kwargs["arch"] = options.arch

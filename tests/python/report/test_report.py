@@ -196,3 +196,19 @@ def test_static_table_says_what_needs_a_gpu(tmp_path):
     assert f"memory bandwidth of peak {NEEDS_GPU}" in text
     assert "tensor cores of peak" not in text  # no FLOP model given
     assert NEEDS_GPU not in table([KernelReport("k", "sm_90a", "H100", time_ms=1.0)])
+
+
+@needs_ptxas
+def test_command_line_makes_the_cases_for_the_reported_arch():
+    # A report_cases function that picks its tiles per arch (masked attention's) runs with
+    # --arch in effect: sm_80 gets sm_80's tiles (wgmma tiles there spill 40-132 bytes).
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-m", "tessera.report",
+                           os.path.join(root, "benchmarks", "kernel_reports.py"), "--arch",
+                           "sm_80", "--json"], capture_output=True, text=True, env=env,
+                          check=True)
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(rows) == 8 and all(r["arch"] == "sm_80" for r in rows)
+    assert [r for r in rows if r["spill_stores"] or r["spill_loads"]] == []
