@@ -132,8 +132,8 @@ class KernelReport:
                 f"{self.static_shared_bytes} static bytes",
                 f"  occupancy           {self.blocks_per_sm} blocks/SM, "
                 f"{100 * self.occupancy:.0f}% of warps (limited by {self.limited_by})"]
-        if self.time_ms is not None:
-            rows.append(f"  time                {1e3 * self.time_ms:.1f} us")
+        rows.append("  time                " + (f"{1e3 * self.time_ms:.1f} us"
+                                                 if self.time_ms is not None else NEEDS_GPU))
         if self.bytes is not None or self.flops is not None:
             rows.append(f"  model               {_si(self.bytes, 'B')}, "
                         f"{_si(self.flops, 'FLOP')}"
@@ -146,8 +146,51 @@ class KernelReport:
         for which, label in (("bandwidth", "memory bandwidth"), ("flops", "tensor cores")):
             value = self.fraction(which)
             if value is not None:
-                rows.append(f"  {label + ' of peak':<20}{100 * value:.1f}%")
+                rows.append(f"  {label + ' of peak':<19} {100 * value:.1f}%")
+            elif self.time_ms is None and (self.bytes if which == "bandwidth"
+                                           else self.flops) is not None:
+                rows.append(f"  {label + ' of peak':<19} {NEEDS_GPU}")
         return "\n".join(rows)
+
+
+# What the columns that need a measured time show in a static report (no GPU).
+NEEDS_GPU = "needs a GPU"
+TABLE_COLUMNS = ("kernel", "config", "regs", "spill st/ld B", "smem B", "blocks/SM",
+                 "occupancy", "time us", "roofline us", "BW of peak", "TC of peak")
+
+
+def table(reports: List[KernelReport]) -> str:
+    """One row per report: the ptxas-side figures (registers, spills, shared memory, the
+    theoretical occupancy from the arch's limits) and the measured ones, which read
+    "needs a GPU" in a static report.
+
+    Example::
+
+        print(table([report(k, *args, grid=grid, arch="sm_80", file=None)]))
+    """
+    def cell(value: Optional[float], scale: float, digits: int, percent: bool = False) -> str:
+        if value is None:
+            return NEEDS_GPU
+        return f"{scale * value:.{digits}f}" + ("%" if percent else "")
+
+    rows = [TABLE_COLUMNS]
+    for rep in reports:
+        config = ",".join(f"{k.replace('BLOCK_', '')}={v}" for k, v in rep.config.items()
+                          if k not in ("num_warps", "num_stages"))
+        rows.append((
+            rep.kernel, f"{config}{',' if config else ''}w{rep.num_warps}s{rep.num_stages}",
+            str(rep.registers), f"{rep.spill_stores}/{rep.spill_loads}",
+            str(rep.shared_bytes + rep.static_shared_bytes), str(rep.blocks_per_sm),
+            f"{100 * rep.occupancy:.0f}%", cell(rep.time_ms, 1e3, 1),
+            "-" if rep.roofline_ms is None else f"{1e3 * rep.roofline_ms:.1f}",
+            cell(rep.fraction("bandwidth"), 100, 1, True) if rep.bytes is not None else "-",
+            cell(rep.fraction("flops"), 100, 1, True) if rep.flops is not None else "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE_COLUMNS))]
+    arches = sorted({rep.arch for rep in reports})
+    lines = [f"# {', '.join(arches)}" + ("" if any(r.time_ms is not None for r in reports)
+                                         else " (static: no GPU, so no times)")]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)
 
 
 def _si(value: Optional[float], unit: str) -> str:
@@ -304,13 +347,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--arch", help="target of the static part (default: the GPU's, "
                         "else sm_90a)")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument("--table", action="store_true", help="one row per kernel")
     options = parser.parse_args(argv)
-    for item in _load(options.target)():
+    # The cases are made for the reported arch: a function that picks its tiles per arch
+    # (masked attention's report_cases) reads it as the autotuners' pruning does.
+    token = static_arch.set(options.arch or "")
+    try:
+        cases = _load(options.target)()
+    finally:
+        static_arch.reset(token)
+    results = []
+    for item in cases:
         kwargs = dict(item.kwargs)
         if options.arch:
             kwargs["arch"] = options.arch
         result = report(item.kernel, *item.args, file=None, **kwargs)
-        print(json.dumps(result.as_dict()) if options.json else f"{result}\n")
+        results.append(result)
+        if not options.table:
+            print(json.dumps(result.as_dict()) if options.json else f"{result}\n")
+    if options.table:
+        print(table(results))
     return 0
 
 

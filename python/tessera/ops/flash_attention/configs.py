@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import tessera
+from tessera.compiler.target_limits import shared_memory_limit
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x · log2(e))
 
@@ -48,6 +49,11 @@ WGMMA_CONFIGS = {
     "dq": {64: [(128, 32, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2), (128, 64, 8, 3)],
            128: [(128, 64, 8, 2), (64, 32, 4, 2), (128, 32, 8, 2)]},
 }
+# The first candidate for archs whose blocks get less shared memory than Hopper's 227 KiB
+# (sm_80's 163 KiB): dK/dV fp32 at D = 256 with 3 stages needs 198 KiB there, so untuned
+# launches (TESSERA_AUTOTUNE=off, first launches) would fail; 2 stages need 132 KiB. ptxas:
+# 0 spills without causal, 16 bytes with it (no zero-spill tile found for sm_80 yet).
+SMALL_SMEM_DEFAULTS = {("dkdv_fp32", 256): (16, 16, 8, 2)}
 HEAD_DIMS = (16, 32, 64, 128, 256)
 
 
@@ -79,7 +85,12 @@ def candidates(kernel: str, x, arch: str | None = None) -> list:
     if (arch == "sm_90a" and tessera.config.knobs.wgmma and not _is_fp32(x)
             and D in WGMMA_CONFIGS[kernel]):
         return WGMMA_CONFIGS[kernel][D]
-    return CONFIGS[kernel + ("_fp32" if _is_fp32(x) else "")][D]
+    table = kernel + ("_fp32" if _is_fp32(x) else "")
+    first = SMALL_SMEM_DEFAULTS.get((table, D))
+    limit = shared_memory_limit(arch) if arch else None
+    if first is not None and limit is not None and limit < 200 * 1024:
+        return [first] + [c for c in CONFIGS[table][D] if c != first]
+    return CONFIGS[table][D]
 
 
 def config(kernel: str, x, arch: str | None = None) -> tuple:

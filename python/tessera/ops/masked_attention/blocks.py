@@ -20,8 +20,8 @@ import numpy as np
 import tessera
 import tessera.language as tl
 
-from ..flash_attention.configs import (CONFIGS, WGMMA_CONFIGS, _is_fp32, _strides,
-                                       candidates)
+from ..flash_attention.configs import (CONFIGS, WGMMA_CONFIGS, _arch, _is_fp32,
+                                       _strides, candidates)
 
 SUPER = 128  # query rows and keys per entry of the live-block table
 _FLOATS = ("float16", "bfloat16", "float32")
@@ -154,21 +154,40 @@ def check(fn: str, q, k, v, mask, bias) -> None:
 
 
 # The masked kernels hold the mask and bias tiles beside the dense kernels' tiles, so a dense
-# default may spill here: these candidates go first instead (ptxas, sm_80 / sm_90a, with mask
-# and bias; dK/dV on wgmma still spills 12-40 bytes in every candidate).
-# (kernel, D, wgmma table?) -> the default
+# default may spill here: these candidates go first instead (ptxas, sm_80 / sm_90a, with mask,
+# bias and causal, in every dBias mode: zero spills; test_default_configs_resources.py).
+# (kernel, D, wgmma table?, fp32?) -> the default. Each is the nearest zero-spill tile to the
+# dense default; the speed of the ones chosen from ptxas's figures alone is not measured yet
+# (docs/perf/default_configs.md).
 # dK/dV at D = 128 on wgmma: 16 x 64 with 4 warps is the one that fits in registers with the
 # mask and bias tiles (253 registers, no spills); the dense candidates need 255 and spill.
-MASKED_DEFAULTS = {("dq", 128, True): (128, 32, 8, 2), ("dkdv", 64, True): (64, 128, 8, 2),
-                   ("dkdv", 64, False): (32, 64, 4, 3), ("dkdv", 128, True): (16, 64, 4, 2)}
+# dK/dV at D = 64 on wgmma: every wgmma candidate spills 12-92 bytes; 32 x 128 on 8 warps
+# (the 64 x 128 default with half the queries per step) needs 226-233 registers.
+# dK/dV at D = 128 on mma.sync: 32 x 64 on 8 warps spilled 4 bytes with the per-column
+# dBias; 16 x 64 (the same keys per program, half the queries per step) spills none.
+# dQ fp32 at D = 16: 64 x 32 on 4 warps spilled 4 bytes on sm_80; on 8 warps none.
+MASKED_DEFAULTS = {("dq", 128, True, False): (128, 32, 8, 2),
+                   ("dkdv", 64, True, False): (32, 128, 8, 2),
+                   ("dkdv", 64, False, False): (32, 64, 4, 3),
+                   ("dkdv", 128, True, False): (16, 64, 4, 2),
+                   ("dkdv", 128, False, False): (16, 64, 8, 2),
+                   ("dq", 16, False, True): (64, 32, 8, 2),
+                   ("dkdv", 256, False, True, "sm_90a"): (16, 16, 4, 2)}
+# dK/dV fp32 at D = 256 (keys with the arch: that arch only): on sm_90a 16 x 16 on 8 warps with 3
+# stages spilled 12 bytes with the per-element dBias; on 4 warps and 2 stages none. sm_80
+# keeps the dense default for its shared memory (flash_attention/configs.py), which spills 4
+# bytes with the per-element dBias only; no zero-spill tile was found there (4 warps: 4-24
+# bytes, 16 warps: 4-268).
 
 
 def masked_candidates(kernel: str, x, arch: str | None = None) -> list:
     """candidates(kernel, x, arch) with MASKED_DEFAULTS' choice first."""
     found = candidates(kernel, x, arch)
     wgmma = any(found is table.get(x.shape[-1]) for table in (WGMMA_CONFIGS[kernel],))
-    first = MASKED_DEFAULTS.get((kernel, x.shape[-1], wgmma))
-    if first is not None and not _is_fp32(x):
+    key = (kernel, x.shape[-1], wgmma, _is_fp32(x))
+    first = MASKED_DEFAULTS.get((*key, _arch(x) if arch is None else arch),
+                                MASKED_DEFAULTS.get(key))
+    if first is not None:
         return [first] + [c for c in found if c != first]
     return found
 
@@ -178,7 +197,9 @@ def autotuned(kernel: str, fn, reset=(), keys=()):
     kernels keep their structure), keyed on lengths, head dim, causal and which inputs exist;
     the results stay on disk like every @tessera.autotune."""
     tables = (CONFIGS[kernel], CONFIGS[kernel + "_fp32"], WGMMA_CONFIGS[kernel])
-    tuples = list(dict.fromkeys(t for table in tables for lst in table.values() for t in lst))
+    tuples = list(dict.fromkeys([t for table in tables for lst in table.values() for t in lst]
+                                + [t for (name, *_), t in MASKED_DEFAULTS.items()
+                                   if name == kernel]))
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
                                  num_stages=t[3]) for t in tuples}
 
