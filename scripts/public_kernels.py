@@ -11,8 +11,9 @@ name to a dict with
   torch independently of the kernel; optional ``rtol`` / ``atol`` for the comparison;
 - ``stubs`` (optional): modules the file imports that are not installed (a library's own
   helpers), as ``{module name: {attribute: value}}`` or ``{module name: "@other_file.py"}`` to
-  serve another kernel file of the folder (rewritten the same way) under that name; a name that
-  starts with ``.`` is relative to the kernel's package;
+  serve another kernel file of the folder (rewritten the same way) under that name (or
+  ``("@other_file.py", {attribute: value})`` to add names a newer version of it has); a name
+  that starts with ``.`` is relative to the kernel's package;
 - ``skip`` (optional): a reason not to run the file.
 
 Each file runs in a child process (``TESSERA_INTERPRET=1``, the same Tessera as this process):
@@ -80,8 +81,12 @@ def _install_stubs(stubs: Dict[str, Any]) -> None:
     importlib.import_module(PACKAGE)  # the real package, before any stub names a module in it
     for name, value in stubs.items():
         full = PACKAGE + name if name.startswith(".") else name
+        extra: Dict[str, Any] = {}
+        if isinstance(value, tuple):  # ("@file.py", {attributes to add to it})
+            value, extra = value
         if isinstance(value, str) and value.startswith("@"):
             module = importlib.import_module(f"{PACKAGE}.{value[1:-3]}")
+            module.__dict__.update(extra)
         else:
             module = types.ModuleType(full)
             module.__dict__.update(value)
