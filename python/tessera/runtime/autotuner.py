@@ -33,9 +33,19 @@ def _check_names(kind: str, fn: Any, arg_names: Sequence[str]) -> None:
                         f"kernel {names}")
 
 
-class Autotuner(_Autotuner):
+class _TritonOrder(type):
+    """``isinstance(kernel, Autotuner)`` holds for every Tessera autotuner (one made by
+    ``@autotune`` too), as it does in Triton, where the decorator builds this class."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        base = cls.__dict__.get("_tessera_base")
+        return isinstance(obj, base) if base is not None else super().__instancecheck__(obj)
+
+
+class Autotuner(_Autotuner, metaclass=_TritonOrder):
     """Tessera's autotuner built with Triton's argument order (``arg_names`` second, checked
     against the kernel's parameters)."""
+    _tessera_base = _Autotuner
 
     def __init__(self, fn: Any, arg_names: Sequence[str], configs: Sequence[Config],
                  key: Sequence[str], reset_to_zero: Optional[Sequence[str]] = None,
@@ -53,8 +63,9 @@ class Autotuner(_Autotuner):
         _check_names("Autotuner", self.jit_fn, arg_names)
 
 
-class Heuristics(_Heuristics):
+class Heuristics(_Heuristics, metaclass=_TritonOrder):
     """Tessera's heuristics built with Triton's argument order ``(fn, arg_names, values)``."""
+    _tessera_base = _Heuristics
 
     def __init__(self, fn: Any, arg_names: Sequence[str],
                  values: Dict[str, Callable[[Dict[str, Any]], Any]]) -> None:

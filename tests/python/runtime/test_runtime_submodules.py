@@ -66,6 +66,13 @@ def test_autotuner_subclass_with_triton_argument_order(rng):
     assert tuned.runs == 2 and [c.kwargs["BLOCK"] for c in tuned.configs] == [64]
 
 
+def test_decorated_kernels_are_runtime_instances():
+    tuned = tessera.autotune([Config({"BLOCK": 32})], key=["n"])(scale_kernel)
+    assert isinstance(tuned, Autotuner) and not isinstance(scale_kernel, Autotuner)
+    with_heuristics = tessera.heuristics({"BLOCK": lambda args: 32})(scale_kernel)
+    assert isinstance(with_heuristics, Heuristics) and not isinstance(tuned, Heuristics)
+
+
 def test_heuristics_with_triton_argument_order(rng):
     tuned = Heuristics(scale_kernel, scale_kernel.arg_names,
                        {"BLOCK": lambda args: tessera.next_power_of_2(args["n"])})
