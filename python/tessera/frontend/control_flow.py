@@ -165,8 +165,8 @@ class ControlFlowMixin:
         # what it assigned does not matter there.
         then_scope = dict(liveins) if then_state.kind == DEFINITE else then_scope
         else_scope = dict(liveins) if else_state.kind == DEFINITE else else_scope
-        names, then_values, else_values, scope = self._merge_branches(node, liveins, then_scope,
-                                                                      else_scope)
+        names, then_values, else_values, scope = self._merge_branches(
+            node, liveins, then_scope, else_scope, guard=earlier_else)
         returns = self.return_yields(states, earlier_else)
         extra_types = []
         for block, values, state in ((if_op.body(0), then_values, then_state),
@@ -185,17 +185,35 @@ class ControlFlowMixin:
             self.set_return_state(states, *returns, results)
 
     def _merge_branches(self: "CodeGenerator", node: ast.If, liveins: Dict[str, Any],
-                        then_scope: Dict[str, Any], else_scope: Dict[str, Any]
+                        then_scope: Dict[str, Any], else_scope: Dict[str, Any],
+                        guard: bool = False
                         ) -> Tuple[List[str], List[tl.tensor], List[tl.tensor], Dict[str, Any]]:
         """The variables a runtime if yields (changed in a branch, or new in both), their
-        values per branch, and the scope after the if (without the yielded names yet)."""
+        values per branch, and the scope after the if (without the yielded names yet).
+
+        ``guard``: the if holds the statements after an early return (early_return.py). As in
+        Triton, whose tail after ``if c: return`` is straight-line code, those statements may
+        give a variable another type (``X = X + offsets`` making a pointer a tile of them);
+        such a variable is not carried out of the guard: reading it later is an error."""
         names: List[str] = []
         then_values: List[tl.tensor] = []
         else_values: List[tl.tensor] = []
         scope = dict(liveins)
+        line = self.parsed.position(node)[0]
         for name, before in liveins.items():
+            if name not in then_scope or name not in else_scope:  # dropped by an inner guard
+                scope.pop(name)
+                self.partial_defs[name] = f"with another type after the early return before " \
+                                          f"line {line}"
+                continue
             then_value, else_value = then_scope[name], else_scope[name]
             if then_value is before and else_value is before:
+                continue
+            if guard and not (_is_runtime(before) and _same_type(then_value, before)
+                              and _same_type(else_value, before)):
+                scope.pop(name)
+                self.partial_defs[name] = f"with another type after the early return before " \
+                                          f"line {line}"
                 continue
             if not _is_runtime(before):
                 raise TypeError(f"'{name}' holds {_describe(before)}; it cannot be reassigned "
@@ -208,7 +226,6 @@ class ControlFlowMixin:
             names.append(name)
             then_values.append(then_value)
             else_values.append(else_value)
-        line = self.parsed.position(node)[0]
         for name in list(then_scope) + list(else_scope):
             if name in liveins or name in names or name in scope:
                 continue

@@ -9,12 +9,15 @@ import importlib
 
 _FROM_PACKAGE = {"autotune": "autotuner", "Autotuner": "autotuner", "Config": "autotuner",
                  "heuristics": "autotuner", "Heuristics": "autotuner", "JITFunction": "jit",
-                 "KernelInterface": "jit", "jit": "jit", "MockTensor": "warmup",
+                 "KernelInterface": "jit", "MockTensor": "warmup",
                  "OutOfResources": "errors", "InterpreterError": "errors",
                  "TritonError": "errors", "TensorWrapper": "reinterpret",
                  "reinterpret": "reinterpret", "RemoteCacheBackend": "runtime.remote_cache",
                  "RedisRemoteCacheBackend": "runtime.remote_cache"}
-_SUBMODULES = ("driver", "kernel_cache", "launcher", "errors", "active_driver")
+# ``jit`` and ``autotuner`` are modules, as in Triton (``triton.runtime.jit.JITFunction``,
+# ``from triton.runtime.autotuner import Autotuner``).
+_SUBMODULES = ("driver", "kernel_cache", "launcher", "errors", "active_driver", "jit",
+               "autotuner")
 
 
 def __getattr__(name: str):

@@ -25,4 +25,5 @@ MODULES = [
     "flash_attention",
     "early_exit_rows",
     "multi_tensor_selu",
+    "rotary_varlen",
 ]
