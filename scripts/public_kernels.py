@@ -43,7 +43,10 @@ import types
 from typing import Any, Dict, List, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+try:  # an installed Tessera, else this checkout's in-tree build (make build)
+    import tessera  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 
 from tessera.testing.environment import child_env  # noqa: E402
