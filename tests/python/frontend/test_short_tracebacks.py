@@ -1,6 +1,7 @@
 # Kernel errors leave the public entry points (a launch, compile) with Tessera's internal frames
-# and the chained "direct cause" exceptions dropped: the traceback is the caller's line, one
-# line of the boundary and the message, which ends with the kernel's source line and a caret.
+# dropped and the chained "direct cause" left out of the display (it stays on the error, as
+# Triton's): the traceback is the caller's line, one line of the boundary and the message, which
+# ends with the kernel's source line and a caret.
 import os
 import subprocess
 import sys
@@ -87,4 +88,35 @@ def test_errors_caught_in_python_keep_their_attributes():
         bad[(1,)](np.zeros(8, np.float32))
     error = caught.value
     assert error.kernel_name == "bad" and error.filename == __file__
-    assert error.__cause__ is None and error.__suppress_context__
+    assert error.__suppress_context__
+    # The underlying error stays chained, as Triton's CompilationError chains it.
+    assert isinstance(error.__cause__, ValueError)
+    assert str(error.__cause__) in str(error)
+
+
+CAUGHT_AND_REPORTED = """
+import sys, traceback
+import numpy as np, tessera, tessera.language as tl
+
+@tessera.jit(interpret=True)
+def bad_axis(x_ptr):
+    tl.store(x_ptr, tl.program_id(7))
+
+try:
+    bad_axis[(1,)](np.zeros(1, np.int32))
+except tessera.CompilationError as error:
+    print("CAUSE", type(error.__cause__).__name__, error.__cause__, file=sys.stderr)
+    caught = error
+raise caught
+"""
+
+
+def test_the_cause_is_kept_for_code_but_left_out_of_the_uncaught_display(tmp_path):
+    lines = _traceback(tmp_path, CAUGHT_AND_REPORTED)
+    text = "\n".join(lines)
+    assert lines[0] == "CAUSE ValueError program_id axis must be 0, 1, or 2 but got 7", text
+    assert "direct cause" not in text and "semantic.py" not in text, text
+    assert "tessera.errors.CompilationError: bad_axis: " in text
+    # the full-traceback knob shows the chain
+    text = "\n".join(_traceback(tmp_path, CAUGHT_AND_REPORTED, TESSERA_FULL_TRACEBACK="1"))
+    assert "direct cause" in text and "ValueError: program_id axis must be 0, 1, or 2" in text
