@@ -245,7 +245,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     def _present(self, keys, values) -> Tuple[tuple, list]:
         """The runtime values and names the compiled kernel takes (those passed None are
         constexprs in it)."""
-        if not any(key[0] in ("none", "tuple") for key in keys):
+        if not any(key[0] in ("none", "tuple", "constexpr") for key in keys):
             return values, self.runtime_names
         # Tuples expand to their runtime elements (runtime/tuple_arguments.py).
         names, launched = tuple_arguments.flatten(self.runtime_names, keys, values)
@@ -286,8 +286,8 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         if kernel is None:
             kernel = self._prepare(key, values, constexprs, options)
         kernel.launch(grid, launched)
-        if any(k[0] == "tuple" for k in keys):
-            return  # the C++ fast path does not take tuple arguments: they stay here
+        if any(k[0] in ("tuple", "constexpr") for k in keys):
+            return  # the C++ fast path takes neither tuples nor functions: they stay here
         # The next calls of this specialization launch from C++ (when it can take their
         # arguments: else they keep coming here).
         self._dispatch_register(values, constexprs, options.num_warps, options.num_stages,
