@@ -646,10 +646,7 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
             prefix = prefix[:-1] + ": "
         if len(prefix) > 2 and not prefix.startswith(" "):
             prefix = " " + prefix
-        values = [self.to_tensor(a) for a in args]
-        for value in values:
-            if value.dtype.is_ptr():
-                raise TypeError(f"device_print of pointers ({value}) is not supported")
+        values = [self.to_tensor(a) for a in args]  # pointers print their addresses
         attrs: dict = {"prefix": prefix, "hex": hex}
         if values:
             attrs["is_signed"] = [int(v.dtype.is_int_signed()) for v in values]
