@@ -153,7 +153,8 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVis
         except errors.CompilationError:
             raise
         except errors.StaticAssertionError as error:
-            raise self.error(node, str(error), errors.CompileTimeAssertionFailure) from error
+            # As Triton: the assertion failure is the error itself, with no chained cause.
+            raise self.error(node, str(error), errors.CompileTimeAssertionFailure) from None
         except errors.UnsupportedError as error:
             raise self.unsupported(node, str(error)) from error
         except Exception as error:  # a type or shape error from the language's rules

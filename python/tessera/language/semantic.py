@@ -526,7 +526,7 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
         if length <= 0:
             raise ValueError(f"arange's end ({end}) must be greater than its start ({start})")
         if length & (length - 1):
-            raise ValueError(f"arange's length ({length}) must be a power of 2")
+            raise ValueError("arange's range must be a power of 2")  # Triton's words
         return self.create("make_range", [], tl.int32, [length], start=start, end=end)
 
     def full(self, shape: Any, value: Any, element: Any) -> tensor:
@@ -552,7 +552,7 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
             if not isinstance(size, int) or isinstance(size, bool):
                 raise TypeError(f"shape element {index} must be a constexpr int, got {size}")
             if size <= 0 or size & (size - 1):
-                raise ValueError(f"shape element {index} must be a power of 2, got {size}")
+                raise ValueError(f"Shape element {index} must be a power of 2")  # Triton's
         check_tile_size("full", shape)
         return list(shape)
 

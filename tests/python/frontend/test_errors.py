@@ -216,7 +216,7 @@ def test_jit_call_errors():
     # An error inside a callee points into the callee and notes the call site.
     error = compile_error(error_inside_callee)
     check(error, "error_inside_callee", "tl.arange(0, BLOCK)  # E_IN_CALLEE",
-          "arange's length (6) must be a power of 2")
+          "arange's range must be a power of 2")
     call_line, call_col = position("bad_callee(n, 6)  # E_CALL_SITE")
     assert error.notes == [f"  in bad_callee(), inlined at {__file__}:{call_line}:{call_col}"]
 

@@ -120,3 +120,33 @@ def test_the_cause_is_kept_for_code_but_left_out_of_the_uncaught_display(tmp_pat
     # the full-traceback knob shows the chain
     text = "\n".join(_traceback(tmp_path, CAUGHT_AND_REPORTED, TESSERA_FULL_TRACEBACK="1"))
     assert "direct cause" in text and "ValueError: program_id axis must be 0, 1, or 2" in text
+
+
+def test_the_chained_cause_reads_as_tritons():
+    # As Triton's CompilationError: __cause__ is the error of the language's rule, in Triton's
+    # words where Triton's own tests compare them; a failed static_assert chains nothing.
+    import tessera
+    import tessera.language as tl
+    from tessera.errors import CompilationError, CompileTimeAssertionFailure
+
+    @tessera.jit(interpret=True)
+    def bad_range():
+        tl.arange(2, 7)
+
+    @tessera.jit(interpret=True)
+    def bad_shape():
+        tl.full((33,), 0, dtype=tl.int64)
+
+    @tessera.jit(interpret=True)
+    def failed_assert():
+        tl.static_assert(1 == 2)
+
+    for kernel, text in ((bad_range, "arange's range must be a power of 2"),
+                         (bad_shape, "Shape element 0 must be a power of 2")):
+        with pytest.raises(CompilationError) as caught:
+            kernel[(1,)]()
+        assert isinstance(caught.value.__cause__, ValueError)
+        assert str(caught.value.__cause__) == text
+    with pytest.raises(CompileTimeAssertionFailure) as caught:
+        failed_assert[(1,)]()
+    assert caught.value.__cause__ is None
