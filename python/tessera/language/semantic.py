@@ -9,6 +9,7 @@ ValueError; the front end turns them into CompilationError at the offending expr
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, List, Optional, Sequence, Tuple
 
 from .. import _tessera
@@ -559,7 +560,12 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
     # ---- selection and memory ------------------------------------------------------------
 
     def where(self, cond: Any, x: Any, y: Any) -> tensor:
-        cond = self.cast(self.to_tensor(cond), tl.int1)
+        cond = self.to_tensor(cond)
+        if cond.dtype != tl.int1:  # as Triton 3.6: still taken (as `!= 0`), with a warning
+            warnings.warn("tl.where with a non-boolean condition is deprecated (Triton will "
+                          f"refuse it in a future release); got {cond.dtype}: compare it, "
+                          "e.g. `cond != 0`", UserWarning, stacklevel=2)
+        cond = self.cast(cond, tl.int1)
         x, y = self.binary_operands(x, y, True, True)
         cond, x, y = self.broadcast_values(cond, x, y)
         return self.create("select", [cond, x, y], x.dtype, x.shape)
