@@ -166,6 +166,20 @@ def test_only_constexpr_globals_can_be_read():
           "cannot read the global variable 'NOT_CONSTEXPR_GLOBAL'")
 
 
+def test_a_captured_variable_is_not_defined_in_the_kernel():
+    # As Triton ("X is not defined"): a variable of the enclosing function that is not a
+    # compile-time constant; constexpr-wrapped ones are read.
+    CAPTURED = 42
+    CAPTURED_CONSTEXPR = tl.constexpr(64)
+
+    def reads_captured(x_ptr, n):
+        ok = tl.arange(0, CAPTURED_CONSTEXPR)
+        bad = CAPTURED + n  # E_CAPTURED
+
+    check(compile_error(reads_captured), "reads_captured", "CAPTURED + n  # E_CAPTURED",
+          "CAPTURED is not defined in the kernel: it is a variable of the enclosing function")
+
+
 def calls_python_function(x_ptr, n):
     y = sorted([n])  # E_PY_CALL
 
