@@ -448,10 +448,12 @@ def expand_dims(input: tensor, axis: Union[int, Sequence[int]], _semantic=None) 
     rank = len(input.shape) + len(axes)
     for a in axes:
         if not isinstance(a, int) or isinstance(a, bool) or not -rank <= a < rank:
-            raise ValueError(f"expand_dims axis {a} is out of range for a result of rank {rank}")
+            # Triton's words (its tests match them), the result's rank said here
+            raise ValueError(f"expand_dims: invalid axis {a}. Expected {-rank} <= axis < "
+                             f"{rank} (the result has rank {rank})")
     axes = [a + rank if a < 0 else a for a in axes]
     if len(set(axes)) != len(axes):
-        raise ValueError(f"expand_dims got duplicate axes (normalized: {axes})")
+        raise ValueError(f"expand_dims got duplicate axes, normalized axes = {axes}")
     for a in sorted(axes):
         input = _semantic.expand_dims(input, a)
     return input
