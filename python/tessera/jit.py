@@ -16,7 +16,7 @@ import inspect
 import os
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
-from . import config
+from . import config, errors
 from ._tessera import runtime as _runtime
 from .config import knobs
 from .frontend.exec_source import remember_exec_source
@@ -396,9 +396,12 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
             signature, div16, eq1 = self._specialization(key[0])
             from .language.target_info import interpreting
             with interpreting():  # tl.target_info: the device the interpreter stands for
-                module = build_tile_ir(self.fn, signature,
-                                       self._constexpr_dict(constexprs, key[0]), div16, eq1,
-                                       num_warps, debug, interpreter=True)
+                try:
+                    module = build_tile_ir(self.fn, signature,
+                                           self._constexpr_dict(constexprs, key[0]), div16,
+                                           eq1, num_warps, debug, interpreter=True)
+                except errors.CompilationError as error:  # as Triton's: an InterpreterError
+                    raise errors.interpreted(error) from error.__cause__
             self._tile_ir[key] = module
         launched, names = self._present(key[0], values)
         # TensorDescriptor arguments expand to their parts (runtime/descriptor_arguments.py).

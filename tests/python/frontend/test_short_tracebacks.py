@@ -150,3 +150,28 @@ def test_the_chained_cause_reads_as_tritons():
     with pytest.raises(CompileTimeAssertionFailure) as caught:
         failed_assert[(1,)]()
     assert caught.value.__cause__ is None
+
+
+def test_a_compile_error_in_the_interpreter_is_also_an_interpreter_error():
+    # As Triton's interpreter, which raises InterpreterError for every error of a kernel it
+    # runs: the error is both classes, keeps its name, attributes and chained cause.
+    import numpy as np
+    import tessera
+    import tessera.language as tl
+
+    @tessera.jit(interpret=True)
+    def bad_axis(x_ptr):
+        tl.store(x_ptr, tl.program_id(5))
+
+    for _ in range(2):
+        with pytest.raises(tessera.InterpreterError) as caught:
+            bad_axis[(1,)](np.zeros(1, np.int32))
+        error = caught.value
+        assert isinstance(error, tessera.CompilationError)
+        assert type(error).__name__ == "CompilationError" and error.kernel_name == "bad_axis"
+        assert str(error.__cause__) == "program_id axis must be 0, 1, or 2 but got 5"
+        assert str(error).startswith("bad_axis: ")
+    # compiled for a GPU (no interpreter), it is a CompilationError only
+    with pytest.raises(tessera.CompilationError) as caught:
+        bad_axis.compile(np.zeros(1, np.int32), arch="sm_80")
+    assert not isinstance(caught.value, tessera.InterpreterError)
