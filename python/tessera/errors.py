@@ -9,7 +9,7 @@ the source line and a caret under the column, so that a message reads like a com
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 
 class TritonError(Exception):
@@ -153,7 +153,7 @@ def parse_location(text: str) -> Optional[tuple[str, int, int, str]]:
     return match["file"], int(match["line"]), int(match["col"]), match["msg"]
 
 
-_INTERPRETED: dict = {}
+_INTERPRETED: Dict[type, type] = {}
 
 
 def interpreted(error: CompilationError) -> CompilationError:
@@ -178,7 +178,7 @@ def interpreted(error: CompilationError) -> CompilationError:
                     {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
                      "__doc__": cls.__doc__})
         _INTERPRETED[cls] = both
-    copy = both.__new__(both)
+    copy: CompilationError = Exception.__new__(both)
     copy.__dict__.update(error.__dict__)
     copy.args = error.args
     return copy
