@@ -10,7 +10,8 @@ CI does: ``TESSERA_INTERPRET=1``, ``--device cpu``, ``-m interpreter`` (tests Tr
 run under its interpreter are counted as skipped), with a per-test timeout.
 
 It prints per file the cases passed, failed and skipped (by the test itself), and those not
-interpreted (no ``interpreter`` mark: Triton does not run them under its interpreter either);
+interpreted (no ``interpreter`` mark: Triton does not run them under its interpreter either;
+``--unmarked`` runs them too, for files that mark no case yet need no GPU);
 the pass rate passed / (passed + failed); and the most common failure reasons (exception type
 and the first line of its message).
 
@@ -159,8 +160,10 @@ def run_file(test_dir: str, work_dir: str, name: str, args) -> Dict:
     root = os.path.join(work_dir, "tests")
     command = [sys.executable, "-m", "pytest", os.path.relpath(os.path.join(test_dir, name), root),
                "-q", f"--rootdir={root}", "-p", "_tessera_suite_plugin",
-               "-p", "no:cacheprovider", "--device", "cpu", "-m", "interpreter",
+               "-p", "no:cacheprovider", "--device", "cpu",
                f"--timeout={args.timeout}", "-o", "addopts=", "--tb=no", "-rN"]
+    if not args.unmarked:
+        command += ["-m", "interpreter"]
     if args.k:
         command += ["-k", args.k]
     start = time.time()
@@ -221,6 +224,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--timeout", type=int, default=120, help="seconds per test case")
     parser.add_argument("--file-timeout", type=int, default=3600, help="seconds per file")
     parser.add_argument("--top", type=int, default=25, help="failure reasons to list")
+    parser.add_argument("--unmarked", action="store_true",
+                        help="run the cases without Triton's interpreter mark too (files such "
+                        "as test_compile_errors.py mark none, yet run on a CPU)")
     parser.add_argument("--json", help="write the summary and every case's outcome here")
     parser.add_argument("--keep", help="keep the rewritten copy in this folder")
     args = parser.parse_args(argv)

@@ -68,6 +68,8 @@ struct FormattedValue {
 FormattedValue formatValue(KernelLowering &lowering, llvm::Value *value, const ir::Type &type,
                            bool isSigned, bool hex, const ir::Operation &op) {
   llvm::IRBuilder<> &b = lowering.builder();
+  if (type.elementType().isPointer()) // the address, as C's %p (Triton prints pointers so)
+    return {b.CreatePtrToInt(value, b.getInt64Ty()), "%p"};
   ir::ScalarKind kind = type.elementType().scalarKind();
   if (ir::isFp8Kind(kind))
     ir::emitError(op, "codegen: device_print of fp8 values is not supported yet");

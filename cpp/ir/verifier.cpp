@@ -240,9 +240,7 @@ void verifyPrint(const Operation &op) {
       (!std::holds_alternative<std::vector<int64_t>>(op.attr("is_signed")) ||
        op.arrayAttr("is_signed").size() != ops.size()))
     emitError(op, "print's is_signed must have one entry per operand");
-  for (Value *v : ops)
-    if (v->type().elementType().isPointer())
-      emitError(op, "print takes numbers, not pointers");
+  // Pointers print their addresses (as Triton's %p), numbers their values.
 }
 
 void verifyAssert(const Operation &op) {

@@ -132,6 +132,19 @@ def is_hip_gfx1250() -> bool:
     return _hip_arch_matches(lambda arch: "gfx1250" in arch)
 
 
+# The product names newer Triton test files use for the same CDNA generations.
+def is_hip_mi200() -> bool:
+    return is_hip_cdna2()
+
+
+def is_hip_mi300() -> bool:
+    return is_hip_cdna3()
+
+
+def is_hip_mi350() -> bool:
+    return is_hip_cdna4()
+
+
 def is_hip_cdna() -> bool:
     return is_hip_cdna2() or is_hip_cdna3() or is_hip_cdna4()
 

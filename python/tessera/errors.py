@@ -9,7 +9,7 @@ the source line and a caret under the column, so that a message reads like a com
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 
 class TritonError(Exception):
@@ -151,3 +151,34 @@ def parse_location(text: str) -> Optional[tuple[str, int, int, str]]:
     if not match:
         return None
     return match["file"], int(match["line"]), int(match["col"]), match["msg"]
+
+
+_INTERPRETED: Dict[type, type] = {}
+
+
+def interpreted(error: CompilationError) -> CompilationError:
+    """``error`` as raised by a kernel launched in the interpreter: also an
+    :class:`InterpreterError`, as Triton's interpreter raises every error of a kernel it runs
+    (so code catching either class works). The class keeps its name and module, so tracebacks
+    and ``except CompilationError`` read as before.
+
+    Example::
+
+        try:
+            kernel[(1,)](x)          # TESSERA_INTERPRET=1
+        except tessera.InterpreterError as error:
+            print(error.__cause__)   # the language's error, e.g. a ValueError
+    """
+    if isinstance(error, InterpreterError):
+        return error
+    cls = type(error)
+    both = _INTERPRETED.get(cls)
+    if both is None:
+        both = type(cls.__name__, (cls, InterpreterError),
+                    {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                     "__doc__": cls.__doc__})
+        _INTERPRETED[cls] = both
+    copy: CompilationError = Exception.__new__(both)
+    copy.__dict__.update(error.__dict__)
+    copy.args = error.args
+    return copy

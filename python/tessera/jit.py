@@ -16,14 +16,14 @@ import inspect
 import os
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
-from . import config
+from . import config, errors
 from ._tessera import runtime as _runtime
 from .config import knobs
 from .frontend.exec_source import remember_exec_source
 from .constexpr_functions import ConstexprFunction, constexpr_function, next_power_of_2  # noqa: F401
 from .jit_source import KernelTextAndWarmup
-from .launch_options import (LaunchOptions, fast_path_options, parse_options,
-                             specialize_flags, split_launch_kwargs)
+from .launch_options import (LaunchOptions, check_interpreter_only, fast_path_options,
+                             parse_options, specialize_flags, split_launch_kwargs)
 from .runtime import descriptor_arguments, tuple_arguments
 from .specialization import argument_key, describe, masked_key
 from .tracebacks import api_boundary
@@ -238,12 +238,14 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     def _split_launch(self, kwargs: Dict[str, Any]) -> Tuple[LaunchOptions, Dict[str, Any], tuple]:
         """(launch options, kernel keyword arguments, options as given for the C++ table)."""
         given, kwargs = split_launch_kwargs(self.__name__, self._parameter_names, kwargs)
+        check_interpreter_only(self.__name__, given,
+                               bool(knobs.interpret if self.interpret is None else self.interpret))
         return parse_options(self.__name__, given, self.debug), kwargs, fast_path_options(given)
 
     def _present(self, keys, values) -> Tuple[tuple, list]:
         """The runtime values and names the compiled kernel takes (those passed None are
         constexprs in it)."""
-        if not any(key[0] in ("none", "tuple") for key in keys):
+        if not any(key[0] in ("none", "tuple", "constexpr") for key in keys):
             return values, self.runtime_names
         # Tuples expand to their runtime elements (runtime/tuple_arguments.py).
         names, launched = tuple_arguments.flatten(self.runtime_names, keys, values)
@@ -284,8 +286,8 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         if kernel is None:
             kernel = self._prepare(key, values, constexprs, options)
         kernel.launch(grid, launched)
-        if any(k[0] == "tuple" for k in keys):
-            return  # the C++ fast path does not take tuple arguments: they stay here
+        if any(k[0] in ("tuple", "constexpr") for k in keys):
+            return  # the C++ fast path takes neither tuples nor functions: they stay here
         # The next calls of this specialization launch from C++ (when it can take their
         # arguments: else they keep coming here).
         self._dispatch_register(values, constexprs, options.num_warps, options.num_stages,
@@ -394,9 +396,12 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
             signature, div16, eq1 = self._specialization(key[0])
             from .language.target_info import interpreting
             with interpreting():  # tl.target_info: the device the interpreter stands for
-                module = build_tile_ir(self.fn, signature,
-                                       self._constexpr_dict(constexprs, key[0]), div16, eq1,
-                                       num_warps, debug, interpreter=True)
+                try:
+                    module = build_tile_ir(self.fn, signature,
+                                           self._constexpr_dict(constexprs, key[0]), div16,
+                                           eq1, num_warps, debug, interpreter=True)
+                except errors.CompilationError as error:  # as Triton's: an InterpreterError
+                    raise errors.interpreted(error) from error.__cause__
             self._tile_ir[key] = module
         launched, names = self._present(key[0], values)
         # TensorDescriptor arguments expand to their parts (runtime/descriptor_arguments.py).

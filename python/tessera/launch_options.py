@@ -28,6 +28,25 @@ _DEFAULT_ONLY = {"launch_cooperative_grid": False, "launch_pdl": False, "warp_si
                  "extern_libs": None, "sanitize_overflow": True, "instrumentation_mode": ""}
 
 
+# Triton launch options that the interpreter honours by doing nothing and GPU launches refuse.
+# A cooperative grid (launch_cooperative_grid=True) guarantees that every program of the grid
+# is resident at once, so programs may wait on each other through global memory; the
+# interpreter runs the programs one after another, which a kernel written for a cooperative
+# grid does not rely on otherwise (Triton's interpreter also takes the option and ignores it).
+_INTERPRETER_ONLY = ("launch_cooperative_grid",)
+
+
+def check_interpreter_only(kernel: str, options: Dict[str, Any], interpreting: bool) -> None:
+    """Refuses, for a GPU launch, an option only the interpreter takes (see _INTERPRETER_ONLY)."""
+    if interpreting:
+        return
+    for key in _INTERPRETER_ONLY:
+        if key in options:
+            raise ValueError(f"{kernel}: launch option {key}={options[key]!r}: a cooperative "
+                             f"grid launch is not supported by Tessera on the GPU yet (the "
+                             f"interpreter accepts it); launch with {key}=False")
+
+
 @dataclass(frozen=True)
 class LaunchOptions:
     """What a launch asks of the compiler, normalized (part of the in-memory kernel key)."""
@@ -91,6 +110,9 @@ def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dic
             options[key] = value
             if key in names:
                 rest[key] = value
+        elif key in _INTERPRETER_ONLY and key not in names:
+            if value != _DEFAULT_ONLY[key]:
+                options[key] = value  # checked by the launch (check_interpreter_only)
         elif key in _DEFAULT_ONLY and key not in names:
             if value != _DEFAULT_ONLY[key]:
                 raise ValueError(f"{kernel}: launch option {key}={value!r} is a Triton option "

@@ -143,6 +143,13 @@ def _key_wrapper(v) -> tuple:
     return ("tensor", v.dtype, v.data_ptr() % 16 == 0)
 
 
+def _key_jit_function(v) -> tuple:
+    # As Triton: a @jit function passed for a runtime parameter (alone or in a tuple, e.g. a
+    # namedtuple holding a function and its captured arguments) is a compile-time value; the
+    # kernel calls it like a function it names.
+    return ("constexpr", v)
+
+
 def _key_unsupported(v) -> tuple:
     raise TypeError(f"unsupported argument of type {type(v).__name__}")
 
@@ -159,6 +166,9 @@ def _key_function_for(cls: type) -> Callable[[Any], tuple]:
     if issubclass(cls, tuple):  # a tuple argument: each element specialized on its own
         from .runtime import tuple_arguments
         return tuple_arguments.key
+    from .jit import JITFunction
+    if issubclass(cls, JITFunction):
+        return _key_jit_function
     if getattr(cls, "__tessera_stand_in__", False):  # kernel.warmup's stand-ins (warmup.py)
         return cls.specialization_key
     if issubclass(cls, int):

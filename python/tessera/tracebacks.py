@@ -5,10 +5,13 @@ visitor, the language's builders, the interpreter's evaluator); the kernel autho
 line of *their* code that launched the kernel and the kernel's own source line (which the
 error's message already shows, with a caret). :func:`api_boundary` wraps the public entry
 points (a launch, ``compile``): when a :class:`~tessera.errors.TesseraError` leaves them it
-drops Tessera's internal frames and the chained "direct cause" exceptions, so the traceback is
-the caller's frames, one line of the boundary and the message. IPython hides the boundary
-frame too (``__tracebackhide__``). ``TESSERA_FULL_TRACEBACK=1`` keeps everything, to debug
-Tessera itself.
+drops Tessera's internal frames, so the traceback is the caller's frames, one line of the
+boundary and the message. IPython hides the boundary frame too (``__tracebackhide__``).
+
+The underlying error stays chained as ``error.__cause__`` (as Triton's ``CompilationError``
+does: code that catches the error reads it), but the display leaves it out: the uncaught-error
+hooks (``sys.excepthook``, IPython's handler) print a Tessera error without its "direct cause"
+section. ``TESSERA_FULL_TRACEBACK=1`` keeps and shows everything, to debug Tessera itself.
 
 Example::
 
@@ -71,9 +74,8 @@ def api_boundary(fn: F) -> F:
         except TesseraError as error:
             if not _filtering():
                 raise
-            error.__cause__ = None
             error.__suppress_context__ = True
-            _hide_in_ipython()
+            _install_display_hooks()
             raise error.with_traceback(filter_traceback(error.__traceback__))  # noqa: B904
 
     _BOUNDARY_CODES.add(boundary.__code__)
@@ -95,6 +97,49 @@ def _without_boundaries(tb: Optional[TracebackType]) -> Optional[TracebackType]:
     return result
 
 
+class _CauseHidden:
+    """Within the block, a Tessera error (and each Tessera error it chains) shows no chained
+    cause; the causes are put back afterwards, so code that keeps the error still reads them."""
+
+    def __init__(self, error: BaseException) -> None:
+        from .errors import TesseraError
+        self.saved = []
+        seen = set()
+        while isinstance(error, TesseraError) and id(error) not in seen:
+            seen.add(id(error))
+            self.saved.append((error, error.__cause__))
+            error = error.__cause__  # type: ignore[assignment]
+
+    def __enter__(self) -> None:
+        if _filtering():
+            for error, _ in self.saved:
+                error.__cause__ = None
+                error.__suppress_context__ = True
+
+    def __exit__(self, *exc: object) -> None:
+        for error, cause in self.saved:
+            error.__cause__ = cause
+
+
+_HOOK_INSTALLED = False
+
+
+def _install_display_hooks() -> None:
+    """Installs, once, the display of uncaught Tessera errors without their chained cause:
+    around ``sys.excepthook`` (whatever hook is set, which still prints) and in IPython."""
+    global _HOOK_INSTALLED
+    if not _HOOK_INSTALLED:
+        _HOOK_INSTALLED = True
+        previous = sys.excepthook
+
+        def excepthook(etype, value, tb):
+            with _CauseHidden(value):
+                previous(etype, value, tb)
+
+        sys.excepthook = excepthook
+    _hide_in_ipython()
+
+
 def _hide_in_ipython() -> None:
     """In IPython, shows Tessera errors without the boundary's own frame (IPython's
     ``__tracebackhide__`` never hides the innermost frame, which the boundary's is). Installed
@@ -113,8 +158,9 @@ def _hide_in_ipython() -> None:
 
     def show(shell, etype, value, tb, tb_offset=None):
         # IPython's handler shows the error itself (what it returns is not displayed).
-        shell.showtraceback((etype, value, _without_boundaries(tb)), tb_offset=tb_offset,
-                            running_compiled_code=True)
+        with _CauseHidden(value):
+            shell.showtraceback((etype, value, _without_boundaries(tb)), tb_offset=tb_offset,
+                                running_compiled_code=True)
 
     shell.set_custom_exc((TesseraError,), show)
 

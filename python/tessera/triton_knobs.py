@@ -14,7 +14,8 @@ Example::
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+import contextlib
+from typing import Any, Dict, Iterator, Tuple
 
 from .config import knobs as _config
 from .errors import TritonAPINotSupported
@@ -70,6 +71,23 @@ class _Namespace:
 
     def __dir__(self):
         return sorted(set(_MAPPED.get(self._name, {})) | set(_DEFAULT_ONLY.get(self._name, {})))
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """As Triton's ``knobs.<namespace>.scope()``: inside the block the namespace's knobs
+        may be set; on leaving, each is back to what it was (an earlier setting, or the
+        environment's value). Example: ``with triton.knobs.cache.scope(): ...``"""
+        missing = object()
+        keys = list(_MAPPED.get(self._name, {}).values())
+        saved = {key: _config._overrides.get(key, missing) for key in keys}
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is missing:
+                    _config.reset(key)
+                else:
+                    setattr(_config, key, value)
 
 
 class _TritonKnobs:

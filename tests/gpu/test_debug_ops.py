@@ -84,3 +84,33 @@ def test_device_assert_builds_nothing_without_debug(tmp_path):
     knob = subprocess.run([sys.executable, str(script), "gpu", "0.0"], env=env,
                           capture_output=True, text=True, timeout=300)
     assert knob.returncode != 0 and "x over the limit" in knob.stdout + knob.stderr
+
+
+POINTER_PROGRAM = textwrap.dedent("""
+    import torch
+    import tessera
+    import tessera.language as tl
+
+    @tessera.jit
+    def pointer_print(x_ptr, BLOCK: tl.constexpr):
+        tl.device_print("ptr ", x_ptr + tl.arange(0, BLOCK) * 3)
+
+    x = torch.zeros(200, dtype=torch.int32, device="cuda")
+    print("BASE", x.data_ptr(), flush=True)
+    pointer_print[(1,)](x, BLOCK=64)
+    torch.cuda.synchronize()
+""")
+
+
+def test_gpu_prints_pointer_addresses(tmp_path):
+    # As Triton: a pointer prints its device address (%p); element i is base + 4 * 3 * i.
+    script = tmp_path / "pointer_program.py"
+    script.write_text(POINTER_PROGRAM)
+    done = subprocess.run([sys.executable, str(script)], env=child_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    base = int(next(line for line in lines if line.startswith("BASE")).split()[1])
+    printed = sorted(line for line in lines if line.startswith("pid"))
+    assert printed == sorted(f"pid (0, 0, 0) idx ({i:>2}) ptr: {hex(base + 12 * i)}"
+                             for i in range(64))

@@ -91,6 +91,7 @@ class Autotuner:
             raise TypeError("@autotune cannot be stacked above another @autotune")
         self.fn = fn
         self.jit_fn = chain[-1]
+        self.base_fn = self.jit_fn.fn  # the Python function under every decorator (Triton's)
         self.heuristics = [layer for layer in chain if isinstance(layer, Heuristics)]
         self.arg_names = [p.name for p in self.jit_fn.params]
         self.__name__ = self.jit_fn.__name__

@@ -153,7 +153,8 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVis
         except errors.CompilationError:
             raise
         except errors.StaticAssertionError as error:
-            raise self.error(node, str(error), errors.CompileTimeAssertionFailure) from error
+            # As Triton: the assertion failure is the error itself, with no chained cause.
+            raise self.error(node, str(error), errors.CompileTimeAssertionFailure) from None
         except errors.UnsupportedError as error:
             raise self.unsupported(node, str(error)) from error
         except Exception as error:  # a type or shape error from the language's rules
@@ -302,7 +303,7 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVis
                             f"{self.partial_defs[name]}; assign it before that block")
         value = lookup_global(self.fn, name)
         if not is_missing(value):
-            return self.check_global(name, value)
+            return self.check_global(name, value, name in self.fn.__code__.co_freevars)
         if name in BUILTIN_NAMESPACE:
             return BUILTIN_NAMESPACE[name]
         if hasattr(builtins, name):  # other Python builtins: calling one is an error
@@ -310,14 +311,20 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVis
         raise NameError(f"name '{name}' is not defined")
 
     @staticmethod
-    def check_global(name: str, value: Any) -> Any:
-        """Only compile-time-stable globals may be read: constexpr-wrapped values, modules,
-        functions, classes and dtypes (a plain global int could change after compilation)."""
+    def check_global(name: str, value: Any, captured: bool = False) -> Any:
+        """Only compile-time-stable globals (and variables of an enclosing function,
+        ``captured``) may be read: constexpr-wrapped values, modules, functions, classes and
+        dtypes (a plain global int could change after compilation)."""
         if isinstance(value, tl.constexpr):
             return normalize_number(value.value)
         if (value is None or callable(value) or is_jit(value)
                 or isinstance(value, (types.ModuleType, tl.dtype, enum.Enum))):
             return value
+        if captured:  # Triton's words ("X is not defined"), then why and what to do
+            raise NameError(f"{name} is not defined in the kernel: it is a variable of the "
+                            "enclosing function, which a @jit function reads only as a "
+                            f"compile-time constant ({name} = tl.constexpr(...)); or pass it "
+                            "as an argument")
         raise NameError(f"cannot read the global variable '{name}' from a @jit function: wrap "
                         f"it as a compile-time constant ({name} = tl.constexpr(...)) or pass it "
                         "as an argument")

@@ -10,7 +10,8 @@ that is "pid (x, y, z) idx (i, j, ...)<prefix>[(operand n) ]<value>", the prefix
 munged by the front end (" x: "), "(operand n)" only when the op prints several values.
 Elements come in row-major order, operand after operand (a GPU interleaves threads). Floats
 print as C's %f, integers as signed or unsigned per the op's is_signed attribute, and with
-hex=True every value prints its bits as 0x%0<bits/4>x. Lines go to sys.stdout, so notebooks
+hex=True every value prints its bits as 0x%0<bits/4>x; pointers print their host addresses
+as %p does (0x...). Lines go to sys.stdout, so notebooks
 and pytest's capsys see them.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 from . import numerics as nm
 from .errors import AssertionFault
 from .handlers import handles
-from .plan import OpInfo, PlanError, TypeInfo
+from .plan import OpInfo, TypeInfo
 
 
 def _formatter(t: TypeInfo, signed: bool, hex_bits: bool) -> Callable[[np.ndarray], List[str]]:
@@ -58,10 +59,9 @@ def _print(info: OpInfo):
     prefix = str(info.attrs.get("prefix", ""))
     hex_bits = bool(info.attrs.get("hex", False))
     signed = list(info.attrs.get("is_signed", [])) or [0] * len(info.operands)
-    for t in info.operands:
-        if t.pointee is not None:
-            raise PlanError("print of pointers is not supported: their values in the "
-                            "interpreter are virtual addresses")
+    # Pointers print the host address they stand for (the interpreter's pointer values are
+    # virtual: memory.py), as C's %p ("0x" and lowercase hex digits), hex or not.
+    pointers = [t.pointee is not None for t in info.operands]
     formats = [_formatter(t, bool(s), hex_bits) for t, s in zip(info.operands, signed)]
     indices = [_index_texts(t.shape) for t in info.operands]
     several = len(info.operands) > 1
@@ -75,7 +75,10 @@ def _print(info: OpInfo):
         lines: List[str] = []
         for number, (value, fmt, idx) in enumerate(zip(values, formats, indices)):
             operand = f"(operand {number}) " if several else ""
-            texts = fmt(np.asarray(value).reshape(-1))
+            if pointers[number]:
+                texts = [f"0x{a:x}" for a in state.memory.host_addresses(value)]
+            else:
+                texts = fmt(np.asarray(value).reshape(-1))
             lines.extend(f"{head}{i}{prefix}{operand}{text}\n" for i, text in zip(idx, texts))
         sys.stdout.write("".join(lines))
 

@@ -120,6 +120,19 @@ class AddressSpace:
             self._by_extent[(low, size)] = known
         return known.base + (start - low)
 
+    def host_addresses(self, pointers: np.ndarray) -> List[int]:
+        """The host addresses that pointer values stand for (for device_print): a pointer into
+        an argument's region is that argument's real address plus the same byte offset (past
+        the end too, as pointer arithmetic may go); any other value is printed as it is."""
+        out = []
+        for value in np.asarray(pointers, np.int64).reshape(-1).tolist():
+            region = (value >> _REGION_SHIFT) - _FIRST_REGION
+            if 0 <= region < len(self.buffers):
+                buffer = self.buffers[region]
+                value = buffer.data.__array_interface__["data"][0] + value - buffer.base
+            out.append(value & 0xFFFFFFFFFFFFFFFF)
+        return out
+
     # -- access --------------------------------------------------------------------------------
 
     def load(self, addresses: np.ndarray, mask: Optional[np.ndarray], dtype: np.dtype):

@@ -448,10 +448,12 @@ def expand_dims(input: tensor, axis: Union[int, Sequence[int]], _semantic=None) 
     rank = len(input.shape) + len(axes)
     for a in axes:
         if not isinstance(a, int) or isinstance(a, bool) or not -rank <= a < rank:
-            raise ValueError(f"expand_dims axis {a} is out of range for a result of rank {rank}")
+            # Triton's words (its tests match them), the result's rank said here
+            raise ValueError(f"expand_dims: invalid axis {a}. Expected {-rank} <= axis < "
+                             f"{rank} (the result has rank {rank})")
     axes = [a + rank if a < 0 else a for a in axes]
     if len(set(axes)) != len(axes):
-        raise ValueError(f"expand_dims got duplicate axes (normalized: {axes})")
+        raise ValueError(f"expand_dims got duplicate axes, normalized axes = {axes}")
     for a in sorted(axes):
         input = _semantic.expand_dims(input, a)
     return input
@@ -594,9 +596,9 @@ def static_print(*values: Any, sep: str = " ", end: str = "\n", file: Any = None
 def device_print(prefix: str, *args: Any, hex: bool = False, _semantic=None) -> None:
     """Prints ``args`` at run time, one line per element, with the program id and the
     element's index: ``pid (0, 0, 0) idx ( 3) x: 1.500000``. ``prefix`` is a constexpr string;
-    ``hex=True`` prints the bits in hexadecimal. Works in interpret mode only for now (the
-    GPU compiler rejects it with a clear error). Python's ``print(...)`` in a kernel is the
-    same call. Example: ``tl.device_print("x", x)``."""
+    ``hex=True`` prints the bits in hexadecimal; pointers print their addresses (``0x...``,
+    as C's ``%p``; the interpreter prints the host address a pointer stands for). Python's
+    ``print(...)`` in a kernel is the same call. Example: ``tl.device_print("x", x)``."""
     prefix, hex = _unwrap(prefix), _unwrap(hex)
     if not isinstance(prefix, str):
         raise TypeError(f"device_print's prefix must be a constexpr string, got {prefix!r}")

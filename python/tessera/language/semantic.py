@@ -9,6 +9,7 @@ ValueError; the front end turns them into CompilationError at the offending expr
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, List, Optional, Sequence, Tuple
 
 from .. import _tessera
@@ -526,7 +527,7 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
         if length <= 0:
             raise ValueError(f"arange's end ({end}) must be greater than its start ({start})")
         if length & (length - 1):
-            raise ValueError(f"arange's length ({length}) must be a power of 2")
+            raise ValueError("arange's range must be a power of 2")  # Triton's words
         return self.create("make_range", [], tl.int32, [length], start=start, end=end)
 
     def full(self, shape: Any, value: Any, element: Any) -> tensor:
@@ -552,14 +553,19 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
             if not isinstance(size, int) or isinstance(size, bool):
                 raise TypeError(f"shape element {index} must be a constexpr int, got {size}")
             if size <= 0 or size & (size - 1):
-                raise ValueError(f"shape element {index} must be a power of 2, got {size}")
+                raise ValueError(f"Shape element {index} must be a power of 2")  # Triton's
         check_tile_size("full", shape)
         return list(shape)
 
     # ---- selection and memory ------------------------------------------------------------
 
     def where(self, cond: Any, x: Any, y: Any) -> tensor:
-        cond = self.cast(self.to_tensor(cond), tl.int1)
+        cond = self.to_tensor(cond)
+        if cond.dtype != tl.int1:  # as Triton 3.6: still taken (as `!= 0`), with a warning
+            warnings.warn("tl.where with a non-boolean condition is deprecated (Triton will "
+                          f"refuse it in a future release); got {cond.dtype}: compare it, "
+                          "e.g. `cond != 0`", UserWarning, stacklevel=2)
+        cond = self.cast(cond, tl.int1)
         x, y = self.binary_operands(x, y, True, True)
         cond, x, y = self.broadcast_values(cond, x, y)
         return self.create("select", [cond, x, y], x.dtype, x.shape)
@@ -646,10 +652,7 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
             prefix = prefix[:-1] + ": "
         if len(prefix) > 2 and not prefix.startswith(" "):
             prefix = " " + prefix
-        values = [self.to_tensor(a) for a in args]
-        for value in values:
-            if value.dtype.is_ptr():
-                raise TypeError(f"device_print of pointers ({value}) is not supported")
+        values = [self.to_tensor(a) for a in args]  # pointers print their addresses
         attrs: dict = {"prefix": prefix, "hex": hex}
         if values:
             attrs["is_signed"] = [int(v.dtype.is_int_signed()) for v in values]

@@ -70,3 +70,22 @@ def test_fp8_print_is_refused_clearly():
     x = np.zeros(128, ml_dtypes.float8_e4m3fn)
     with pytest.raises(ir.CompileError, match="device_print of fp8 values is not supported"):
         fp8_print_kernel.compile(x, arch="sm_90a")
+
+
+@tessera.jit
+def pointer_print_kernel(x_ptr, BLOCK: tl.constexpr):
+    tl.device_print("ptr ", x_ptr + tl.arange(0, BLOCK))
+    tl.device_print("p", x_ptr)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_pointers_print_their_addresses_as_percent_p(arch):
+    compiled = pointer_print_kernel.compile(np.zeros(128, np.float32), BLOCK=128, arch=arch,
+                                            num_warps=4)
+    ptx = compiled.asm["ptx"]
+    formats = sorted(t for n, t in strings(ptx).items() if n.startswith("printf_format"))
+    head = "pid (%u, %u, %u)"
+    assert formats == sorted([f"{head} idx (%3u) ptr: %p\n", f"{head} idx () p: %p\n"])
+    assert ptx.count("vprintf, (") == 1 + 1   # 128 elements over 128 threads, and the scalar
+    if ptxas.find_ptxas() is not None:
+        assert compiled.asm["cubin"]

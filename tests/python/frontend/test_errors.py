@@ -166,6 +166,20 @@ def test_only_constexpr_globals_can_be_read():
           "cannot read the global variable 'NOT_CONSTEXPR_GLOBAL'")
 
 
+def test_a_captured_variable_is_not_defined_in_the_kernel():
+    # As Triton ("X is not defined"): a variable of the enclosing function that is not a
+    # compile-time constant; constexpr-wrapped ones are read.
+    CAPTURED = 42
+    CAPTURED_CONSTEXPR = tl.constexpr(64)
+
+    def reads_captured(x_ptr, n):
+        ok = tl.arange(0, CAPTURED_CONSTEXPR)
+        bad = CAPTURED + n  # E_CAPTURED
+
+    check(compile_error(reads_captured), "reads_captured", "CAPTURED + n  # E_CAPTURED",
+          "CAPTURED is not defined in the kernel: it is a variable of the enclosing function")
+
+
 def calls_python_function(x_ptr, n):
     y = sorted([n])  # E_PY_CALL
 
@@ -216,7 +230,7 @@ def test_jit_call_errors():
     # An error inside a callee points into the callee and notes the call site.
     error = compile_error(error_inside_callee)
     check(error, "error_inside_callee", "tl.arange(0, BLOCK)  # E_IN_CALLEE",
-          "arange's length (6) must be a power of 2")
+          "arange's range must be a power of 2")
     call_line, call_col = position("bad_callee(n, 6)  # E_CALL_SITE")
     assert error.notes == [f"  in bad_callee(), inlined at {__file__}:{call_line}:{call_col}"]
 

@@ -142,8 +142,28 @@ def test_python_assert_statements():
         python_assert_kernel[(1,)](np.array([3], np.int32), 1, LIMIT=0)
 
 
-def pointer_print(x_ptr):
-    tl.device_print("p", x_ptr)
+@tessera.jit(interpret=True)
+def pointer_print(x_ptr, y_ptr, step, BLOCK: tl.constexpr):
+    tl.device_print("ptr ", x_ptr + tl.arange(0, BLOCK) * step)
+    tl.device_print("p", y_ptr + 1, x_ptr)
+
+
+def test_device_print_of_pointers_prints_their_host_addresses(capsys, rng):
+    # As Triton (%p): each element's address; here the caller's real address plus the byte
+    # offset, so it compares with the array's own address (past the end too).
+    block = 16
+    step = int(rng.integers(1, 5))
+    x = np.zeros(block * step - int(rng.integers(0, step)), np.int32)  # the last ones past it
+    y = np.zeros(3, np.float64)
+    capsys.readouterr()  # the rng fixture's seed line
+    pointer_print[(1,)](x, y, step, BLOCK=block)
+    lines = capsys.readouterr().out.splitlines()
+    base = x.__array_interface__["data"][0]
+    assert lines[:block] == [f"pid (0, 0, 0) idx ({i:>2}) ptr: {hex(base + 4 * step * i)}"
+                             for i in range(block)]
+    y_base = y.__array_interface__["data"][0]
+    assert lines[block:] == [f"pid (0, 0, 0) idx () p: (operand 0) {hex(y_base + 8)}",
+                             f"pid (0, 0, 0) idx () p: (operand 1) {hex(base)}"]
 
 
 def non_constant_prefix(x_ptr, n):
@@ -151,7 +171,6 @@ def non_constant_prefix(x_ptr, n):
 
 
 @pytest.mark.parametrize("fn,message", [
-    (pointer_print, "device_print of pointers"),
     (non_constant_prefix, "prefix must be a constexpr string"),
 ])
 def test_device_print_errors_name_the_line(fn, message):

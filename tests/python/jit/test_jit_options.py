@@ -268,3 +268,24 @@ def test_launch_options_are_normalized_and_checked():
                                          "launch_cooperative_grid": False})
     assert options == {"num_warps": 8, "maxnreg": 32}
     assert rest == {"x": 1, "num_warps": 8}
+
+
+def test_a_cooperative_grid_runs_in_the_interpreter_and_is_refused_on_the_gpu(gpu):
+    # Triton's launch_cooperative_grid=True: the interpreter takes it (every program runs, as
+    # without it); a GPU launch refuses it clearly, on every call (the C++ fast path included).
+    kernel = make_scale()
+    rng = np.random.default_rng()
+    n = int(rng.integers(1, 64))
+    x = torch.from_numpy(rng.standard_normal(64).astype(np.float32))
+    for _ in range(3):
+        kernel[(1,)](x, x, n, 2.0, BLOCK=64)   # registers the specialization in C++
+        with pytest.raises(ValueError, match=r"scale: launch option "
+                           r"launch_cooperative_grid=True: a cooperative grid launch"):
+            kernel[(1,)](x, x, n, 2.0, BLOCK=64, launch_cooperative_grid=True)
+    knobs.interpret = True
+    y = torch.zeros(64)
+    for cooperative in (True, False, True):
+        y.zero_()
+        kernel[(1,)](x, y, n, 3.0, BLOCK=64, launch_cooperative_grid=cooperative)
+        np.testing.assert_allclose(y.numpy()[:n], 3.0 * x.numpy()[:n], rtol=1e-6)
+        assert not y.numpy()[n:].any()

@@ -67,6 +67,10 @@ def expand_duplicate(x_ptr, y_ptr):
     tl.expand_dims(tl.load(x_ptr + tl.arange(0, 4)), (0, -3))  # E_EXPAND
 
 
+def expand_out_of_range(x_ptr, y_ptr):
+    tl.expand_dims(tl.load(x_ptr + tl.arange(0, 4)), -3)  # E_EXPAND_AXIS
+
+
 def power_of_tensor(x_ptr, y_ptr):
     x = tl.load(x_ptr + tl.arange(0, 4))
     tl.store(x_ptr + tl.arange(0, 4), x ** 2)  # E_POW
@@ -84,7 +88,9 @@ CASES = [
     (cat_shapes, "E_CAT", "cat needs two tensors of one shape"),
     (transpose_3d, "E_T_3D", "trans dims [1, 0] must have one entry per dim"),
     (item_of_many, "E_ITEM", "item() needs a tensor of one element"),
-    (expand_duplicate, "E_EXPAND", "expand_dims got duplicate axes"),
+    (expand_duplicate, "E_EXPAND", "expand_dims got duplicate axes, normalized axes = [0, 0]"),
+    # Triton's words for an axis out of range, which its tests match
+    (expand_out_of_range, "E_EXPAND_AXIS", "invalid axis -3. Expected -2 <= axis < 2"),
     # Triton's tensor has no __pow__ either.
     (power_of_tensor, "E_POW", "operator Pow is not supported on runtime values"),
 ]

@@ -104,6 +104,27 @@ def test_knobs_map_onto_tessera_config():
         triton.knobs.nvidia
 
 
+def test_knob_namespace_scopes_restore_what_was_there(tmp_path):
+    # As Triton's knobs.cache.scope(): settings made inside are undone on leaving, back to an
+    # earlier setting or to the environment's value.
+    outside = knobs.cache_dir
+    with triton.knobs.cache.scope(), triton.knobs.runtime.scope():
+        triton.knobs.cache.dir = str(tmp_path)
+        triton.knobs.runtime.debug = True
+        assert knobs.cache_dir == str(tmp_path) and knobs.debug is True
+    assert knobs.cache_dir == outside and "cache_dir" not in knobs._overrides
+    assert "debug" not in knobs._overrides
+    try:
+        knobs.interpret = True
+        with pytest.raises(RuntimeError, match="inside"):
+            with triton.knobs.runtime.scope():
+                triton.knobs.runtime.interpret = False
+                raise RuntimeError("inside")
+        assert knobs.interpret is True
+    finally:
+        knobs.reset("interpret")
+
+
 no_gpu = pytest.mark.skipif(driver.driver_available()[0], reason="a CUDA driver is present")
 
 
