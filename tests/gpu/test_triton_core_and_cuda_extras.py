@@ -1,0 +1,37 @@
+"""Triton 3.6 names on the GPU against NumPy: tl.core.constexpr_function and
+tl.core._unwrap_if_constexpr sizing a kernel's block; tl.extra.cuda's helpers."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+import tessera  # noqa: E402
+import tessera.language as tl  # noqa: E402
+
+
+@tl.core.constexpr_function
+def doubled_block(block):
+    return 2 * tl.core._unwrap_if_constexpr(block)
+
+
+@tessera.jit
+def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    WIDE: tl.constexpr = doubled_block(BLOCK)
+    offs = tl.program_id(0) * WIDE + tl.arange(0, WIDE)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x * WIDE, mask=mask)
+
+
+@pytest.mark.parametrize("n", [1, 300, 1000])
+def test_tl_core_constexpr_function(n):
+    x = torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+    scale_kernel[(triton_cdiv(n, 64),)](x, out, n, BLOCK=32)
+    np.testing.assert_array_equal(out.cpu().numpy(), x.cpu().numpy() * np.float32(64))
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
