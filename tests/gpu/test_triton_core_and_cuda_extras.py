@@ -1,5 +1,7 @@
 """Triton 3.6 names on the GPU against NumPy: tl.core.constexpr_function and
-tl.core._unwrap_if_constexpr sizing a kernel's block; tl.extra.cuda's helpers."""
+tl.core._unwrap_if_constexpr sizing a kernel's block; the device's target as
+triton.backends.compiler.GPUTarget, compiled through triton.compiler.compiler.ASTSource;
+tl.extra.cuda's helpers."""
 import numpy as np
 import pytest
 
@@ -35,3 +37,14 @@ def test_tl_core_constexpr_function(n):
 
 def triton_cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def test_current_target_compiles_through_triton_paths():
+    from tessera.backends.compiler import GPUTarget
+    from tessera.compiler.compiler import ASTSource
+    target = tessera.runtime.driver.active.get_current_target()
+    assert isinstance(target, GPUTarget) and target.backend == "cuda"
+    src = ASTSource(scale_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                   "BLOCK": "constexpr"}, constexprs={"BLOCK": 32})
+    compiled = tessera.compile(src, target=target)
+    assert compiled.metadata["arch"].startswith(f"sm_{target.arch}")

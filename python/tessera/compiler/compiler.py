@@ -246,3 +246,12 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     target_limits.check_shared_memory(kernel_name, options.arch, metadata["shared_bytes"] +
                                       metadata.get("static_shared_bytes", 0))
     return CompiledKernel(generated["kernel_name"], asm, metadata, clock.seconds)
+
+
+def __getattr__(name: str):
+    # Triton's ``triton.compiler.compiler.ASTSource``: the class tessera.compiler gives, looked
+    # up lazily (host_api imports this package, so an eager import would be circular).
+    if name == "ASTSource":
+        from ..host_api import ASTSource
+        return ASTSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ _FROM_PACKAGE = {"autotune": "autotuner", "Autotuner": "autotuner", "Config": "a
                  "TritonError": "errors", "TensorWrapper": "reinterpret",
                  "reinterpret": "reinterpret", "RemoteCacheBackend": "runtime.remote_cache",
                  "RedisRemoteCacheBackend": "runtime.remote_cache"}
-_SUBMODULES = ("driver", "kernel_cache", "launcher", "errors", "active_driver")
+_SUBMODULES = ("driver", "kernel_cache", "launcher", "errors", "active_driver", "cache")
 
 
 def __getattr__(name: str):
