@@ -11,6 +11,7 @@ if not torch.cuda.is_available():
 
 import tessera  # noqa: E402
 import tessera.language as tl  # noqa: E402
+from tessera.language.extra import cuda  # noqa: E402
 
 
 @tl.core.constexpr_function
@@ -48,3 +49,41 @@ def test_current_target_compiles_through_triton_paths():
                                    "BLOCK": "constexpr"}, constexprs={"BLOCK": 32})
     compiled = tessera.compile(src, target=target)
     assert compiled.metadata["arch"].startswith(f"sm_{target.arch}")
+
+
+@tessera.jit
+def warps_kernel(x_ptr, out_ptr, n):
+    cuda.gdc_wait()
+    offs = tl.program_id(0) * cuda.num_threads() + tl.arange(0, cuda.num_threads())
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    cuda.gdc_launch_dependents()
+    tl.store(out_ptr + offs, x * cuda.num_warps(), mask=mask)
+
+
+@tessera.jit
+def timer_kernel(elapsed_ptr, sm_ptr):
+    start = cuda.globaltimer()
+    tl.store(sm_ptr + tl.program_id(0), cuda.smid())
+    tl.store(elapsed_ptr + tl.program_id(0), cuda.globaltimer() - start)
+
+
+@pytest.mark.parametrize("num_warps", [1, 4, 8])
+@pytest.mark.parametrize("n", [1, 300, 1000])
+def test_num_warps_and_gdc(n, num_warps):
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("griddepcontrol needs sm_90")
+    x = torch.randint(-1000, 1000, (n,), device="cuda", dtype=torch.int32)
+    out = torch.empty_like(x)
+    warps_kernel[(triton_cdiv(n, 32 * num_warps),)](x, out, n, num_warps=num_warps)
+    np.testing.assert_array_equal(out.cpu().numpy(), x.cpu().numpy() * num_warps)
+
+
+def test_globaltimer_and_smid():
+    programs = 64
+    elapsed = torch.full((programs,), -1, device="cuda", dtype=torch.int64)
+    sm = torch.full((programs,), -1, device="cuda", dtype=torch.int32)
+    timer_kernel[(programs,)](elapsed, sm)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert (elapsed.cpu().numpy() >= 0).all()
+    assert ((sm.cpu().numpy() >= 0) & (sm.cpu().numpy() < sms)).all()

@@ -164,9 +164,11 @@ def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     ``debug``: device asserts build code (None: as knobs.debug); ``tma``: descriptor loads
     carry tensor maps (frontend.build_module); ``interpreter``: built for the interpreter (its
     limits, e.g. dots of any size, as Triton's interpreter)."""
-    module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
-                                   set(equal_to_1), debug=debug, tma=tma,
-                                   interpreter=interpreter)
+    from ..language.extra.cuda.utils import compiling_with_warps  # tl.extra.cuda.num_warps
+    with compiling_with_warps(num_warps):
+        module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
+                                       set(equal_to_1), debug=debug, tma=tma,
+                                       interpreter=interpreter)
     _run_pipeline(module, "tir", num_warps=num_warps)
     return module
 
