@@ -87,3 +87,37 @@ def test_globaltimer_and_smid():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert (elapsed.cpu().numpy() >= 0).all()
     assert ((sm.cpu().numpy() >= 0) & (sm.cpu().numpy() < sms)).all()
+
+
+def _decode_e4b15(code: int) -> float:
+    sign = -1.0 if code & 0x80 else 1.0
+    exponent, mantissa = (code >> 3) & 0xF, code & 7
+    if exponent == 0:
+        return sign * mantissa / 8 * 2.0 ** -14
+    return sign * (1 + mantissa / 8) * 2.0 ** (exponent - 15)
+
+
+@tessera.jit
+def e4b15_round_trip(x_ptr, bits_ptr, back_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = cuda.convert_custom_float8_sm80(tl.load(x_ptr + offs, mask=mask), tl.float8e4b15)
+    tl.store(bits_ptr + offs, y.to(tl.uint8, bitcast=True), mask=mask)
+    tl.store(back_ptr + offs, cuda.convert_custom_float8_sm70(y, tl.float32), mask=mask)
+
+
+@pytest.mark.parametrize("n", [1, 300, 1000])
+def test_custom_float8_matches_the_interpreter(n):
+    # The interpreter's bits are checked against a float64 reference on the CPU
+    # (tests/python/language/test_custom_float8.py); here the GPU must give the same bits.
+    x = torch.randn(n, device="cuda") * 2.0 ** torch.randint(-20, 4, (n,), device="cuda")
+    bits = torch.empty(n, device="cuda", dtype=torch.uint8)
+    back = torch.empty(n, device="cuda")
+    e4b15_round_trip[(triton_cdiv(n, 128),)](x, bits, back, n, BLOCK=128)
+    cpu_bits = np.zeros(n, np.uint8)
+    cpu_back = np.zeros(n, np.float32)
+    tessera.jit(e4b15_round_trip.fn, interpret=True)[(triton_cdiv(n, 128),)](
+        x.cpu().numpy(), cpu_bits, cpu_back, n, BLOCK=128)
+    np.testing.assert_array_equal(bits.cpu().numpy(), cpu_bits)
+    expected = np.array([_decode_e4b15(int(c)) for c in cpu_bits], np.float32)
+    np.testing.assert_array_equal(back.cpu().numpy(), expected)
