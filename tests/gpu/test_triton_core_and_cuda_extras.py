@@ -121,3 +121,34 @@ def test_custom_float8_matches_the_interpreter(n):
     np.testing.assert_array_equal(bits.cpu().numpy(), cpu_bits)
     expected = np.array([_decode_e4b15(int(c)) for c in cpu_bits], np.float32)
     np.testing.assert_array_equal(back.cpu().numpy(), expected)
+
+
+@tl.core._aggregate
+class Pair:
+    lo: tl.tensor
+    hi: tl.tensor
+
+    def __init__(self, lo, hi):
+        self.lo = lo
+        self.hi = hi
+
+    @tessera.jit
+    def weighted(self, w):
+        return self.lo * w + self.hi
+
+
+@tessera.jit
+def pair_kernel(a_ptr, b_ptr, out_ptr, n, w, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    p = Pair(tl.load(a_ptr + offs, mask=mask), tl.load(b_ptr + offs, mask=mask))
+    tl.store(out_ptr + offs, p.weighted(w), mask=mask)
+
+
+@pytest.mark.parametrize("n", [1, 300, 1000])
+def test_aggregate(n):
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.empty_like(a)
+    pair_kernel[(triton_cdiv(n, 128),)](a, b, out, n, 0.75, BLOCK=128)
+    expected = a.cpu().numpy().astype(np.float64) * 0.75 + b.cpu().numpy()
+    np.testing.assert_allclose(out.cpu().numpy(), expected, rtol=1e-6, atol=1e-6)

@@ -698,3 +698,7 @@ def _unwrap_if_constexpr(o: Any) -> Any:
         # A tl.tuple (a tuple subclass taking one iterable) keeps its class, as in Triton.
         return type(o)(items) if type(o) is not _py.tuple else _py.tuple(items)
     return _unwrap(o)
+
+
+# Triton's ``tl.core._aggregate`` class decorator (aggregate.py).
+from .aggregate import _aggregate as _aggregate  # noqa: E402
