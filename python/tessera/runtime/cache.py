@@ -131,3 +131,9 @@ def get_override_manager(key: str) -> CacheManager:
 def get_dump_manager(key: str) -> CacheManager:
     """Triton's dump-directory manager: not modelled, raises TritonAPINotSupported."""
     return FileCacheManager(_base32(key), dump=True)
+
+
+def __getattr__(name: str):
+    # Triton's other names here (triton_key, ...) say they are not supported yet.
+    from .._triton_api import missing_name_error
+    raise missing_name_error("triton.runtime.cache", name, __name__)

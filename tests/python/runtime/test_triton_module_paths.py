@@ -47,3 +47,13 @@ def test_compile_through_the_triton_paths(capability, arch):
     assert compiled.metadata["arch"] == arch
     if ptxas.find_ptxas() is not None:
         assert "cubin" in compiled.asm
+
+
+def test_other_triton_names_say_not_supported():
+    from tessera.errors import TritonAPINotSupported
+    with pytest.raises(TritonAPINotSupported, match="triton.backends.compiler.BaseBackend"):
+        tessera.backends.compiler.BaseBackend
+    with pytest.raises(TritonAPINotSupported, match="triton.runtime.cache.triton_key"):
+        tessera.runtime.cache.triton_key
+    with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
+        tessera.runtime.cache.nonsense
