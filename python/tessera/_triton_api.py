@@ -37,6 +37,9 @@ _TESSERA_OBJECTS: Dict[str, Tuple[str, Optional[str]]] = {
     "triton.language.extra.libdevice": ("tessera.language.extra.libdevice", None),
     "triton.testing": ("tessera.testing", None),
     "triton.runtime": ("tessera.runtime", None),
+    "triton.language.extra.cuda": ("tessera.language.extra.cuda", None),
+    "triton.runtime.cache": ("tessera.runtime.cache", None),
+    "triton.backends.compiler": ("tessera.backends.compiler", None),
 }
 
 # What a supported name does differently, or what a missing one needs instead.
@@ -59,6 +62,13 @@ NOTES: Dict[Tuple[str, str], str] = {
                                         "interpreting without a GPU",
     ("triton.runtime", "RedisRemoteCacheBackend"): "needs the redis package",
     ("triton.testing", "cuda_memcheck"): "runs compute-sanitizer (else cuda-memcheck)",
+    ("triton.language.extra.cuda", "globaltimer"): "GPU only (inline PTX), as in Triton",
+    ("triton.language.extra.cuda", "smid"): "GPU only (inline PTX), as in Triton",
+    ("triton.language.extra.cuda", "gdc_wait"): "needs sm_90+; a no-op in the interpreter",
+    ("triton.language.extra.cuda", "gdc_launch_dependents"): "needs sm_90+; a no-op in the "
+                                                             "interpreter",
+    ("triton.runtime.cache", "get_dump_manager"): "raises: no dump directory",
+    ("triton.runtime.cache", "get_override_manager"): "raises: no override directory",
 }
 
 

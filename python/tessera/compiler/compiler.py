@@ -164,9 +164,11 @@ def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     ``debug``: device asserts build code (None: as knobs.debug); ``tma``: descriptor loads
     carry tensor maps (frontend.build_module); ``interpreter``: built for the interpreter (its
     limits, e.g. dots of any size, as Triton's interpreter)."""
-    module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
-                                   set(equal_to_1), debug=debug, tma=tma,
-                                   interpreter=interpreter)
+    from ..language.extra.cuda.utils import compiling_with_warps  # tl.extra.cuda.num_warps
+    with compiling_with_warps(num_warps):
+        module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
+                                       set(equal_to_1), debug=debug, tma=tma,
+                                       interpreter=interpreter)
     _run_pipeline(module, "tir", num_warps=num_warps)
     return module
 
@@ -246,3 +248,12 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     target_limits.check_shared_memory(kernel_name, options.arch, metadata["shared_bytes"] +
                                       metadata.get("static_shared_bytes", 0))
     return CompiledKernel(generated["kernel_name"], asm, metadata, clock.seconds)
+
+
+def __getattr__(name: str):
+    # Triton's ``triton.compiler.compiler.ASTSource``: the class tessera.compiler gives, looked
+    # up lazily (host_api imports this package, so an eager import would be circular).
+    if name == "ASTSource":
+        from ..host_api import ASTSource
+        return ASTSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

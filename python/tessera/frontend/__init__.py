@@ -56,6 +56,7 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     ctx = make_context(name, builder)
     ctx.semantic.debug = bool(knobs.debug if debug is None else debug)
     ctx.semantic.min_dot_size = (1, 1, 1) if interpreter else None
+    ctx.semantic.interpreter = interpreter  # builtins with no CPU meaning (gdc_wait) skip
     ctx.parsed[id(fn)] = parsed
     module = ir.Module()
     line, col = parsed.position(parsed.tree)

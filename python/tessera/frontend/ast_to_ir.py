@@ -29,6 +29,7 @@ from ..language import matrix as tl_matrix
 from ..language import tensor_methods
 from ..language.semantic import Semantic, is_number, normalize_number
 from ..language.reduction import NEEDS_GENERATOR
+from ..language.aggregate import is_aggregate
 from .control_flow import ControlFlowMixin
 from .early_return import ReturnMixin
 from .elementwise import ElementwiseMixin
@@ -501,6 +502,10 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVis
         runtime = any(isinstance(a, tl.tensor) for a in [*args, *kwargs.values()])
         if is_jit(function):
             return self.call_jit(node, function, args, kwargs)
+        if getattr(function, "__tessera_bound_jit__", False):  # obj.method() of an aggregate
+            return self.call_jit(node, function.function, [function.instance, *args], kwargs)
+        if is_aggregate(function):  # a tl.core._aggregate class: its constructor
+            return function(*args, _semantic=self.semantic, **kwargs)
         if function is getattr(sys.modules.get("tessera.jit"), "cdiv", None):
             function = tl.cdiv  # tessera.cdiv, the host helper: same meaning in a kernel
         if (function is getattr(sys.modules.get("tessera.jit"), "next_power_of_2", None)

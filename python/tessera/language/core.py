@@ -680,3 +680,27 @@ _install_dtype_table()
 # Triton's core.extern / core.extern_elementwise, for user-written extern wrappers (extern.py;
 # imported last: it builds on the names above).
 from .extern import extern as extern, extern_elementwise as extern_elementwise  # noqa: E402
+
+# Triton's ``tl.core.constexpr_function`` is the same decorator as ``tessera.constexpr_function``
+# (one object, so either spelling marks a function the same way).
+from ..constexpr_functions import constexpr_function as constexpr_function  # noqa: E402
+
+
+def _unwrap_if_constexpr(o: Any) -> Any:
+    """Triton's ``tl.core._unwrap_if_constexpr``: the value of a constexpr, element-wise inside
+    lists and tuples (a list stays a list, a ``tl.tuple`` a ``tl.tuple``); anything else
+    unchanged.
+
+    Example: ``_unwrap_if_constexpr([constexpr(2), 3])`` is ``[2, 3]``.
+    """
+    if isinstance(o, list):
+        return [_unwrap_if_constexpr(item) for item in o]
+    if isinstance(o, _py.tuple):
+        items = [_unwrap_if_constexpr(item) for item in o]
+        # A tl.tuple (a tuple subclass taking one iterable) keeps its class, as in Triton.
+        return type(o)(items) if type(o) is not _py.tuple else _py.tuple(items)
+    return _unwrap(o)
+
+
+# Triton's ``tl.core._aggregate`` class decorator (aggregate.py).
+from .aggregate import _aggregate as _aggregate  # noqa: E402

@@ -141,6 +141,7 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
         # The smallest tl.dot extents the target takes (Triton's min_dot_size): None for the GPU
         # rule (16, K 32 for 8-bit), (1, 1, 1) when building for the interpreter.
         self.min_dot_size: Optional[Tuple[int, int, int]] = None
+        self.interpreter = False  # building for the interpreter (frontend.build_module sets it)
 
     # ---- IR plumbing ---------------------------------------------------------------------
 

@@ -14,10 +14,11 @@ _FROM_PACKAGE = {"autotune": "autotuner", "Autotuner": "autotuner", "Config": "a
                  "TritonError": "errors", "TensorWrapper": "reinterpret",
                  "reinterpret": "reinterpret", "RemoteCacheBackend": "runtime.remote_cache",
                  "RedisRemoteCacheBackend": "runtime.remote_cache"}
-# ``jit`` and ``autotuner`` are modules, as in Triton (``triton.runtime.jit.JITFunction``,
-# ``from triton.runtime.autotuner import Autotuner``).
+# ``jit``, ``autotuner`` and ``cache`` are modules, as in Triton
+# (``triton.runtime.jit.JITFunction``, ``from triton.runtime.autotuner import Autotuner``,
+# ``triton.runtime.cache``).
 _SUBMODULES = ("driver", "kernel_cache", "launcher", "errors", "active_driver", "jit",
-               "autotuner")
+               "autotuner", "cache")
 
 
 def __getattr__(name: str):
