@@ -251,8 +251,15 @@ def masked_ops_cases(m, arch, quick):
                                 num_warps=warps, num_stages=stages))
 
 
+def descriptor_matmul_cases(m, arch, quick):
+    """scripts/descriptor_matmul.py's host- and device-descriptor matmuls (the kernels the
+    opt-in TMA path rewrites: with TESSERA_TMA off their PTX must not change)."""
+    yield from m.descriptor_cases()
+
+
 def sources(quick: bool) -> Iterator[tuple]:
-    """(group name, module, cases) for every tutorial and every tessera.ops module."""
+    """(group name, module, cases) for every tutorial, every tessera.ops module and the
+    descriptor matmuls."""
     import importlib
     tutorial_cases = {"01-vector-add.py": vector_add_cases, "02-fused-softmax.py": softmax_cases,
                       "03-matrix-multiplication.py": matmul_cases,
@@ -266,6 +273,9 @@ def sources(quick: bool) -> Iterator[tuple]:
                         ("norms", norm_cases), ("flash_attention", ops_attention_cases),
                         ("masked_attention", masked_ops_cases)):
         yield f"tessera.ops.{name}", importlib.import_module(f"tessera.ops.{name}"), cases
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    yield ("scripts/descriptor_matmul.py", importlib.import_module("descriptor_matmul"),
+           descriptor_matmul_cases)
 
 
 def manifest(quick: bool, only: str | None) -> dict:

@@ -1,5 +1,5 @@
 """Descriptor matmuls (host TensorDescriptor and device tl.make_tensor_descriptor) compiled
-for sm_90a by scripts/hash_ptx.py and the TMA tests: the kernels the Hopper path targets."""
+by scripts/check_ptx_identical.py and the TMA tests: the kernels the Hopper path targets."""
 import numpy as np
 
 import tessera
@@ -57,7 +57,7 @@ def descriptors(a, b, c, meta):
 
 
 def descriptor_cases(size=512):
-    """(label, kernel, args, meta) of each descriptor matmul, as check_ops_ptx's cases."""
+    """(label, kernel, args, meta) of each descriptor matmul, as check_ptx_identical's cases."""
     a = np.zeros((size, size), np.float16)
     for i, meta in enumerate(CONFIGS):
         yield (f"descriptor_matmul_kernel config {i}", descriptor_matmul_kernel,
