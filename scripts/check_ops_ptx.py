@@ -39,8 +39,12 @@ def load_old(rev: str, name: str) -> types.ModuleType:
     front end reads kernels' source from their files)."""
     source = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:tutorials/{name}"],
                             check=True, capture_output=True, text=True).stdout
-    source = source[:source.index(TUTORIALS[name])]
-    module_name = "old_" + name[:2]
+    return module_from_source(source[:source.index(TUTORIALS[name])], "old_" + name[:2])
+
+
+def module_from_source(source: str, module_name: str) -> types.ModuleType:
+    """``source`` executed as module ``module_name``, from a file of its own (the front end
+    reads a kernel's source from its file)."""
     path = os.path.join(tempfile.mkdtemp(prefix="tessera-ptx-check-"), module_name + ".py")
     with open(path, "w") as f:
         f.write(source)

@@ -25,6 +25,10 @@ import ml_dtypes
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+from check_ops_ptx import module_from_source, strides  # noqa: E402  (shared with that check)
+
 ARCHS = ("sm_90a", "sm_80")
 # tutorial -> the text that starts its first cell after the kernels and their host wrappers:
 # everything before it is executed (definitions only), nothing after it (checks, benchmarks).
@@ -44,25 +48,10 @@ Cases = Callable[[types.ModuleType, str, bool], Iterator[Case]]
 
 
 def load_tutorial(name: str) -> types.ModuleType:
-    """The definitions of tutorials/<name> as a module (written to a file of its own, since
-    the front end reads a kernel's source from its file)."""
+    """The definitions of tutorials/<name> as a module."""
     with open(os.path.join(ROOT, "tutorials", name)) as f:
         source = f.read()
-    source = source[:source.index(TUTORIALS[name])]
-    module_name = "tutorial_" + name[:2]
-    path = os.path.join(tempfile.mkdtemp(prefix="tessera-ptx-identical-"), module_name + ".py")
-    with open(path, "w") as f:
-        f.write(source)
-    module = types.ModuleType(module_name)
-    module.__file__ = path
-    sys.modules[module_name] = module
-    exec(compile(source, path, "exec"), module.__dict__)
-    return module
-
-
-def strides(x) -> tuple:
-    """x's strides in elements."""
-    return tuple(s // x.itemsize for s in x.strides)
+    return module_from_source(source[:source.index(TUTORIALS[name])], "tutorial_" + name[:2])
 
 
 FLOATS = (np.float32, np.float16, ml_dtypes.bfloat16)
@@ -273,7 +262,6 @@ def sources(quick: bool) -> Iterator[tuple]:
                         ("norms", norm_cases), ("flash_attention", ops_attention_cases),
                         ("masked_attention", masked_ops_cases)):
         yield f"tessera.ops.{name}", importlib.import_module(f"tessera.ops.{name}"), cases
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
     yield ("scripts/descriptor_matmul.py", importlib.import_module("descriptor_matmul"),
            descriptor_matmul_cases)
 
