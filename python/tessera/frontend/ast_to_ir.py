@@ -584,11 +584,16 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVis
         if self.elementwise:  # a helper of a map_elementwise function: per element too
             callee.elementwise, callee.ew_base = True, self.ew_lanes()
             callee.ew_shape = self.ew_shape
+        return self.inline_callee(fn, callee, f"{name}(), inlined")
+
+    def inline_callee(self, fn: Callable, callee: "CodeGenerator", what: str) -> Any:
+        """Generates ``callee`` (the body of @jit function ``fn``, built into this kernel) and
+        returns its value; a compile error in it gets a note naming ``what`` and this call."""
         self.ctx.call_stack.append(fn)
         try:
             callee.generate_body()
         except errors.CompilationError as error:
-            error.with_note(f"  in {name}(), inlined at {self.loc}")
+            error.with_note(f"  in {what} at {self.loc}")
             raise
         finally:
             self.ctx.call_stack.pop()

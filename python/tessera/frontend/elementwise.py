@@ -169,13 +169,4 @@ def call_elementwise(generator: "CodeGenerator", scalar_fn: Any, inputs: list) -
     callee.ew_base = generator.ew_lanes() if generator.elementwise else None
     callee.ew_shape = list(inputs[0].shape) if inputs else []
     callee.loc = generator.loc
-    generator.ctx.call_stack.append(fn)
-    try:
-        callee.generate_body()
-    except errors.CompilationError as error:
-        error.with_note(f"  in {fn.__name__}(), mapped elementwise at {generator.loc}")
-        raise
-    finally:
-        generator.ctx.call_stack.pop()
-        generator.builder.set_location(generator.loc)
-    return callee.return_value
+    return generator.inline_callee(fn, callee, f"{fn.__name__}(), mapped elementwise")
