@@ -22,8 +22,8 @@ from .config import knobs
 from .frontend.exec_source import remember_exec_source
 from .constexpr_functions import ConstexprFunction, constexpr_function, next_power_of_2  # noqa: F401
 from .jit_source import KernelTextAndWarmup
-from .launch_options import (LaunchOptions, check_interpreter_only, fast_path_options,
-                             parse_options, specialize_flags, split_launch_kwargs)
+from .launch_options import (LaunchOptions, fast_path_options, parse_options, specialize_flags,
+                             split_launch_kwargs)
 from .runtime import descriptor_arguments, tuple_arguments
 from .specialization import argument_key, describe, masked_key
 from .tracebacks import api_boundary
@@ -237,9 +237,9 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
 
     def _split_launch(self, kwargs: Dict[str, Any]) -> Tuple[LaunchOptions, Dict[str, Any], tuple]:
         """(launch options, kernel keyword arguments, options as given for the C++ table)."""
-        given, kwargs = split_launch_kwargs(self.__name__, self._parameter_names, kwargs)
-        check_interpreter_only(self.__name__, given,
-                               bool(knobs.interpret if self.interpret is None else self.interpret))
+        interpreting = bool(knobs.interpret if self.interpret is None else self.interpret)
+        given, kwargs = split_launch_kwargs(self.__name__, self._parameter_names, kwargs,
+                                            interpreting)
         return parse_options(self.__name__, given, self.debug), kwargs, fast_path_options(given)
 
     def _present(self, keys, values) -> Tuple[tuple, list]:

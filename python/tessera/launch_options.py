@@ -36,17 +36,6 @@ _DEFAULT_ONLY = {"launch_cooperative_grid": False, "launch_pdl": False, "warp_si
 _INTERPRETER_ONLY = ("launch_cooperative_grid",)
 
 
-def check_interpreter_only(kernel: str, options: Dict[str, Any], interpreting: bool) -> None:
-    """Refuses, for a GPU launch, an option only the interpreter takes (see _INTERPRETER_ONLY)."""
-    if interpreting:
-        return
-    for key in _INTERPRETER_ONLY:
-        if key in options:
-            raise ValueError(f"{kernel}: launch option {key}={options[key]!r}: a cooperative "
-                             f"grid launch is not supported by Tessera on the GPU yet (the "
-                             f"interpreter accepts it); launch with {key}=False")
-
-
 @dataclass(frozen=True)
 class LaunchOptions:
     """What a launch asks of the compiler, normalized (part of the in-memory kernel key)."""
@@ -97,10 +86,11 @@ def parse_options(kernel: str, given: Dict[str, Any], jit_debug: Optional[bool])
                          bool(debug) or bool(knobs.debug))
 
 
-def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dict[str, Any]
-                        ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dict[str, Any],
+                        interpreting: bool = False) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """(launch options given, keyword arguments for the kernel's parameters). A name that is
-    both goes to both; Triton-only options at their default value are dropped."""
+    both goes to both; Triton-only options at their default value are dropped, and so are
+    the interpreter-only ones when ``interpreting`` (a GPU launch refuses them)."""
     options: Dict[str, Any] = {}
     rest: Dict[str, Any] = {}
     names = parameter_names if isinstance(parameter_names, (set, frozenset)) \
@@ -111,8 +101,10 @@ def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dic
             if key in names:
                 rest[key] = value
         elif key in _INTERPRETER_ONLY and key not in names:
-            if value != _DEFAULT_ONLY[key]:
-                options[key] = value  # checked by the launch (check_interpreter_only)
+            if value != _DEFAULT_ONLY[key] and not interpreting:
+                raise ValueError(f"{kernel}: launch option {key}={value!r}: a cooperative "
+                                 f"grid launch is not supported by Tessera on the GPU yet (the "
+                                 f"interpreter accepts it); launch with {key}=False")
         elif key in _DEFAULT_ONLY and key not in names:
             if value != _DEFAULT_ONLY[key]:
                 raise ValueError(f"{kernel}: launch option {key}={value!r} is a Triton option "
