@@ -21,3 +21,16 @@ strip --strip-unneeded -o "$root/prebuilt/libtessera_core.so" "$BUILD_DIR/lib/li
 rm -f .carry/tessera-*.tar.gz
 tar czf ".carry/$sdist" -C "$staging" "${sdist%.tar.gz}"
 ls -la ".carry/$sdist"
+# The GPU machine has no package registry: the notebook tests there (tests/gpu/test_notebook.py)
+# need nbclient, nbformat and ipykernel, so their wheels for its Python (3.12, x86-64 Linux) go
+# along in .carry/wheels (~17 MB; downloaded once, kept between packs). NOTEBOOK_WHEELS=0 skips.
+if [ "${NOTEBOOK_WHEELS:-1}" != 0 ] && [ ! -f .carry/wheels/.complete ]; then
+  mkdir -p .carry/wheels
+  if "$PYTHON" -m pip download -q --python-version 3.12 --only-binary=:all: \
+      --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
+      -d .carry/wheels nbclient nbformat ipykernel >/dev/null 2>&1; then
+    touch .carry/wheels/.complete
+  else
+    echo "notebook wheels could not be downloaded: tests/gpu/test_notebook.py will skip there"
+  fi
+fi

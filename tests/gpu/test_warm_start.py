@@ -79,4 +79,5 @@ def test_a_warm_start_compiles_reads_and_tunes_nothing(tmp_path):
     tuned = sorted(w["autotuned_ms"] for w in warm)[1]
     print(f"first call, cold: {cold['plain_ms']:.1f} ms (plain), {cold['autotuned_ms']:.1f} ms "
           f"(autotuned matmul); warm, median of 3: {plain:.1f} ms, {tuned:.1f} ms")
-    assert plain < cold["plain_ms"] and tuned < cold["autotuned_ms"]
+    # No timing assertion (speed lives in benchmarks/compile_time.py): what a warm start must
+    # not do is refused in the child, and its results are checked there.
