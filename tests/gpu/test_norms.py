@@ -66,6 +66,14 @@ NARROW_SHAPES = [(512, 77, 128), (1024, 91, 256), (2048, 96, 512), (512, 64, 512
                  (7, 33, 1000)]
 
 
+def by_memory(shapes):
+    """Shapes of 2**25 or more elements need several GiB (float64 references of each tensor):
+    they run one after another on one pytest-xdist worker (--dist loadgroup), so that eight
+    workers never hold them all at once."""
+    return [pytest.param(shape, marks=pytest.mark.xdist_group("large_memory"))
+            if shape[0] * shape[1] * shape[2] >= 2 ** 25 else shape for shape in shapes]
+
+
 def inputs(shape, dtype):
     x = torch.randn(shape, device="cuda").to(dtype)
     dy = torch.randn(shape, device="cuda").to(dtype)
@@ -109,18 +117,18 @@ def check_layer_norm(shape, dtype):
         assert relative_error(out, ref) < BOUNDS[dtype], (shape, dtype, name)
 
 
-@pytest.mark.parametrize("shape", BENCHMARK_SHAPES, ids=str)
+@pytest.mark.parametrize("shape", by_memory(BENCHMARK_SHAPES), ids=str)
 def test_rms_norm_fp32(shape):
     check_rms_norm(shape, torch.float32)
 
 
-@pytest.mark.parametrize("shape", BENCHMARK_SHAPES, ids=str)
+@pytest.mark.parametrize("shape", by_memory(BENCHMARK_SHAPES), ids=str)
 def test_layer_norm_fp32(shape):
     check_layer_norm(shape, torch.float32)
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-@pytest.mark.parametrize("shape", NARROW_SHAPES, ids=str)
+@pytest.mark.parametrize("shape", by_memory(NARROW_SHAPES), ids=str)
 def test_norms_fp16_bf16(shape, dtype):
     check_rms_norm(shape, DTYPES[dtype])
     check_layer_norm(shape, DTYPES[dtype])
