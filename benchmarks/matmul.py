@@ -7,11 +7,18 @@ with CUDA events (median, L2 flushed before each run, compile and tuning outside
 TFLOP/s = 2·n³ / time. Prints a table and, with --json OUT, writes every number.
 
     python benchmarks/matmul.py --json matmul.json [--sizes 4096 8192] [--dtypes float16]
+        [--descriptor]
+
+--descriptor adds the host-TensorDescriptor matmul of scripts/descriptor_matmul.py (each of its
+configs, the best kept), with loads through cp.async and through TMA (sm_90a), to measure the
+TMA path against the pointer path and cuBLAS in the same run.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 
 import torch
 from tessera.testing import do_bench, relative_error
@@ -36,19 +43,58 @@ def measure(n: int, dtype_name: str) -> dict:
             "config": str(getattr(gemm.tuned_matmul_kernel, "best_config", ""))}
 
 
+def descriptor_ms(a, b, out, tma: bool) -> tuple:
+    """Best median time of the descriptor matmul over its configs, loads by TMA or cp.async."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
+    import descriptor_matmul as dm
+    from tessera.config import knobs
+    n = a.shape[0]
+    best = (float("inf"), None, float("nan"))
+    for meta in dm.CONFIGS:
+        grid = ((n + meta["BM"] - 1) // meta["BM"], (n + meta["BN"] - 1) // meta["BN"])
+        with knobs.scope(tma=tma):
+            descs = dm.descriptors(a, b, out, meta)
+            run = lambda: dm.descriptor_matmul_kernel[grid](*descs, n, **meta)  # noqa: E731
+            out.fill_(float("nan"))
+            run()
+            torch.cuda.synchronize()
+            error = relative_error(out.float().cpu().numpy(),
+                                   (a.double() @ b.double()).cpu().numpy())
+            ms = do_bench(run, return_mode="median")
+        if ms < best[0]:
+            best = (ms, str(meta), error)
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
+    parser.add_argument("--descriptor", action="store_true",
+                        help="also the descriptor matmul, by cp.async and by TMA")
     args = parser.parse_args()
     rows = [measure(n, dtype) for dtype in args.dtypes for n in args.sizes]
+    if args.descriptor:
+        for r in rows:
+            dtype = getattr(torch, r["dtype"])
+            a, b = (torch.randn((r["n"], r["n"]), device="cuda", dtype=dtype) for _ in "ab")
+            out = torch.empty_like(a)
+            for label, tma in (("descriptor", False), ("descriptor_tma", True)):
+                ms, meta, error = descriptor_ms(a, b, out, tma)
+                r.update({f"{label}_ms": ms, f"{label}_tflops": 2 * r["n"] ** 3 / ms / 1e9,
+                          f"{label}_config": meta, f"{label}_relative_error": error})
     device = torch.cuda.get_device_name()
     print(f"matmul on {device} (TFLOP/s, median; ratio = tessera / cuBLAS)")
     print(f"{'dtype':<9} {'n':>6} {'tessera':>8} {'cuBLAS':>8} {'ratio':>7} {'rel err':>8}")
     for r in rows:
         print(f"{r['dtype']:<9} {r['n']:>6} {r['tessera_tflops']:>8.1f} {r['torch_tflops']:>8.1f} "
               f"{r['ratio']:>7.1%} {r['relative_error']:>8.1e}")
+        for label in ("descriptor", "descriptor_tma"):
+            if f"{label}_ms" in r:
+                print(f"  {label:<15} {r[f'{label}_tflops']:>8.1f} TFLOP/s "
+                      f"({r['torch_ms'] / r[f'{label}_ms']:.1%} of cuBLAS), rel err "
+                      f"{r[f'{label}_relative_error']:.1e}, {r[f'{label}_config']}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"benchmark": "matmul", "device": device, "results": rows}, f, indent=2)

@@ -26,4 +26,6 @@ MODULES = [
     "early_exit_rows",
     "multi_tensor_selu",
     "rotary_varlen",
+    "persistent_matmul",
+    "descriptor_matmul",
 ]
