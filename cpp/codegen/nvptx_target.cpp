@@ -110,7 +110,12 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optL
   llvm::FunctionAnalysisManager functionAnalyses;
   llvm::CGSCCAnalysisManager cgsccAnalyses;
   llvm::ModuleAnalysisManager moduleAnalyses;
-  llvm::PassBuilder passBuilder(&machine);
+  // As Triton's: the SLP vectorizer packs neighbouring f16/bf16 operations into the f16x2 /
+  // bf16x2 instructions (and pairs of fp32->f16 conversions into one cvt.rn.f16x2.f32), which
+  // LLVM's default pipeline tuning leaves off (clang turns it on at -O2 and above).
+  llvm::PipelineTuningOptions tuning;
+  tuning.SLPVectorization = optLevel >= 2;
+  llvm::PassBuilder passBuilder(&machine, tuning);
   passBuilder.registerModuleAnalyses(moduleAnalyses);
   passBuilder.registerCGSCCAnalyses(cgsccAnalyses);
   passBuilder.registerFunctionAnalyses(functionAnalyses);

@@ -151,8 +151,8 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
 
     # Float arithmetic the GPU has no fp8 form of: computed in fp32 and rounded back once
     # (exact: fp32 holds every fp8 product and sum of two fp8 values' rounding needs).
-    _FP8_VIA_FP32 = frozenset(("addf", "subf", "mulf", "divf", "remf", "negf", "maxnumf",
-                               "minnumf", "maximumf", "minimumf", "cmpf"))
+    _FP8_VIA_FP32 = frozenset(("addf", "subf", "mulf", "divf", "fast_divf", "remf", "negf",
+                               "maxnumf", "minnumf", "maximumf", "minimumf", "cmpf"))
 
     def create(self, name: str, operands: Sequence[tensor], element: dtype,
                shape: Sequence[int], **attrs: Any) -> tensor:
@@ -403,11 +403,14 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
 
     def truediv(self, a: Any, b: Any) -> tensor:
         """``/``: int / int is computed in fp32, as Triton; fp16/bf16 in fp32 too (see
-        computation_type)."""
+        computation_type). As Triton's (its DivFOp lowering), an fp32 quotient is the fast
+        ``div.full.f32`` (within 2 ulp; ``tl.div_rn`` rounds correctly) and an fp64 one
+        ``div.rn.f64``; fp8 operands divide in fp32 the same way."""
         a, b = self.binary_operands(a, b, div_or_mod=True)
         if a.dtype.is_int():
             a, b = self.cast(a, tl.float32), self.cast(b, tl.float32)
-        return self.create("divf", [a, b], a.dtype, a.shape)
+        op = "fast_divf" if a.dtype.is_fp32() or a.dtype.is_fp8() else "divf"
+        return self.create(op, [a, b], a.dtype, a.shape)
 
     def floordiv(self, a: Any, b: Any) -> tensor:
         """``//`` on integers rounds toward zero (C semantics, as Triton): divsi / divui."""

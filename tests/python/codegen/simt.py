@@ -528,6 +528,9 @@ def _intrinsic(name: str, ty: str, values: List[Any]) -> Any:
         return FLOATS[ty](fn(FLOATS[ty](values[0])))
     if name in ("@llvm.nvvm.rsqrt.approx.f", "@llvm.nvvm.rsqrt.approx.ftz.f"):
         return np.float32(1.0 / np.sqrt(np.float64(values[0])))  # within the approximation
+    if name in ("@llvm.nvvm.div.full", "@llvm.nvvm.div.full.ftz"):  # div.full.f32: 2 ulp
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.float32(np.float64(values[0]) / np.float64(values[1]))
     raise SimulationError(f"unsupported intrinsic {name}")
 
 
