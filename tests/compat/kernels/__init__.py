@@ -26,4 +26,5 @@ MODULES = [
     "early_exit_rows",
     "multi_tensor_selu",
     "rotary_varlen",
+    "grouped_gemm",
 ]
