@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import types
 from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
@@ -165,7 +166,7 @@ class Finder:
             level = deeper
 
     def _search_frames(self) -> None:
-        frame = sys._getframe(1)
+        frame: Optional[types.FrameType] = sys._getframe(1)
         while frame is not None:
             self._walk(list(frame.f_locals.values()), _FRAME_DEPTH)
             frame = frame.f_back

@@ -157,9 +157,9 @@ class AddressSpace:
         out = np.array(values, np.int64)
         flat = out.reshape(-1)
         where = np.flatnonzero(host.reshape(-1))
-        for inclusive in (False, True):  # inside a buffer before one past the end of another
+        for inside, at_end in ((True, False), (False, True)):  # inside one before past another
             for buffer in self.buffers:
-                where = self._into(buffer, flat, where, inclusive)
+                where = self._into(buffer, flat, where, inside, at_end)
                 if where.size == 0:
                     return out
         finder = self._finder = self._finder or Finder()
@@ -168,25 +168,30 @@ class AddressSpace:
             index = lookup(table, flat[where])
             for i in np.unique(index[index >= 0]).tolist():
                 found = table[i]
-                buffer = self._by_extent.get((found.low, found.size))
-                if buffer is None:
-                    buffer = self._map(found.owner, found.low, found.size, found.writable, None,
-                                       f"host memory at {found.low:#x}", found.description +
-                                       " (not an argument: reached through an address)")
-                where = self._into(buffer, flat, where, True)
+                known = self._by_extent.get((found.low, found.size))
+                if known is None:  # an argument spanning exactly this memory is that argument
+                    known = self._map(found.owner, found.low, found.size, found.writable, None,
+                                      f"host memory at {found.low:#x}", found.description +
+                                      " (not an argument: reached through an address)")
+                where = self._into(known, flat, where, True, True)
             if where.size == 0 or not finder.search_next():
                 break
         return out
 
     @staticmethod
-    def _into(buffer: Buffer, flat: np.ndarray, where: np.ndarray, inclusive: bool):
-        """Moves the host addresses flat[where] that lie in buffer into its region; returns
-        the positions still unexplained."""
+    def _into(buffer: Buffer, flat: np.ndarray, where: np.ndarray, inside: bool, at_end: bool):
+        """Moves the host addresses flat[where] that lie inside buffer (an element's byte, not
+        a gap of a strided view: that is another array's) or one past its end into its region;
+        returns the positions still unexplained."""
         offset = flat[where] - buffer.host
         size = buffer.data.size
-        hit = (offset >= 0) & ((offset <= size) if inclusive else (offset < size))
-        if buffer.element_bytes is not None and not inclusive:  # a gap is another array's
-            hit[hit] = buffer.element_bytes[offset[hit]]
+        hit = np.zeros(offset.shape, bool)
+        if inside:
+            hit = (offset >= 0) & (offset < size)
+            if buffer.element_bytes is not None:
+                hit[hit] = buffer.element_bytes[offset[hit]]
+        if at_end:
+            hit |= offset == size
         flat[where[hit]] = buffer.base + offset[hit]
         return where[~hit]
 

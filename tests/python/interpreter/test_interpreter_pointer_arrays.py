@@ -204,3 +204,21 @@ def test_pointer_array_entry_past_its_tensor_faults_out_of_bounds():
         scale_all_kernel[(1, 1)](np.array([x.ctypes.data], np.int64),
                                  np.array([7], np.int64), 2.0, BLOCK=8)
     np.testing.assert_array_equal(x, 0)  # the load faulted before any store
+
+
+@tessera.jit(interpret=True)
+def add_through_address_kernel(x_ptr, address, out_ptr, n):
+    end = (x_ptr.to(tl.int64) + 4 * n).to(tl.pointer_type(tl.float32))  # one past the end
+    other = address.to(tl.pointer_type(tl.float32))
+    tl.store(out_ptr, tl.load(end - 1) + tl.load(other))
+
+
+def test_address_in_a_gap_of_a_strided_argument_is_the_array_it_views(rng):
+    # base[1, 2] lies between the elements of the argument base[:, 1]: it belongs to base
+    base = rng.standard_normal((4, 3)).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    add_through_address_kernel[(1,)](base[:, 1], base[1:, 2].ctypes.data, out, 1)
+    assert out[0] == base[0, 1] + base[1, 2]
+    x = rng.standard_normal(7).astype(np.float32)
+    add_through_address_kernel[(1,)](x, x.ctypes.data, out, 7)  # past the end, then back
+    assert out[0] == x[6] + x[0]
