@@ -24,11 +24,10 @@ from __future__ import annotations
 import gc
 import sys
 import types
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 import numpy as np
 
-_CONTAINERS = (list, tuple, dict, set, frozenset)
 _FRAME_DEPTH = 3  # container levels followed from a frame's locals
 _HEAP_DEPTH = 4   # untracked container levels followed from the tracked objects
 
@@ -81,10 +80,16 @@ def _from_array(array: np.ndarray) -> Optional[Found]:
     while isinstance(root.base, np.ndarray):  # the outermost array owning (or viewing) memory
         root = root.base
     low, size = byte_extent(root)
-    if size == 0:
+    if size == 0 or root.dtype.hasobject:  # an object array holds Python pointers, not data
         return None
     return Found(root, low, size, bool(root.flags.writeable),
                  _describe_array("NumPy", root.dtype, root.shape))
+
+
+# How to list a container's items with the built-in type's own methods, never an override a
+# subclass may define (a dict subclass's __iter__, a list subclass's): nothing user-written runs.
+_ITEMS = ((dict, dict.values), (list, list.__iter__), (tuple, tuple.__iter__),
+          (set, set.__iter__), (frozenset, frozenset.__iter__))
 
 
 class Classifier:
@@ -93,6 +98,7 @@ class Classifier:
 
     def __init__(self) -> None:
         self.kinds: Dict[type, str] = {}
+        self.items: Dict[type, Callable[[Any], Iterable[Any]]] = {}
         torch = _torch_module()
         self.tensor_type = torch.Tensor if torch is not None else None
 
@@ -100,14 +106,16 @@ class Classifier:
         t = type(obj)
         kind = self.kinds.get(t)
         if kind is None:
+            kind = ""
             if issubclass(t, np.ndarray):
                 kind = "array"
             elif self.tensor_type is not None and issubclass(t, self.tensor_type):
                 kind = "tensor"
-            elif issubclass(t, _CONTAINERS):
-                kind = "container"
             else:
-                kind = ""
+                for base, items in _ITEMS:
+                    if issubclass(t, base):
+                        kind, self.items[t] = "container", items
+                        break
             self.kinds[t] = kind
         return kind
 
@@ -160,7 +168,7 @@ class Finder:
             for obj in level:
                 kind = kind_of(obj)
                 if kind == "container":
-                    deeper.extend(obj.values() if type(obj) is dict else obj)
+                    deeper.extend(self._classifier.items[type(obj)](obj))
                 elif kind:
                     self._take(obj, kind)
             level = deeper
