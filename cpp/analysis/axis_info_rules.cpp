@@ -357,8 +357,17 @@ AxisInfo transRule(const Operation &op, const Ins &ins) { // result dim i is ope
 AxisInfo sameAsOperandRule(const Operation &, const Ins &ins) { return *ins[0]; }
 
 AxisInfo bitcastRule(const Operation &op, const Ins &ins) {
-  if (op.operand(0)->type().elementType() == op.result()->type().elementType())
+  const Type &from = op.operand(0)->type(), &to = op.result()->type();
+  if (from.elementType() == to.elementType())
     return *ins[0];
+  if (from.elementType().isPointer() && to.elementType().isPointer()) {
+    // The same addresses (ptr.to(tl.pointer_type(T), bitcast=True)): divisibility (bytes) and
+    // constancy stay; contiguity counts pointee elements, so it stays only for equal sizes.
+    AxisInfo info = *ins[0];
+    if (pointeeBytes(from) != pointeeBytes(to))
+      info.contiguity.assign(rankOf(op), 1);
+    return info;
+  }
   return constancyOnly(op, ins, rankOf(op));
 }
 

@@ -11,7 +11,10 @@ Semantics, where LLVM or the GPU leave a choice (each is what PTX does, or an er
 
 - Values: scalars are NumPy scalars of the exact dtype, tensors NumPy arrays of the IR shape;
   i1 is bool, bf16 / f8e4m3 (e4m3fn) / f8e5m2 come from ml_dtypes, pointers are int64 virtual
-  addresses (memory.py) and addptr scales offsets by the pointee size.
+  addresses (memory.py) and addptr scales offsets by the pointee size. Integers are host
+  addresses: ptrtoint (and a pointer stored to memory) gives the real address, inttoptr (and
+  a pointer loaded from memory) maps one back into the argument, NumPy array or CPU tensor that
+  holds it, found among the live Python objects if it is not an argument (host_buffers.py).
 - Integers wrap at their bit width; unsigned ops (divui, remui, shrui, cmpi u*, maxui/minui,
   extui, uitofp, fptoui) read the same bits as unsigned. divsi/remsi follow C (toward zero;
   INT_MIN / -1 wraps to INT_MIN). Integer division by zero raises KernelRuntimeError.
@@ -25,8 +28,9 @@ Semantics, where LLVM or the GPU leave a choice (each is what PTX does, or an er
   PTX's cvt.rzi (LLVM: poison). maxnumf/minnumf: a NaN operand loses; maximumf/minimumf: NaN
   wins; all four order -0 < +0. NaN payloads are not specified.
 - Loads: masked-off lanes take `other` (0 without it) and are never checked; an unmasked lane
-  outside every argument buffer, or misaligned for its type, raises KernelRuntimeError naming
-  kernel, program id, source line, lane, address and buffer. Stores: masked lanes are not
+  outside every buffer the launch can see (its arguments, and arrays found through pointers
+  read from memory), or misaligned for its type, raises KernelRuntimeError naming kernel,
+  program id, source line, lane, address and buffer. Stores: masked lanes are not
   written; for repeated addresses in one store the last lane in row-major order wins (a GPU
   picks any); storing into a read-only buffer (e.g. a JAX array) raises.
 - Arguments: an array's dtype must have the pointee's width (else the kernel would read the

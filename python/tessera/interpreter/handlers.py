@@ -113,6 +113,7 @@ def _addptr(info: OpInfo):
 def _load(info: OpInfo):
     result = info.results[0]
     shape, dtype = result.shape, result.dtype
+    loads_pointers = result.pointee is not None
 
     def load(state, pointer, mask=None, other=None, *tensor_map):
         # A descriptor load under TMA also carries its tensor map and box coordinates (ops.def):
@@ -120,6 +121,8 @@ def _load(info: OpInfo):
         if mask is not None:
             mask = np.broadcast_to(mask, shape)
         values, lanes = state.memory.load(np.asarray(pointer), mask, dtype)
+        if loads_pointers:  # memory holds host addresses (pointer arrays): see _pointer_cast
+            values = state.memory.to_virtual(values)
         if lanes is None:
             out = values.reshape(shape)
         else:  # masked-off lanes take `other`, or zero
@@ -133,8 +136,12 @@ def _load(info: OpInfo):
 
 @handles("store")
 def _store(info: OpInfo):
+    stores_pointers = info.operands[1].pointee is not None
+
     def store(state, pointer, value, mask=None):
         pointer = np.asarray(pointer)
+        if stores_pointers:  # memory holds host addresses, as data_ptr() gives them
+            value = state.memory.to_host(value)
         if mask is not None:
             mask = np.broadcast_to(mask, pointer.shape)
         state.memory.store(pointer, np.broadcast_to(value, pointer.shape), mask)
@@ -288,12 +295,22 @@ def _select(info: OpInfo):
 
 # --- casts ------------------------------------------------------------------------------------
 
-@handles("extsi", "extui", "trunci", "inttoptr", "ptrtoint")
+@handles("extsi", "extui", "trunci")
 def _int_cast(info: OpInfo):
-    """inttoptr and ptrtoint zero-extend or truncate, as LLVM's do."""
     dtype = info.results[0].dtype
     unsigned = info.name != "extsi"
     return lambda state, x: nm.int_cast(x, dtype, unsigned)
+
+
+@handles("inttoptr", "ptrtoint")
+def _pointer_cast(info: OpInfo):
+    """Integers hold host addresses, pointers the interpreter's virtual ones (memory.py): the
+    casts translate, so a data_ptr() read from memory becomes a pointer into its array, and a
+    pointer cast to int64 is its real address. Both zero-extend or truncate, as LLVM's do."""
+    dtype = info.results[0].dtype
+    if info.name == "inttoptr":
+        return lambda state, x: state.memory.to_virtual(nm.int_cast(x, dtype, True))
+    return lambda state, x: nm.int_cast(state.memory.to_host(x), dtype, True)
 
 
 @handles("extf", "truncf", "sitofp", "uitofp")

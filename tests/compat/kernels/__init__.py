@@ -24,6 +24,7 @@ MODULES = [
     "block_ptr_matmul",
     "flash_attention",
     "early_exit_rows",
+    "grouped_gemm",
     "multi_tensor_selu",
     "rotary_varlen",
     "persistent_matmul",
