@@ -102,7 +102,8 @@ void configureModule(llvm::Module &module, llvm::TargetMachine &machine) {
   module.setDataLayout(machine.createDataLayout());
 }
 
-void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optLevel) {
+void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optLevel,
+                    bool vectorizeSLP) {
   static const llvm::OptimizationLevel levels[] = {
       llvm::OptimizationLevel::O0, llvm::OptimizationLevel::O1, llvm::OptimizationLevel::O2,
       llvm::OptimizationLevel::O3};
@@ -110,11 +111,11 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optL
   llvm::FunctionAnalysisManager functionAnalyses;
   llvm::CGSCCAnalysisManager cgsccAnalyses;
   llvm::ModuleAnalysisManager moduleAnalyses;
-  // As Triton's: the SLP vectorizer packs neighbouring f16/bf16 operations into the f16x2 /
-  // bf16x2 instructions (and pairs of fp32->f16 conversions into one cvt.rn.f16x2.f32), which
-  // LLVM's default pipeline tuning leaves off (clang turns it on at -O2 and above).
+  // The SLP vectorizer packs neighbouring f16/bf16 operations into f16x2 / bf16x2
+  // instructions (and pairs of fp32->f16 conversions into one cvt.rn.f16x2.f32), as Triton
+  // runs it; LLVM's default pipeline tuning leaves it off. The caller decides (codegen.cpp).
   llvm::PipelineTuningOptions tuning;
-  tuning.SLPVectorization = optLevel >= 2;
+  tuning.SLPVectorization = vectorizeSLP && optLevel >= 2;
   llvm::PassBuilder passBuilder(&machine, tuning);
   passBuilder.registerModuleAnalyses(moduleAnalyses);
   passBuilder.registerCGSCCAnalyses(cgsccAnalyses);

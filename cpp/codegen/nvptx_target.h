@@ -31,7 +31,8 @@ void configureModule(llvm::Module &module, llvm::TargetMachine &machine);
 
 /// The default LLVM pipeline at optLevel (O0..O3), in place; above O0, then
 /// sinkPredicatesPastLoops on each function.
-void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optLevel);
+void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optLevel,
+                    bool vectorizeSLP);
 
 /// Recomputes each i1 compare (and and/or/xor of them) in the blocks that use it past a loop
 /// it would otherwise stay live across (sink_predicates.cpp says why).
