@@ -164,7 +164,7 @@ void dropUnusedTensorMaps(Operation &func) {
   });
 }
 
-void pipelineLoop(const LoopSchedule &schedule, bool tma) {
+void pipelineLoop(const LoopSchedule &schedule, bool tma, const Module &module) {
   Operation *loop = schedule.loop;
   Block &body = loop->body();
   Operation *yield = body.terminator();
@@ -227,7 +227,7 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma) {
   inside.setInsertionPoint(body.operations().front().get());
   inside.setLocation(loop->location());
   if (tma)
-    inside.create(OpCode::MBarrierWait, {barriers, readSlot, phase}, {});
+    inside.create(OpCode::MBarrierWait, {barriers, readSlot, phase}, {}, waitAttributes(module));
   else
     inside.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(distance - 1)}});
   inside.create(OpCode::Barrier, {}, {});
@@ -302,7 +302,7 @@ void pipelineLoops(Module &module) {
       if (tmaAsked && !tma) // the cp.async plan, with its own conditions on the loads
         schedule = scheduleLoop(loop, stages, false);
       if (schedule.isPipelined())
-        pipelineLoop(schedule, tma);
+        pipelineLoop(schedule, tma, module);
     }
     dropUnusedTensorMaps(*func);
   }

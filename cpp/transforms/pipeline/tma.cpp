@@ -62,6 +62,12 @@ std::string tmaRejection(const LoopSchedule &schedule, const Module &module) {
   return "";
 }
 
+std::map<std::string, Attribute> waitAttributes(const Module &module) {
+  if (module.intAttrOr("debug", 0) != 1)
+    return {};
+  return {{"timeout_ns", kDebugWaitTimeoutNs}};
+}
+
 Value *createBarriers(Builder &builder, int numStages) {
   auto encoding = std::make_shared<SharedEncoding>(1, 1, 1, std::vector<int>{0});
   int64_t count = 1; // shared tiles have power-of-two extents: spare barriers stay unused

@@ -32,9 +32,9 @@ import descriptor_matmul as dm  # noqa: E402
 CONFIG_IDS = ["{BM}x{BN}x{BK}-s{num_stages}".format(**c) for c in dm.CONFIGS]
 
 
-def compile_matmul(meta, tma=True, arch="sm_90a", size=512, device=False):
+def compile_matmul(meta, tma=True, arch="sm_90a", size=512, device=False, debug=False):
     a = np.zeros((size, size), np.float16)
-    with knobs.scope(tma=tma, always_compile=True):
+    with knobs.scope(tma=tma, always_compile=True, debug=debug):
         if device:
             return dm.device_descriptor_matmul_kernel.compile(a, a, a, size, size, size,
                                                               arch=arch, **meta)
@@ -161,6 +161,22 @@ def test_interpreter_faults_on_a_broken_protocol():
     args = [a, 64, 256, 256, 1, da, b, 256, 64, 64, 1, db, dc.base, 64, 64, 64, 1, dc, 256]
     with pytest.raises(interpreter.KernelRuntimeError, match="mbarrier"):
         interpreter.run(module, grid=(1, 1), args=args)
+
+
+def test_debug_builds_bound_the_wait_and_assert():
+    # TESSERA_DEBUG: the wait gives up after timeout_ns (read from %globaltimer) and fails an
+    # assert naming the loop's line, so a broken protocol fails the launch instead of hanging.
+    kernel = compile_matmul(dm.CONFIGS[0], debug=True)
+    assert re.search(r"mbarrier_wait [^\n]*\{timeout_ns = 10000000000\}", kernel.asm["tgir"])
+    ptx = kernel.asm["ptx"]
+    assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx)) == 1
+    wait = ptx.index("mbarrier.try_wait.parity")
+    assert ptx.rindex("%globaltimer", 0, wait) < wait < ptx.index("call.uni __assertfail", wait)
+    assert "mbarrier wait timed out" in kernel.asm["llir"]
+    if ptxas.find_ptxas() is not None:
+        assert kernel.metadata["spill_stores"] == 0
+    release = compile_matmul(dm.CONFIGS[0]).asm["ptx"]
+    assert "globaltimer" not in release and "__assertfail" not in release
 
 
 @pytest.mark.parametrize("arch, device", [("sm_90a", True), ("sm_80", False)])
