@@ -60,7 +60,9 @@ def descriptors(a, b, c, meta):
 # through the same entry point on the CPU (a faked driver): one list, so the CPU check cannot
 # drift from what the GPU compiles. Ragged shapes (not multiples of 16 or of the blocks)
 # specialize differently from aligned ones.
+CONFIG_IDS = ["{BM}x{BN}x{BK}-s{num_stages}".format(**c) for c in CONFIGS]  # pytest ids
 TMA_SHAPES = [(256, 256, 256), (336, 264, 200), (72, 520, 40), (1000, 1000, 1000)]
+TMA_SHAPE_IDS = ["x".join(map(str, s)) for s in TMA_SHAPES]
 TMA_DTYPES = ["float16", "bfloat16"]
 SHIFT_SHAPE, SHIFTS, SHIFT_CONFIG = (200, 136, 72), [8, 24], 2
 

@@ -46,8 +46,8 @@ def run_matmul(a, b, meta, tma):
 
 
 @pytest.mark.parametrize("dtype", dm.TMA_DTYPES)
-@pytest.mark.parametrize("shape", dm.TMA_SHAPES)
-@pytest.mark.parametrize("meta", dm.CONFIGS)
+@pytest.mark.parametrize("shape", dm.TMA_SHAPES, ids=dm.TMA_SHAPE_IDS)
+@pytest.mark.parametrize("meta", dm.CONFIGS, ids=dm.CONFIG_IDS)
 def test_tma_matmul_matches_torch_and_cp_async(dtype, shape, meta):
     m, n, k = shape
     torch.manual_seed(m * n + k)

@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import descriptor_matmul as dm  # noqa: E402
 
-CONFIG_IDS = ["{BM}x{BN}x{BK}-s{num_stages}".format(**c) for c in dm.CONFIGS]
+CONFIG_IDS = dm.CONFIG_IDS
 
 
 def compile_matmul(meta, tma=True, arch="sm_90a", size=512, device=False, debug=False):
@@ -276,7 +276,7 @@ def check_launches(gpu, descs, meta):
 
 
 @pytest.mark.parametrize("dtype", dm.TMA_DTYPES)
-@pytest.mark.parametrize("shape", dm.TMA_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", dm.TMA_SHAPES, ids=dm.TMA_SHAPE_IDS)
 @pytest.mark.parametrize("meta", dm.CONFIGS, ids=CONFIG_IDS)
 def test_every_gpu_launch_compiles_with_tma(fake_gpu, dtype, shape, meta):
     torch = fake_gpu.torch
