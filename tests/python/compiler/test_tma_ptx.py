@@ -273,6 +273,8 @@ def check_launches(gpu, descs, meta):
         offset = buffer.find(FakeGpu.map_bytes(desc))
         assert offset >= 0 and offset % 64 == 0
     assert "mbarrier" not in without.asm["ptx"] and "tensormaps" not in without.metadata
+    if ptxas.find_ptxas() is not None:
+        assert without.metadata["spill_stores"] == 0
 
 
 @pytest.mark.parametrize("dtype", dm.TMA_DTYPES)
