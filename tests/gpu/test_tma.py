@@ -2,8 +2,9 @@
 with ragged M, N, K (boxes past the edges are zero-filled by the TMA unit), every config of
 scripts/descriptor_matmul.py, fp16 and bf16, outputs poisoned first; the same kernel without
 TMA (cp.async) gives bitwise the same result (same data, same wgmma order). Also: the driver
-encodes the tensor maps the host computes (runtime/tensor_map.py). Never run yet: written
-without a GPU (docs/perf/hopper.md has the sanitizer commands for these launches).
+encodes the tensor maps the host computes (runtime/tensor_map.py). The cases live in
+scripts/descriptor_matmul.py, where tests/python/compiler/test_tma_ptx.py compiles each of these
+launches on the CPU (driver faked); docs/perf/hopper.md has the sanitizer commands.
 
 Bound: ‖out − ref‖ / ‖ref‖ < 5e-3.
 """
