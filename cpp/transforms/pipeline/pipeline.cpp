@@ -33,12 +33,16 @@
 // Copies past the end are predicated off: cp.async then reads nothing and writes zeros into a
 // slot nobody reads again (no peeled epilogue).
 // With the module's `tma` = 1 and descriptor loads that carry their tensor maps, the same plan
-// copies with TMA and waits on an mbarrier per slot instead of cp.async groups (tma.h).
+// copies with TMA and waits on an mbarrier per slot instead of cp.async groups (tma.h); such
+// loads need no per-thread runs (ragged shapes), as the TMA copies boxes. A loop the TMA plan
+// rejects is scheduled again for cp.async, and a descriptor load no TMA plan took drops its
+// tensor map: it is the plain masked load.
 #include "transforms/pipeline/schedule.h"
 #include "transforms/pipeline/tma.h"
 
 #include "ir/builder.h"
 #include "ir/pass_manager.h"
+#include "ir/verify_tma.h"
 #include "layout/swizzled_shared.h"
 #include "transforms/layout_passes.h"
 
@@ -147,7 +151,20 @@ void readSlotInstead(Operation *before, Value *replaced, Value *ring, Value *slo
   replaced->replaceAllUsesWith(read->result());
 }
 
-void pipelineLoop(const LoopSchedule &schedule, bool tma) {
+/// A descriptor load that no TMA pipeline took (outside a loop, in a loop that is not
+/// pipelined, or pipelined with cp.async) is the plain masked load it always meant: its tensor
+/// map and box coordinates go (codegen lowers a load from its pointers alone).
+void dropUnusedTensorMaps(Operation &func) {
+  func.walk([](Operation *op) {
+    if (op->code() != OpCode::Load || !op->hasAttr("tma"))
+      return;
+    while (op->numOperands() > plainLoadOperands(*op))
+      op->eraseOperand(op->numOperands() - 1);
+    op->attributes().erase("tma");
+  });
+}
+
+void pipelineLoop(const LoopSchedule &schedule, bool tma, const Module &module) {
   Operation *loop = schedule.loop;
   Block &body = loop->body();
   Operation *yield = body.terminator();
@@ -210,7 +227,7 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma) {
   inside.setInsertionPoint(body.operations().front().get());
   inside.setLocation(loop->location());
   if (tma)
-    inside.create(OpCode::MBarrierWait, {barriers, readSlot, phase}, {});
+    inside.create(OpCode::MBarrierWait, {barriers, readSlot, phase}, {}, waitAttributes(module));
   else
     inside.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(distance - 1)}});
   inside.create(OpCode::Barrier, {}, {});
@@ -278,10 +295,16 @@ void pipelineLoops(Module &module) {
         loops.push_back(op);
     });
     for (Operation *loop : loops) {
-      LoopSchedule schedule = scheduleLoop(loop, requestedStages(*loop, module));
+      int stages = requestedStages(*loop, module);
+      bool tmaAsked = module.intAttrOr("tma", 0) == 1;
+      LoopSchedule schedule = scheduleLoop(loop, stages, tmaAsked);
+      bool tma = schedule.isPipelined() && tmaRejection(schedule, module).empty();
+      if (tmaAsked && !tma) // the cp.async plan, with its own conditions on the loads
+        schedule = scheduleLoop(loop, stages, false);
       if (schedule.isPipelined())
-        pipelineLoop(schedule, tmaRejection(schedule, module).empty());
+        pipelineLoop(schedule, tma, module);
     }
+    dropUnusedTensorMaps(*func);
   }
 }
 
