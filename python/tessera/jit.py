@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 from . import config, errors
 from ._tessera import runtime as _runtime
 from .config import knobs
+from .frontend import source_key as source_key_module
 from .frontend.exec_source import remember_exec_source
 from .constexpr_functions import ConstexprFunction, constexpr_function, next_power_of_2  # noqa: F401
 from .jit_source import KernelTextAndWarmup
@@ -27,8 +28,6 @@ from .launch_options import (LaunchOptions, fast_path_options, parse_options, sp
 from .runtime import descriptor_arguments, tuple_arguments
 from .specialization import argument_key, describe, masked_key
 from .tracebacks import api_boundary
-
-_UNBOUND = object()  # a watched global that was deleted
 
 Grid = Union[Sequence[int], Callable[[Dict[str, Any]], Sequence[int]]]
 
@@ -132,7 +131,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         self._tile_ir: Dict[Any, Any] = {}      # specialization key -> module (interpreter)
         self._tile_ir_source: Optional[str] = None  # the source key _tile_ir was built from
         self._source_key: Optional[str] = None
-        # (globals dict, name, value) the source key was read from: see _globals_changed.
+        # (namespace, name, value) the source key was read from: see _refresh_sources.
         self._watched: tuple = ()
         functools.update_wrapper(self, fn)
 
@@ -277,10 +276,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         if interpret:
             return self._run_interpreted(key, values, constexprs, grid, options.num_warps,
                                          options.debug)
-        if self._generation != _jit_generation:
-            self._check_redefinitions()
-        elif self._watched and self._globals_changed():
-            self._check_redefinitions()
+        self._refresh_sources()
         kernel = self._kernels.get(key)
         launched, _ = self._present(keys, values)
         if kernel is None:
@@ -293,12 +289,15 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         self._dispatch_register(values, constexprs, options.num_warps, options.num_stages,
                                 kernel, given)
 
-    def _globals_changed(self) -> bool:
-        """Whether a global the source key was read from (a ``tl.constexpr`` or a @jit
-        helper) is no longer bound to the same object. The C++ fast path makes the same
-        check before each launch and leaves such launches here."""
-        return any(namespace.get(name, _UNBOUND) is not value
-                   for namespace, name, value in self._watched)
+    def _refresh_sources(self) -> None:
+        """Drops the compiled kernels when what the source key was read from changed: a
+        @jit function was created since (it may redefine a helper: one integer compare), or
+        a name the key read (a ``tl.constexpr`` global, a @jit helper, a closure variable,
+        ...: frontend/source_key.py) is no longer bound to the same object. The C++ fast
+        path makes the same checks before each launch and leaves such launches here."""
+        if self._generation != _jit_generation or (self._watched and
+                                                     source_key_module.changed(self._watched)):
+            self._check_redefinitions()
 
     def _unhashable_constexpr(self, constexprs) -> None:
         """Raises the TypeError of a constexpr argument that cannot be hashed (the kernel
@@ -331,8 +330,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
 
     def _read_source_key(self) -> str:
         """Reads the source key and the globals it came from; the fast path watches them."""
-        from .frontend.source import kernel_source_and_globals
-        source, self._watched = kernel_source_and_globals(self.fn)
+        source, self._watched = source_key_module.kernel_source_and_globals(self.fn)
         self._dispatch_watch(self._watched)
         return source
 
@@ -380,12 +378,11 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     def _run_interpreted(self, key, values, constexprs, grid, num_warps, debug):
         from . import interpreter
         from .compiler import build_tile_ir
-        from .frontend import kernel_source_key
         # A @jit helper or a tl.constexpr global redefined since (a notebook cell run again)
         # must take effect: check the sources on every interpreted launch (~0.5 ms, small next
         # to interpreting), and rebuild when they changed.
         try:
-            source: Optional[str] = kernel_source_key(self.fn)
+            source: Optional[str] = source_key_module.kernel_source_key(self.fn)
         except OSError:  # no source: the front end below says so, naming the kernel
             source = None
         if source != self._tile_ir_source:
@@ -413,9 +410,14 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     # ------------------------------------------------------------------ inspection
 
     def source_key(self) -> str:
-        """Source of the kernel and every @jit function it calls (part of the cache key)."""
+        """Source of the kernel and every @jit function it calls, and the values of the
+        globals they read (part of the cache key). Every caller gets the key of the globals
+        as they are now (warmup, the autotuner and the disk cache key included): one that
+        was rebound since it was read makes it read again (and drops the compiled kernels)."""
         if self._source_key is None:
             self._source_key = self._read_source_key()
+        else:
+            self._refresh_sources()
         return self._source_key
 
     @api_boundary
