@@ -25,8 +25,7 @@ struct LaunchStrings {
   PyObject *options[kLaunchOptionCount] = {
       PyUnicode_InternFromString("num_ctas"), PyUnicode_InternFromString("maxnreg"),
       PyUnicode_InternFromString("enable_fp_fusion"), PyUnicode_InternFromString("debug")};
-  PyObject *grid = PyUnicode_InternFromString("grid");
-  PyObject *run = PyUnicode_InternFromString("run");
+  PyObject *launchBracket = PyUnicode_InternFromString("_launch_bracket");
   PyObject *launcher = PyUnicode_InternFromString("launcher");
   PyObject *device = PyUnicode_InternFromString("device");
   PyObject *currentStream = PyUnicode_InternFromString("current_stream");

@@ -148,7 +148,11 @@ class Autotuner:
         return warmup_configs(self, args, kwargs)
 
     def __getitem__(self, grid):
-        return functools.partial(self.run, grid=grid)
+        def launch(*args, **kwargs):
+            # Every keyword of kernel[grid](...) is the kernel's, even one named grid.
+            args, kwargs = self.jit_fn._as_run_call(args, kwargs)
+            return self.run(*args, grid=grid, **kwargs)
+        return launch
 
     def report(self, *args, **kwargs):
         """The per-kernel report for the config this autotuner picks for these arguments
