@@ -273,14 +273,19 @@ class Autotuner:
         return material, results.tuning_key(material, self._source())
 
     def _source(self) -> str:
-        """The kernel's source key plus the source of its heuristics."""
+        """The kernel's source key plus the source of its heuristics (read as the kernel's
+        sources are, through the source index: a warm start tokenizes nothing)."""
+        from ..frontend import source_index
+        from ..frontend.source import function_source
         parts = [self.jit_fn.source_key()]
         for layer in self.heuristics:
             for name, rule in layer.values.items():
                 try:
-                    parts.append(f"# heuristic {name}\n{inspect.getsource(rule)}")
-                except (OSError, TypeError):
+                    text = "".join(function_source(rule)[0])
+                    parts.append(f"# heuristic {name}\n{text}")
+                except (OSError, TypeError):  # no source (a builtin, a callable object)
                     parts.append(f"# heuristic {name}: {getattr(rule, '__qualname__', rule)}")
+        source_index.flush()
         return "\n".join(parts)
 
     def prune_configs(self, kwargs: Dict[str, Any], nargs: Dict[str, Any]) -> List[Config]:
