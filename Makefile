@@ -24,7 +24,7 @@ LIT := -c "from lit.main import main; main()" -sv tests/lit
 	lint-tools
 
 help:
-	@echo "make setup      install system packages (apt) and make the virtual environment $(VENV)"
+	@echo "make setup      install system packages (apt), make the virtual environment $(VENV) (+ torch)"
 	@echo "make install    pip install this checkout into $(VENV) (builds the C++ core with CMake)"
 	@echo "make test       install, then C++ unit tests, lit tests and Python tests against it (CI)"
 	@echo "make tutorial   install, then tutorials/01-vector-add.py (GPU if present, else interpreter)"

@@ -2,11 +2,18 @@
 # Installs what Tessera needs on a fresh Debian 12 machine (CI's and developers'): LLVM 22
 # (static libraries + FileCheck), GoogleTest, CMake, Ninja, a C++ compiler, then the virtual
 # environment $VENV (default .venv; it sees the system's Python packages) with the build and
-# test dependencies (requirements-dev.txt). `make install` then pip-installs Tessera into it.
-# Idempotent: does nothing that is already done.
+# test dependencies (requirements-dev.txt) and PyTorch, so that the torch, DLPack and
+# torch.compile tests run instead of skipping (`make test` runs what CI runs).
+# `make install` then pip-installs Tessera into it. Idempotent: does nothing that is already done.
+#
+# TORCH: the PyTorch requirement installed when `import torch` fails (default torch==2.13.0,
+# pinned: an unpinned torch would download gigabytes of a newer CUDA build; CI's machines hold
+# this CPU wheel). TORCH= (empty) installs none. For the CPU wheel from PyTorch's own index:
+# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make test
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
+TORCH=${TORCH-torch==2.13.0}
 
 need_apt=()
 command -v llvm-config-22 >/dev/null || need_apt+=(llvm-22-dev)
@@ -45,3 +52,7 @@ for line in open("requirements-dev.txt"):
         except (PackageNotFoundError, AssertionError):
             raise SystemExit(1)
 PY
+
+if [ -n "$TORCH" ] && ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  "$VENV/bin/python" -m pip install -q "$TORCH"
+fi

@@ -323,8 +323,15 @@ Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
     PyObject *meta = metaDictionary(state, runtimeValues, constexprValues);
     evaluatedGrid = meta ? PyObject_CallOneArg(grid, meta) : nullptr;
     Py_XDECREF(meta);
-    if (evaluatedGrid == nullptr)
+    if (evaluatedGrid == nullptr) {
+      // A KeyError (the grid read a key the launch does not have): the Python path calls the
+      // grid again and names the kernel, the key and the keys there are.
+      if (PyErr_ExceptionMatches(PyExc_KeyError)) {
+        PyErr_Clear();
+        return Outcome::Fallback;
+      }
       return Outcome::Error;
+    }
     if (!parseGrid(evaluatedGrid, parsedGrid))
       return Outcome::Fallback;
   }
@@ -337,28 +344,28 @@ Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
   return outcome;
 }
 
-/// JITFunction.run(*args, grid=grid, **kwargs): the Python path.
+/// JITFunction._launch_bracket(grid, args, kwargs): the Python path. The grid is passed apart
+/// from the call's keywords, which are all the kernel's (a parameter named `grid` included).
 PyObject *runInPython(PyObject *dispatcher, PyObject *grid, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames) {
-  PyObject *run = PyObject_GetAttr(dispatcher, launchStrings().run);
-  PyObject *positional = run ? PyTuple_New(nargs) : nullptr;
+  PyObject *positional = PyTuple_New(nargs);
   PyObject *keywords = positional ? PyDict_New() : nullptr;
   PyObject *result = nullptr;
-  if (keywords != nullptr && PyDict_SetItem(keywords, launchStrings().grid, grid) == 0) {
+  if (keywords != nullptr) {
     for (Py_ssize_t i = 0; i < nargs; ++i) {
       Py_INCREF(args[i]);
       PyTuple_SET_ITEM(positional, i, args[i]);
     }
     bool ok = true;
     Py_ssize_t count = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t k = 0; k < count && ok; ++k) // as functools.partial: call keywords win
+    for (Py_ssize_t k = 0; k < count && ok; ++k)
       ok = PyDict_SetItem(keywords, PyTuple_GET_ITEM(kwnames, k), args[nargs + k]) == 0;
     if (ok)
-      result = PyObject_Call(run, positional, keywords);
+      result = PyObject_CallMethodObjArgs(dispatcher, launchStrings().launchBracket, grid,
+                                          positional, keywords, nullptr);
   }
   Py_XDECREF(keywords);
   Py_XDECREF(positional);
-  Py_XDECREF(run);
   return result;
 }
 

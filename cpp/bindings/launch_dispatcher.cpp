@@ -214,20 +214,22 @@ PyObject *dispatcherValidate(PyObject *self, PyObject *) {
   Py_RETURN_NONE;
 }
 
-// _dispatch_watch(triples: tuple[(dict, str, object)]): replaces the watched globals.
+// _dispatch_watch(triples: tuple[(namespace, str, object)]): replaces the watched names; a
+// namespace is a dict, a closure cell or a mapping (DispatcherState::globalsUnchanged).
 PyObject *dispatcherWatch(PyObject *self, PyObject *triples) {
   if (!PyTuple_Check(triples)) {
-    PyErr_SetString(PyExc_TypeError, "_dispatch_watch takes a tuple of (dict, name, value)");
+    PyErr_SetString(PyExc_TypeError, "_dispatch_watch takes a tuple of (namespace, name, value)");
     return nullptr;
   }
   std::vector<PyObject *> watched;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(triples); ++i) {
     PyObject *triple = PyTuple_GET_ITEM(triples, i);
     if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3 ||
-        !PyDict_Check(PyTuple_GET_ITEM(triple, 0))) {
+        !(PyDict_Check(PyTuple_GET_ITEM(triple, 0)) || PyCell_Check(PyTuple_GET_ITEM(triple, 0)) ||
+          PyMapping_Check(PyTuple_GET_ITEM(triple, 0)))) {
       for (PyObject *object : watched)
         Py_DECREF(object);
-      PyErr_SetString(PyExc_TypeError, "_dispatch_watch takes a tuple of (dict, name, value)");
+      PyErr_SetString(PyExc_TypeError, "_dispatch_watch takes a tuple of (namespace, name, value)");
       return nullptr;
     }
     for (Py_ssize_t j = 0; j < 3; ++j)
@@ -272,8 +274,8 @@ PyMethodDef dispatcherMethods[] = {
     {"_dispatch_validate", dispatcherValidate, METH_NOARGS,
      "Marks the kernel's sources as checked since the last @jit function was defined."},
     {"_dispatch_watch", dispatcherWatch, METH_O,
-     "_dispatch_watch(((globals, name, value), ...)): launches take the Python path once a "
-     "name no longer maps to its value."},
+     "_dispatch_watch(((namespace, name, value), ...)): launches take the Python path once a "
+     "namespace (a dict, a closure cell or a class's mapping) no longer holds the value."},
     {"_dispatch_entries", dispatcherEntries, METH_NOARGS, "Number of registered kernels."},
     {"_dispatch_recorded", dispatcherRecorded, METH_NOARGS,
      "((x, y, z), stream, parameter bytes, launchable, count) of the last launch of a "

@@ -25,8 +25,7 @@ struct LaunchStrings {
   PyObject *options[kLaunchOptionCount] = {
       PyUnicode_InternFromString("num_ctas"), PyUnicode_InternFromString("maxnreg"),
       PyUnicode_InternFromString("enable_fp_fusion"), PyUnicode_InternFromString("debug")};
-  PyObject *grid = PyUnicode_InternFromString("grid");
-  PyObject *run = PyUnicode_InternFromString("run");
+  PyObject *launchBracket = PyUnicode_InternFromString("_launch_bracket");
   PyObject *launcher = PyUnicode_InternFromString("launcher");
   PyObject *device = PyUnicode_InternFromString("device");
   PyObject *currentStream = PyUnicode_InternFromString("current_stream");
@@ -89,15 +88,27 @@ struct DispatcherState {
   uint64_t generation = 0;
   LaunchTable table;
   LaunchRecord recorded;
-  // Module globals the compiled kernels read (tl.constexpr and plain constants, @jit helpers),
-  // as (globals dict, name, value) triples, all strong: a launch whose dict no longer maps a
-  // name to the same object takes the Python path, which recompiles when the key changed.
+  // The names the compiled kernels' source key read (tl.constexpr globals, @jit helpers,
+  // dtypes, closure variables, ...: python/tessera/frontend/source_key.py), as (namespace,
+  // name, value) triples, all strong; the namespace is a module's dict, a closure cell or a
+  // class's mapping. A launch where one no longer holds the same object takes the Python
+  // path, which recompiles when the key changed.
   std::vector<PyObject *> watched;
 
   bool globalsUnchanged() const {
     for (size_t i = 0; i + 2 < watched.size(); i += 3) {
-      PyObject *now = PyDict_GetItemWithError(watched[i], watched[i + 1]); // borrowed
-      if (now != watched[i + 2]) {
+      PyObject *space = watched[i];
+      bool same;
+      if (PyDict_Check(space)) { // module globals: the common case, no reference taken
+        same = PyDict_GetItemWithError(space, watched[i + 1]) == watched[i + 2];
+      } else if (PyCell_Check(space)) {
+        same = PyCell_GET(space) == watched[i + 2];
+      } else { // a class's mappingproxy
+        PyObject *now = PyObject_GetItem(space, watched[i + 1]);
+        same = now == watched[i + 2];
+        Py_XDECREF(now);
+      }
+      if (!same) {
         PyErr_Clear();
         return false;
       }

@@ -19,18 +19,20 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 from . import config, errors
 from ._tessera import runtime as _runtime
 from .config import knobs
+from .frontend import source_key as source_key_module
 from .frontend.exec_source import remember_exec_source
 from .constexpr_functions import ConstexprFunction, constexpr_function, next_power_of_2  # noqa: F401
 from .jit_source import KernelTextAndWarmup
+from .launch_grid import Grid, call_grid, check_grid
 from .launch_options import (LaunchOptions, fast_path_options, parse_options, specialize_flags,
                              split_launch_kwargs)
 from .runtime import descriptor_arguments, tuple_arguments
 from .specialization import argument_key, describe, masked_key
 from .tracebacks import api_boundary
 
-_UNBOUND = object()  # a watched global that was deleted
-
-Grid = Union[Sequence[int], Callable[[Dict[str, Any]], Sequence[int]]]
+# run()'s own keywords (Triton's): a kernel parameter of either name given by keyword to
+# kernel[grid](...) is moved to its position (see _launch_bracket).
+_RUN_KEYWORDS = ("grid", "warmup")
 
 
 def _check_kernel_function(fn: Any) -> None:
@@ -38,14 +40,6 @@ def _check_kernel_function(fn: Any) -> None:
     if getattr(fn, "__name__", None) == "<lambda>":
         raise TypeError("tessera.jit: a kernel must be a def with source, not a lambda "
                         f"(the lambda at {fn.__code__.co_filename}:{fn.__code__.co_firstlineno})")
-
-
-def _check_grid(kernel: str, grid: Any, what: str) -> None:
-    """A grid is an int or a tuple/list of 1 to 3 ints (their values are checked at launch)."""
-    if isinstance(grid, bool) or not isinstance(grid, (int, tuple, list)) and \
-            not hasattr(grid, "__index__"):
-        raise TypeError(f"{kernel}: the grid must be an int or a tuple of 1 to 3 ints (or a "
-                        f"callable returning one); {what} {type(grid).__name__} {grid!r}")
 
 
 def cdiv(a, b):
@@ -132,7 +126,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         self._tile_ir: Dict[Any, Any] = {}      # specialization key -> module (interpreter)
         self._tile_ir_source: Optional[str] = None  # the source key _tile_ir was built from
         self._source_key: Optional[str] = None
-        # (globals dict, name, value) the source key was read from: see _globals_changed.
+        # (namespace, name, value) the source key was read from: see _refresh_sources.
         self._watched: tuple = ()
         functools.update_wrapper(self, fn)
 
@@ -192,8 +186,15 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         try:
             values, constexprs = self._bind(*args, **kwargs)
         except TypeError as e:  # missing, unexpected or repeated arguments
+            hint = ""
+            own = [name for name in _RUN_KEYWORDS if name in self.arg_names]
+            if own and any(repr(name) in str(e) for name in own):
+                hint = (f"; in kernel.run() and kernel.warmup() the keywords grid= and warmup= "
+                        f"are the launch's own (as Triton's): pass the kernel's "
+                        f"{' and '.join(repr(n) for n in own)} by position, or launch with "
+                        f"{self.__name__}[grid](...), where every keyword is the kernel's")
             raise TypeError(f"{self.__name__}: {e} (signature: {self.__name__}"
-                            f"{self.signature})") from None
+                            f"{self.signature}){hint}") from None
         try:
             keys = tuple(map(argument_key, values))
         except TypeError as e:  # an argument of a kind no kernel can take
@@ -251,6 +252,37 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         names, launched = tuple_arguments.flatten(self.runtime_names, keys, values)
         return tuple(launched), names
 
+    def _launch_bracket(self, grid: Grid, args: tuple, kwargs: Dict[str, Any]):
+        """``kernel[grid](*args, **kwargs)`` when the C++ fast path leaves it to Python
+        (cpp/bindings/launch.cpp). The grid came in the brackets, so every keyword is the
+        kernel's: a parameter named ``grid`` or ``warmup`` given by keyword works (Triton's
+        launch says "got multiple values for keyword argument 'grid'")."""
+        args, kwargs = self._as_run_call(args, kwargs)
+        return self.run(*args, grid=grid, **kwargs)
+
+    def _as_run_call(self, args: tuple, kwargs: Dict[str, Any]) -> Tuple[tuple, Dict[str, Any]]:
+        """(args, kwargs) to pass to :meth:`run`, whose keywords ``grid`` and ``warmup`` are its
+        own: a kernel parameter of either name, given by keyword, moves to its position, the
+        parameters before it taken from the keywords or their defaults."""
+        clash = [name for name in _RUN_KEYWORDS if name in kwargs and name in self.arg_names]
+        if not clash:
+            return args, kwargs
+        last = max(self.arg_names.index(name) for name in clash)
+        for name in clash:
+            if self.arg_names.index(name) < len(args):
+                raise TypeError(f"{self.__name__}: got multiple values for argument '{name}' "
+                                f"(signature: {self.__name__}{self.signature})")
+        positional, kwargs = list(args), dict(kwargs)
+        for param in self.params[len(args):last + 1]:
+            if param.name in kwargs:
+                positional.append(kwargs.pop(param.name))
+            elif param.default is not inspect.Parameter.empty:
+                positional.append(param.default)
+            else:
+                raise TypeError(f"{self.__name__}: missing argument '{param.name}' (signature: "
+                                f"{self.__name__}{self.signature})")
+        return tuple(positional), kwargs
+
     @api_boundary
     def run(self, *args, grid: Grid = None, warmup: bool = False, **kwargs):
         """The Python path of ``kernel[grid](*args, **kwargs)`` (see the module docstring).
@@ -268,19 +300,17 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
             raise TypeError(f"{self.__name__}: a launch needs a grid: "
                             f"{self.__name__}[grid](...)")
         if callable(grid):
-            grid = grid(dict(zip(self.runtime_names, values),
-                             **dict(zip(self.constexpr_names, constexprs))))
-            _check_grid(self.__name__, grid, "the grid callable returned")
+            grid = call_grid(self.__name__, grid,
+                             dict(zip(self.runtime_names, values),
+                                  **dict(zip(self.constexpr_names, constexprs))))
+            check_grid(self.__name__, grid, "the grid callable returned")
         else:
-            _check_grid(self.__name__, grid, "got")
+            check_grid(self.__name__, grid, "got")
         interpret = knobs.interpret if self.interpret is None else self.interpret
         if interpret:
             return self._run_interpreted(key, values, constexprs, grid, options.num_warps,
                                          options.debug)
-        if self._generation != _jit_generation:
-            self._check_redefinitions()
-        elif self._watched and self._globals_changed():
-            self._check_redefinitions()
+        self._refresh_sources()
         kernel = self._kernels.get(key)
         launched, _ = self._present(keys, values)
         if kernel is None:
@@ -293,12 +323,15 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         self._dispatch_register(values, constexprs, options.num_warps, options.num_stages,
                                 kernel, given)
 
-    def _globals_changed(self) -> bool:
-        """Whether a global the source key was read from (a ``tl.constexpr`` or a @jit
-        helper) is no longer bound to the same object. The C++ fast path makes the same
-        check before each launch and leaves such launches here."""
-        return any(namespace.get(name, _UNBOUND) is not value
-                   for namespace, name, value in self._watched)
+    def _refresh_sources(self) -> None:
+        """Drops the compiled kernels when what the source key was read from changed: a
+        @jit function was created since (it may redefine a helper: one integer compare), or
+        a name the key read (a ``tl.constexpr`` global, a @jit helper, a closure variable,
+        ...: frontend/source_key.py) is no longer bound to the same object. The C++ fast
+        path makes the same checks before each launch and leaves such launches here."""
+        if self._generation != _jit_generation or (self._watched and
+                                                     source_key_module.changed(self._watched)):
+            self._check_redefinitions()
 
     def _unhashable_constexpr(self, constexprs) -> None:
         """Raises the TypeError of a constexpr argument that cannot be hashed (the kernel
@@ -331,8 +364,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
 
     def _read_source_key(self) -> str:
         """Reads the source key and the globals it came from; the fast path watches them."""
-        from .frontend.source import kernel_source_and_globals
-        source, self._watched = kernel_source_and_globals(self.fn)
+        source, self._watched = source_key_module.kernel_source_and_globals(self.fn)
         self._dispatch_watch(self._watched)
         return source
 
@@ -380,12 +412,11 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     def _run_interpreted(self, key, values, constexprs, grid, num_warps, debug):
         from . import interpreter
         from .compiler import build_tile_ir
-        from .frontend import kernel_source_key
         # A @jit helper or a tl.constexpr global redefined since (a notebook cell run again)
         # must take effect: check the sources on every interpreted launch (~0.5 ms, small next
         # to interpreting), and rebuild when they changed.
         try:
-            source: Optional[str] = kernel_source_key(self.fn)
+            source: Optional[str] = source_key_module.kernel_source_key(self.fn)
         except OSError:  # no source: the front end below says so, naming the kernel
             source = None
         if source != self._tile_ir_source:
@@ -413,9 +444,14 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
     # ------------------------------------------------------------------ inspection
 
     def source_key(self) -> str:
-        """Source of the kernel and every @jit function it calls (part of the cache key)."""
+        """Source of the kernel and every @jit function it calls, and the values of the
+        globals they read (part of the cache key). Every caller gets the key of the globals
+        as they are now (warmup, the autotuner and the disk cache key included): one that
+        was rebound since it was read makes it read again (and drops the compiled kernels)."""
         if self._source_key is None:
             self._source_key = self._read_source_key()
+        else:
+            self._refresh_sources()
         return self._source_key
 
     @api_boundary

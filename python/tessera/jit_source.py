@@ -29,6 +29,7 @@ class KernelTextAndWarmup:
             print(compiled.n_regs, compiled.asm["ptx"])
         """
         from .warmup import stand_in
+        args, kwargs = self._as_run_call(args, kwargs)  # a parameter named warmup, say
         return self.run(*map(stand_in, args), grid=grid, warmup=True,
                         **{k: stand_in(v) if k in self.runtime_names else v
                            for k, v in kwargs.items()})

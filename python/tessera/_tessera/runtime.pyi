@@ -130,7 +130,7 @@ class KernelDispatcher:
     @staticmethod
     def _dispatch_watch(*args, **kwargs):
         """
-        _dispatch_watch(((globals, name, value), ...)): launches take the Python path once a name no longer maps to its value.
+        _dispatch_watch(((namespace, name, value), ...)): launches take the Python path once a namespace (a dict, a closure cell or a class's mapping) no longer holds the value.
         """
     def __getitem__(self, key):
         """

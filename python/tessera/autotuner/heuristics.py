@@ -51,7 +51,11 @@ class Heuristics:
         return self.fn.warmup(*args, grid=grid, **self.apply(args, kwargs))
 
     def __getitem__(self, grid):
-        return functools.partial(self.run, grid=grid)
+        def launch(*args, **kwargs):
+            # Every keyword of kernel[grid](...) is the kernel's, even one named grid.
+            args, kwargs = self.jit_fn._as_run_call(args, kwargs)
+            return self.run(*args, grid=grid, **kwargs)
+        return launch
 
 
 def heuristics(values: Dict[str, Callable[[Dict[str, Any]], Any]]):

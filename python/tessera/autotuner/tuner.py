@@ -148,7 +148,11 @@ class Autotuner:
         return warmup_configs(self, args, kwargs)
 
     def __getitem__(self, grid):
-        return functools.partial(self.run, grid=grid)
+        def launch(*args, **kwargs):
+            # Every keyword of kernel[grid](...) is the kernel's, even one named grid.
+            args, kwargs = self.jit_fn._as_run_call(args, kwargs)
+            return self.run(*args, grid=grid, **kwargs)
+        return launch
 
     def report(self, *args, **kwargs):
         """The per-kernel report for the config this autotuner picks for these arguments
@@ -269,14 +273,19 @@ class Autotuner:
         return material, results.tuning_key(material, self._source())
 
     def _source(self) -> str:
-        """The kernel's source key plus the source of its heuristics."""
+        """The kernel's source key plus the source of its heuristics (read as the kernel's
+        sources are, through the source index: a warm start tokenizes nothing)."""
+        from ..frontend import source_index
+        from ..frontend.source import function_source
         parts = [self.jit_fn.source_key()]
         for layer in self.heuristics:
             for name, rule in layer.values.items():
                 try:
-                    parts.append(f"# heuristic {name}\n{inspect.getsource(rule)}")
-                except (OSError, TypeError):
+                    text = "".join(function_source(rule)[0])
+                    parts.append(f"# heuristic {name}\n{text}")
+                except (OSError, TypeError):  # no source (a builtin, a callable object)
                     parts.append(f"# heuristic {name}: {getattr(rule, '__qualname__', rule)}")
+        source_index.flush()
         return "\n".join(parts)
 
     def prune_configs(self, kwargs: Dict[str, Any], nargs: Dict[str, Any]) -> List[Config]:

@@ -236,7 +236,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     if any(tensormaps):  # the launch passes the descriptors' CUtensorMaps (TESSERA_TMA)
         metadata["tensormaps"] = tensormaps[0]
     assembled = ptxas.assemble(asm["ptx"], options.arch,
-                               options=() if options.enable_fp_fusion else ("--fmad=false",))
+                               options=() if options.enable_fp_fusion else ("--fmad=false",),
+                               kernel=kernel_name)
     clock.step("ptxas")
     if assembled is not None:
         asm["cubin"] = assembled.cubin

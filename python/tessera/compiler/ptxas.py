@@ -149,11 +149,28 @@ def parse_report(text: str) -> Dict[str, Dict[str, int]]:
     return kernels
 
 
+_ERROR_LINE = re.compile(r", line (\d+);")
+
+
+def _failure_message(kernel: str, arch: str, status: int, log: str, ptx: str) -> str:
+    """ptxas's own words, the kernel's name, and the PTX lines they point at."""
+    text = f"ptxas failed for {arch} (exit status {status}):\n{log}"
+    if kernel:
+        text = f"{kernel}: {text}"
+    lines = ptx.splitlines()
+    cited = sorted({int(n) for n in _ERROR_LINE.findall(log)})
+    for number in cited[:5]:
+        if 1 <= number <= len(lines):
+            text += f"\nPTX line {number}: {lines[number - 1].strip()}"
+    return text
+
+
 def assemble(ptx: str, arch: str, *, opt_level: int = 3,
-             options: Sequence[str] = ()) -> Optional[PtxasResult]:
+             options: Sequence[str] = (), kernel: str = "") -> Optional[PtxasResult]:
     """Assembles ``ptx`` for exactly ``arch`` ("sm_80", "sm_90a", ...); None without ptxas.
 
-    Raises :class:`PtxasError` with ptxas's output when the PTX does not assemble.
+    Raises :class:`PtxasError` when the PTX does not assemble: ptxas's output, ``kernel``
+    (the kernel's name) and the PTX lines ptxas cites.
     """
     if not _ARCH.match(arch):
         raise ValueError(f"arch must look like 'sm_80' or 'sm_90a', got {arch!r}")
@@ -161,14 +178,14 @@ def assemble(ptx: str, arch: str, *, opt_level: int = 3,
     if ptxas is None:
         return None
     with tempfile.TemporaryDirectory(prefix="tessera-ptxas-") as directory:
-        source = Path(directory) / "kernel.ptx"
+        # Named after the kernel: ptxas's messages cite the file (the folder is removed below).
+        source = Path(directory) / f"{re.sub(r'[^A-Za-z0-9_$]', '_', kernel) or 'kernel'}.ptx"
         target = Path(directory) / "kernel.cubin"
         source.write_text(ptx)
         command = [ptxas, f"-arch={arch}", "-v", f"-O{opt_level}", *options,
                    "-o", str(target), str(source)]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
-        log = (done.stdout + done.stderr).strip()
+        log = (done.stdout + done.stderr).strip().replace(f"{directory}{os.sep}", "")
         if done.returncode != 0:
-            raise PtxasError(f"ptxas failed for {arch} (exit status {done.returncode}):\n{log}",
-                             log)
+            raise PtxasError(_failure_message(kernel, arch, done.returncode, log, ptx), log)
         return PtxasResult(target.read_bytes(), arch, log, parse_report(log))

@@ -18,7 +18,8 @@ from ..language.semantic import normalize_number
 # only: a launch whose kernel is in the disk cache reads sources (source.py) but never builds
 # IR, and a warm start should not pay for importing the whole front end.
 from .source import KernelParameter, ParsedFunction, is_jit, kernel_parameters
-from .source import kernel_source_key, parse_function
+from .source import parse_function
+from .source_key import kernel_source_key
 from .tuple_parameters import assemble as assemble_tuple
 from .tuple_parameters import group as group_tuples
 

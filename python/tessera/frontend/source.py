@@ -1,8 +1,8 @@
-"""Kernel sources: parsing a @jit function, its parameters, name lookup and the cache key.
+"""Kernel sources: parsing a @jit function, its parameters and name lookup.
 
 The front end reads a kernel's Python source (not its bytecode): ``parse_function`` keeps the
-AST plus what maps AST positions back to file:line:col. ``kernel_source_key`` gathers the
-source of a kernel and of every @jit function it reaches, for the compilation cache.
+AST plus what maps AST positions back to file:line:col. source_key.py gathers the sources and
+values a kernel's code depends on, for the compilation cache.
 """
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import inspect
 import linecache
 import re
 import textwrap
-import types
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -167,82 +166,3 @@ def lookup_global(fn: Callable, name: str) -> Any:
 
 def is_missing(value: Any) -> bool:
     return value is _MISSING
-
-
-def _dotted_names(tree: ast.AST) -> List[List[str]]:
-    """Every ``a`` and ``a.b.c`` read in ``tree``, as lists of parts, in source order."""
-    out: List[List[str]] = []
-    for node in ast.walk(tree):
-        parts: List[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.insert(0, node.attr)
-            node = node.value
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            out.append([node.id] + parts)
-    return out
-
-
-def _resolve(fn: Callable, parts: List[str]) -> Any:
-    value = lookup_global(fn, parts[0])
-    for part in parts[1:]:
-        # Follow attributes of modules and classes only: no user code runs for the key.
-        if not isinstance(value, (types.ModuleType, type)):
-            return _MISSING
-        value = getattr(value, part, _MISSING)
-    return value
-
-
-def kernel_source_key(fn: Callable) -> str:
-    """The source of ``fn`` and, transitively, of every @jit function it references (through its
-    globals and closure), plus the values of the tl.constexpr globals it reads."""
-    return kernel_source_and_globals(fn)[0]
-
-
-Watched = Tuple[Tuple[dict, str, Any], ...]
-
-
-def kernel_source_and_globals(fn: Callable) -> Tuple[str, Watched]:
-    """:func:`kernel_source_key`, and the globals that key was read from: (namespace dict,
-    name, value) for every tl.constexpr or @jit function the kernel and its callees reach
-    through a global or a module attribute. While each dict still maps each name to the very
-    same object, the key is unchanged: the launch paths check that (a few dict lookups)
-    instead of rebuilding the key on every launch."""
-    fn = fn.fn if is_jit(fn) else fn
-    seen: Dict[int, bool] = {}
-    parts: List[str] = []
-    watched: Dict[Tuple[int, str], Tuple[dict, str, Any]] = {}
-
-    def watch_path(f: Callable, dotted: List[str], value: Any) -> None:
-        if dotted[0] in f.__code__.co_freevars or dotted[0] not in f.__globals__:
-            return  # a closure cell or a builtin: not rebound by running a cell again
-        namespace, current = f.__globals__, f.__globals__[dotted[0]]
-        watched[(id(namespace), dotted[0])] = (namespace, dotted[0], current)
-        for part in dotted[1:]:
-            if not isinstance(current, types.ModuleType):
-                return
-            namespace = vars(current)
-            current = namespace.get(part, _MISSING)
-            watched[(id(namespace), part)] = (namespace, part, current)
-
-    def visit(f: Callable) -> None:
-        if id(f) in seen:
-            return
-        seen[id(f)] = True
-        source = textwrap.dedent("".join(function_source(f)[0]))
-        parts.append(f"# {f.__module__}.{f.__qualname__}\n{source}")
-        names = source_index.dotted_names(f, source)
-        if names is None:
-            names = _dotted_names(ast.parse(source))
-            source_index.remember_names(f, source, names)
-        for dotted in names:
-            value = _resolve(f, dotted)
-            if is_jit(value):
-                watch_path(f, dotted, value)
-                visit(value.fn)
-            elif isinstance(value, tl.constexpr):
-                watch_path(f, dotted, value)
-                parts.append(f"# constexpr {'.'.join(dotted)} = {value.value!r}\n")
-
-    visit(fn)
-    source_index.flush()
-    return "\n".join(parts), tuple(watched.values())

@@ -6,9 +6,11 @@ and a walk of its AST). A process that finds its kernels in the disk cache would
 its warm start there. This index keeps both, one cache entry per source file (namespace
 "sources" of runtime/kernel_cache.py: atomic, checksummed):
 
-* a function's length in lines, keyed by the file's real path, size and modification time (the
-  evidence Python itself trusts to reuse a module's bytecode) and by the function's qualified
-  name and first line; a block is still checked to end where the code does;
+* a function's length in lines, keyed by the file's text (SHA-256 of the lines linecache holds,
+  which inspect reads too) and by the function's qualified name and first line: an extent is a
+  function of the text and the first line alone, so a file rewritten with the same text (a
+  script written again, a reinstalled package, a checkout) keeps its index, and any edit makes a
+  new one; a ``def``'s block is still checked to end where the code does;
 * its dotted names, kept beside the SHA-256 of the very text they were read from: they are used
   only for that text.
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import linecache
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 _NAMESPACE = "sources"
@@ -44,19 +46,30 @@ def _cache():
     return KernelCache(namespace=_NAMESPACE)
 
 
-def _file_key(filename: str) -> Optional[str]:
-    try:
-        real = os.path.realpath(filename)
-        stat = os.stat(real)
-    except (OSError, ValueError):
-        return None  # "<stdin>", "<ipython-input-...>", a deleted file: nothing to key on
-    text = f"tessera source index 1\0{real}\0{stat.st_size}\0{stat.st_mtime_ns}"
-    return hashlib.sha256(text.encode()).hexdigest()
+# filename -> (the lines linecache held, their key): a file's text is hashed once per read.
+_KEYS: Dict[str, Tuple[List[str], str]] = {}
+
+
+def _file_key(fn: Callable) -> Optional[str]:
+    """The key of the text of ``fn``'s file as linecache holds it (None: no text, e.g. a
+    function made by exec whose string is not registered)."""
+    filename = fn.__code__.co_filename
+    lines = linecache.getlines(filename, getattr(fn, "__globals__", None))
+    if not lines:
+        return None
+    known = _KEYS.get(filename)
+    if known is not None and known[0] is lines:
+        return known[1]
+    digest = hashlib.sha256(b"tessera source index 2\0")
+    digest.update("".join(lines).encode("utf-8", "surrogatepass"))
+    key = digest.hexdigest()
+    _KEYS[filename] = (lines, key)
+    return key
 
 
 def _index_of(fn: Callable) -> _FileIndex:
     filename = fn.__code__.co_filename
-    key = _file_key(filename)
+    key = _file_key(fn)
     index = _FILES.get(filename)
     if index is not None and index.key == key:
         return index
@@ -103,10 +116,15 @@ def block(fn: Callable, lines: List[str]) -> Optional[Tuple[List[str], int]]:
     entry = _index_of(fn).functions.get(_function_key(fn))
     if not isinstance(entry, dict) or not isinstance(entry.get("lines"), int):
         return None
-    first = fn.__code__.co_firstlineno
-    if not _ends_there(lines, first, entry["lines"]):
+    first, length = fn.__code__.co_firstlineno, entry["lines"]
+    if fn.__name__ == "<lambda>":
+        # inspect gives a lambda the rest of its statement: no def to check the block by (the
+        # key, the file's text, already says the entry was computed from these very lines).
+        if not 0 < length <= len(lines) - first + 1:
+            return None
+    elif not _ends_there(lines, first, length):
         return None
-    return lines[first - 1:first - 1 + entry["lines"]], first
+    return lines[first - 1:first - 1 + length], first
 
 
 def remember_block(fn: Callable, length: int) -> None:

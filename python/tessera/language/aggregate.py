@@ -94,7 +94,9 @@ def _aggregate(cls: Type[Any]) -> Type[Any]:
     namespace: Dict[str, Any] = {"__init__": __init__, "__setattr__": __setattr__,
                                  _AGGREGATE: True, "__doc__": cls.__doc__,
                                  "__module__": cls.__module__, "__qualname__": cls.__qualname__,
-                                 "__annotations__": fields}
+                                 "__annotations__": fields,
+                                 # the source key (frontend/source_key.py) reads its text
+                                 "__tessera_aggregate_init__": original_init}
     from ..frontend.source import is_jit
     for name, member in vars(cls).items():
         if name in namespace or name.startswith("__"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -22,22 +23,65 @@ from .kernel_cache import KernelCache, cache_key
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
+# Folders of the package that take no part in making a kernel's code, left out of the build
+# id: the CPU interpreter (runs tile IR, makes no cubin), the kernel library (each kernel's
+# source enters its own source key, and the constexprs its host code picks are in the cache key
+# too), the autotuner (chooses among configs, whose values are in the key) and the benchmark
+# helpers. Every other Python file counts, in every subfolder (language/extra/: the libdevice
+# table, the float8 conversions), and so does a folder added later.
+_NOT_COMPILING = ("interpreter", "ops", "autotuner", "testing")
+
+
+def python_sources_digest(package: Path = _PACKAGE) -> str:
+    """SHA-256 of the package's Python sources that feed compilation (each file's path
+    relative to ``package`` and its bytes): any edit of one makes a new build id."""
+    files = []
+    for directory, folders, names in os.walk(package):
+        if directory == str(package):  # os.walk descends only into the folders left here
+            folders[:] = [f for f in folders if f not in _NOT_COMPILING]
+        folders[:] = [f for f in folders if f != "__pycache__"]
+        relative = os.path.relpath(directory, package)
+        files += [(os.path.normpath(os.path.join(relative, name)), os.path.join(directory, name))
+                  for name in names if name.endswith(".py")]
+    digest = hashlib.sha256()
+    for relative, path in sorted(files):
+        with open(path, "rb") as source:
+            data = source.read()
+        digest.update(f"{relative}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _file_identity(path: str) -> str:
+    """A file's real path, size and modification time (what Python trusts to reuse a module's
+    bytecode); "absent" when there is none."""
+    try:
+        real = os.path.realpath(path)
+        stat = os.stat(real)
+    except (OSError, ValueError):
+        return "absent"
+    return f"{real}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
 @functools.lru_cache(maxsize=None)
 def compiler_build_id() -> str:
-    """Identifies this compiler build: the core library, the Python compiler sources and the
-    ptxas release that makes the cubins (another ptxas must not reuse stale cubins)."""
+    """Identifies everything besides a kernel's own source that makes its cubin: the core
+    library and the binding, the Python compiler sources (:func:`python_sources_digest`),
+    the libdevice linked into math kernels and the ptxas release that makes the cubins
+    (another ptxas must not reuse stale cubins)."""
     from ..compiler import ptxas
+    from ..compiler.compiler import libdevice_path
     digest = hashlib.sha256()
     assembler = ptxas.find_ptxas()
     digest.update(f"ptxas {ptxas.version(assembler) if assembler else 'driver-jit'}".encode())
     from .. import _tessera  # the core sits beside the binding (elsewhere in editable installs)
-    core = Path(_tessera.__file__).resolve().parent / "_lib" / "libtessera_core.so"
-    if core.exists():
-        stat = core.stat()
-        digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
-    for folder in ("frontend", "language", "compiler"):
-        for path in sorted((_PACKAGE / folder).glob("*.py")):
-            digest.update(path.read_bytes())
+    binding = Path(_tessera.__file__).resolve()
+    for library in (binding.parent / "_lib" / "libtessera_core.so", binding):
+        if library.exists():
+            stat = library.stat()
+            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    digest.update(f"libdevice {_file_identity(libdevice_path())}".encode())
+    digest.update(python_sources_digest().encode())
     from .. import __version__
     digest.update(__version__.encode())
     return digest.hexdigest()[:32]

@@ -1,5 +1,7 @@
 """The source index (frontend/source_index.py): a fresh process whose kernels were seen before
-computes the same source key without tokenizing or parsing anything; an edited file is read
+computes the same source key (and an autotuned kernel's tuning key, heuristics included)
+without tokenizing or parsing anything, also when the file was written again with the same
+text (tests/gpu/test_warm_start.py writes its script before each run); an edited file is read
 anew; an index that no longer matches its file is not trusted."""
 import json
 import os
@@ -27,6 +29,12 @@ def kernel(x_ptr, n, BLOCK: tl.constexpr):
     tl.store(x_ptr + offs, helper(tl.load(x_ptr + offs, mask=offs < n)),
              mask=offs < n)
     # a comment after the last statement
+
+
+tuned = tessera.autotune(configs=[tessera.Config({{"BLOCK": 16}})], key=["n"])(
+    tessera.heuristics({{"EVEN": lambda args: args["n"] % 2 == 0,
+                        "BIG": lambda args: (args["n"]
+                                             > 4096)}})(kernel))
 '''
 
 CHILD = textwrap.dedent('''
@@ -38,18 +46,23 @@ CHILD = textwrap.dedent('''
         def refuse(*args, **kwargs):
             raise AssertionError("the source index should have answered")
         inspect.getsourcelines = ast.parse = refuse
-    print(json.dumps(kernel_source_key(kernels.kernel)))
+    print(json.dumps([kernel_source_key(kernels.kernel), kernels.tuned._source()]))
 ''')
 
 
 def key_in_child(tmp_path, mode: str, **env) -> str:
+    return keys_in_child(tmp_path, mode, **env)[0]
+
+
+def keys_in_child(tmp_path, mode: str, **env):
+    """(the kernel's source key, the autotuned kernel's source with its heuristics)."""
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "src"), mode],
                           env=child_env(TESSERA_CACHE_DIR=str(tmp_path / "cache"), **env),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return tuple(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def write_kernels(tmp_path, scale: float, extra: str = "") -> None:
@@ -92,3 +105,23 @@ def test_an_entry_that_does_not_fit_its_file_is_not_trusted(tmp_path):
         key, {"index.json": json.dumps(functions).encode()})
     assert key_in_child(tmp_path, "normal") == expected
     assert os.path.exists(entry.parent)
+
+
+def test_a_file_written_again_with_the_same_text_keeps_its_index(tmp_path):
+    write_kernels(tmp_path, 2.0)
+    first = keys_in_child(tmp_path, "normal")
+    path = tmp_path / "src" / "kernels.py"
+    stat = path.stat()
+    write_kernels(tmp_path, 2.0)  # the same text, written again: a new modification time
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert keys_in_child(tmp_path, "forbid") == first
+
+
+def test_heuristics_come_from_the_index_too(tmp_path):
+    write_kernels(tmp_path, 2.0)
+    _, tuned = keys_in_child(tmp_path, "normal")
+    # The rules' text, as inspect gives a lambda: the rest of its statement.
+    assert '# heuristic EVEN\n    tessera.heuristics({"EVEN": lambda' in tuned
+    assert '# heuristic BIG\n                        "BIG": lambda args: (args["n"]\n' in tuned
+    assert "> 4096)})(kernel))" in tuned
+    assert keys_in_child(tmp_path, "forbid")[1] == tuned

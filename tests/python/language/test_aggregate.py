@@ -99,3 +99,12 @@ def test_unknown_and_mistyped_fields_are_rejected():
         Extra(tl.tensor.__new__(tl.tensor))
     with pytest.raises(TypeError, match="attribute 'lo'"):
         Pair(1, 2)
+
+
+def test_the_source_key_holds_the_constructor_and_the_methods():
+    # An edited method or constructor must not reuse a cubin on disk made from the old text.
+    key = pair_kernel.source_key()
+    assert "self.lo = lo" in key                        # Pair.__init__, run at compile time
+    assert "return self.lo * w + self.hi" in key        # Pair.weighted
+    assert "return Pair(self.hi, self.lo)" in key       # Pair.swapped
+    assert "aggregate" in key and "lo: tensor, hi: tensor" in key
