@@ -206,28 +206,61 @@ std::pair<std::string, int64_t> fileAndLine(const std::string &location) {
   return {location.substr(0, line), std::stoll(location.substr(line + 1, col - line - 1))};
 }
 
-void lowerAssert(KernelLowering &lowering, const ir::Operation &op) {
+/// __assertfail(message, file, line, kernel, 1) where `failed` holds.
+void emitAssertFailure(KernelLowering &lowering, llvm::Value *failed, const std::string &message,
+                       const std::string &location) {
   llvm::IRBuilder<> &b = lowering.builder();
-  llvm::Value *holds = nullptr; // the thread's elements, all of them (duplicates agree)
-  for (llvm::Value *element : lowering.registersOf(op.operand(0)))
-    holds = holds ? b.CreateAnd(holds, element) : element;
-  auto [file, line] = fileAndLine(op.location());
+  auto [file, line] = fileAndLine(location);
   std::string kernel = b.GetInsertBlock()->getParent()->getName().str();
   llvm::Type *ptr = b.getPtrTy();
   auto *type = llvm::FunctionType::get(b.getVoidTy(),
                                        {ptr, ptr, b.getInt32Ty(), ptr, b.getInt64Ty()}, false);
   llvm::FunctionCallee assertFail = moduleOf(lowering).getOrInsertFunction("__assertfail", type);
-  emitGuarded(lowering, b.CreateNot(holds), [&] {
-    std::string message = op.stringAttr("message");
-    b.CreateCall(
-        assertFail,
-        {stringConstant(lowering, message.empty() ? "device_assert" : message, "assert_msg"),
-         stringConstant(lowering, file, "assert_file"), b.getInt32(static_cast<uint32_t>(line)),
-         stringConstant(lowering, kernel, "assert_func"), b.getInt64(1)});
+  emitGuarded(lowering, failed, [&] {
+    b.CreateCall(assertFail, {stringConstant(lowering, message, "assert_msg"),
+                              stringConstant(lowering, file, "assert_file"),
+                              b.getInt32(static_cast<uint32_t>(line)),
+                              stringConstant(lowering, kernel, "assert_func"), b.getInt64(1)});
   });
 }
 
+void lowerAssert(KernelLowering &lowering, const ir::Operation &op) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  llvm::Value *holds = nullptr; // the thread's elements, all of them (duplicates agree)
+  for (llvm::Value *element : lowering.registersOf(op.operand(0)))
+    holds = holds ? b.CreateAnd(holds, element) : element;
+  std::string message = op.stringAttr("message");
+  emitAssertFailure(lowering, b.CreateNot(holds), message.empty() ? "device_assert" : message,
+                    op.location());
+}
+
 } // namespace
+
+llvm::Value *emitCheckedArithmetic(KernelLowering &lowering, const ir::Operation &op,
+                                   llvm::Value *lhs, llvm::Value *rhs, llvm::Value *&overflowed) {
+  llvm::Intrinsic::ID id = op.code() == ir::OpCode::AddI   ? llvm::Intrinsic::sadd_with_overflow
+                           : op.code() == ir::OpCode::SubI ? llvm::Intrinsic::ssub_with_overflow
+                                                           : llvm::Intrinsic::smul_with_overflow;
+  if (op.code() != ir::OpCode::AddI && op.code() != ir::OpCode::SubI &&
+      op.code() != ir::OpCode::MulI)
+    ir::emitError(op, "codegen: check_overflow is for addi, subi and muli");
+  llvm::IRBuilder<> &b = lowering.builder();
+  llvm::Value *pair = lowering.callIntrinsic(id, {lhs->getType()}, {lhs, rhs});
+  llvm::Value *bit = b.CreateExtractValue(pair, 1);
+  overflowed = overflowed ? b.CreateOr(overflowed, bit) : bit;
+  return b.CreateExtractValue(pair, 0);
+}
+
+void emitOverflowAssert(KernelLowering &lowering, const ir::Operation &op,
+                        llvm::Value *overflowed) {
+  std::string width = std::to_string(op.result()->type().elementType().bitWidth());
+  emitAssertFailure(lowering, overflowed,
+                    "int" + width + " overflow in " + op.name() +
+                        " computing a pointer offset: the offset wraps around; Tessera uses "
+                        "int64 offsets only for tensors of 2**31 elements or more, so this one "
+                        "points past its tensor (mask it) or needs .to(tl.int64)",
+                    op.location());
+}
 
 void lowerDebugOp(KernelLowering &lowering, const ir::Operation &op) {
   switch (op.code()) {

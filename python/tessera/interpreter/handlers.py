@@ -154,7 +154,40 @@ def _modular(info: OpInfo):
     if info.results[0].dtype == nm.BOOL:  # i1 arithmetic is modulo 2
         return lambda state, a, b: nm.from_bits(fn(nm.as_unsigned(a), nm.as_unsigned(b)),
                                                 nm.BOOL)
+    if info.attrs.get("check_overflow"):  # a pointer offset's (transforms/check_offsets.cpp)
+        return _checked(info, fn)
     return lambda state, a, b: fn(a, b)
+
+
+_SYMBOLS = {"addi": "+", "subi": "-", "muli": "*"}
+
+
+def _checked(info: OpInfo, fn):
+    """addi/subi/muli that compute a pointer offset: an exact result outside the type's range
+    raises, naming the lane, the operands and the exact value, rather than wrapping to an
+    address the kernel did not mean (the GPU checks the same with debug=True)."""
+    dtype = info.results[0].dtype
+    bits = nm.bit_width(dtype)
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    symbol = _SYMBOLS[info.name]
+
+    def checked(state, a, b):
+        exact = fn(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
+        wrong = (exact < low) | (exact > high)  # |a|, |b| < 2**31: exact in int64
+        if np.any(wrong):
+            lane = _first_lane(wrong) if np.ndim(wrong) else ()
+            shape = np.shape(exact)
+            pick = (lambda x: np.broadcast_to(x, shape)[lane]) if lane else (lambda x: x)
+            where = f" (lane {list(lane)})" if lane else ""
+            raise OpFault(f"int{bits} overflow in the offset of a pointer: {int(pick(a))} "
+                          f"{symbol} {int(pick(b))} = {int(pick(exact))} does not fit in "
+                          f"int{bits}{where}, so the address would wrap around. Tessera "
+                          "computes offsets in int64 only for tensors of 2**31 elements or "
+                          "more (docs/limits.md): this offset points past its tensor (mask "
+                          "those lanes) or must be computed in int64 (x.to(tl.int64))")
+        return fn(a, b)
+
+    return checked
 
 
 def _check_divisor(b):
