@@ -13,3 +13,9 @@ if importlib.util.find_spec("tessera") is None:
 def pytest_report_header(config):
     import tessera
     return f"tessera {tessera.__version__} from {os.path.dirname(tessera.__file__)}"
+
+
+def pytest_configure(config):
+    # pytest-xdist's marker, also when it is not installed: `--dist loadgroup` runs each group
+    # on one worker (tests/gpu/test_large_tensors.py holds 4 GiB tensors).
+    config.addinivalue_line("markers", "xdist_group(name): run on one pytest-xdist worker")
