@@ -224,7 +224,9 @@ inline bool otherTensorIsLarge(PyObject *obj, const TypeStrategy &strategy, bool
       return spansLargeSequences(handle.attr(names().shape).ptr(),
                                  handle.attr(names().stride)().ptr(), 1, large);
     py::dict interface = handle.attr(names().cudaArrayInterface);
-    py::object strides = interface.contains("strides") ? interface["strides"] : py::none();
+    py::object strides = py::none();
+    if (interface.contains("strides"))
+      strides = interface["strides"];
     int64_t itemBytes = std::stoll(interface["typestr"].cast<std::string>().substr(2));
     return itemBytes > 0 &&
            spansLargeSequences(interface["shape"].ptr(), strides.ptr(), itemBytes, large);

@@ -77,6 +77,35 @@ def test_the_tensor_extent_bit_is_the_same_on_both_paths(large_views):
         assert describe(masked_key(argument_key(view), 3)).large == argument_key(view)[3]
 
 
+class CudaArrayInterfaceTensor:
+    """A device tensor known only through __cuda_array_interface__ (Numba, CuPy): its extent
+    comes from the interface's shape and byte strides on both paths. Never dereferenced."""
+
+    def __init__(self, shape, strides, address=1 << 40):
+        self.dtype = np.dtype(np.float16)
+        self.interface = {"shape": shape, "strides": strides, "typestr": "<f2",
+                          "data": (address, False), "version": 3}
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.interface
+
+
+def test_the_extent_bit_of_array_interface_tensors():
+    tensors = [CudaArrayInterfaceTensor((2 ** 31,), None),          # row-major: large
+               CudaArrayInterfaceTensor((2 ** 31 - 1,), None),
+               CudaArrayInterfaceTensor((3, 2), (2 ** 31, 2)),       # 2**30-element rows
+               CudaArrayInterfaceTensor((2, 3), (2 ** 31, 2)),
+               CudaArrayInterfaceTensor((2 ** 20, 2 ** 20), (0, 0)),  # one element
+               CudaArrayInterfaceTensor((2, 2 ** 30 + 1), (2 ** 31 - 2, 2), 16)]
+    words = _runtime.specialization_words(tensors, [0] * len(tensors))
+    for tensor, word in zip(tensors, words):
+        key = argument_key(tensor)
+        assert word is not None and word >> 56 == DTYPE_TENSOR
+        assert (bool(word & 2), bool(word & 1)) == (key[3], key[2]), tensor.interface
+    assert [argument_key(t)[3] for t in tensors] == [True, False, True, False, False, True]
+
+
 def test_numpy_and_stand_in_extents():
     from numpy.lib.stride_tricks import as_strided
     from tessera.specialization import spans_2_31
