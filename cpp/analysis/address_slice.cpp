@@ -94,7 +94,8 @@ void walkAddressSlice(Value *offset, std::set<Value *> &seen,
     switch (sliceStep(*def)) {
     case SliceStep::Arithmetic:
     case SliceStep::Shape:
-    case SliceStep::Extend: work.insert(work.end(), def->operands().begin(), def->operands().end());
+    case SliceStep::Extend:
+      work.insert(work.end(), def->operands().begin(), def->operands().end());
       break;
     case SliceStep::Select:
       work.push_back(def->operand(1));

@@ -64,32 +64,28 @@ constexpr uint64_t kLargeSpan = uint64_t(1) << 31;
 
 /// Whether a tensor addresses 2**31 elements or more from its first one: its span
 /// 1 + sum((size - 1) * |stride|), 0 when empty; strides in elements (null: row-major). The
-/// same as specialization.spans_2_31, in 64 bits: a sum stops growing once it reaches 2**31.
+/// same as specialization.spans_2_31: one pass, exact in 128 bits (an empty dim's term is
+/// garbage that `empty` discards).
 inline bool spansLargeTensor(int ndim, const int64_t *shape, const int64_t *strides) {
-  for (int d = 0; d < ndim; ++d)
-    if (shape[d] == 0)
-      return false;
-  uint64_t span = 1, rowMajor = 1;
+  using Wide = unsigned __int128;
+  Wide span = 1, rowMajor = 1;
+  bool empty = false;
   for (int d = ndim - 1; d >= 0; --d) {
     uint64_t size = static_cast<uint64_t>(shape[d]);
-    uint64_t stride = strides ? static_cast<uint64_t>(strides[d] < 0 ? -strides[d] : strides[d])
-                              : rowMajor;
-    if (size > 1 && stride != 0) {
-      if (size - 1 >= kLargeSpan || stride >= kLargeSpan)
-        return true;
-      span += (size - 1) * stride; // < 2**62 + 2**31: no wrap
-      if (span >= kLargeSpan)
-        return true;
-    }
-    rowMajor = rowMajor * size < kLargeSpan ? rowMajor * size : kLargeSpan; // saturates
+    uint64_t step = strides ? static_cast<uint64_t>(strides[d]) : 0;
+    Wide stride = !strides ? rowMajor : strides[d] < 0 ? Wide(0 - step) : Wide(step);
+    empty |= size == 0;
+    span += static_cast<Wide>(size - 1) * stride; // < 2**126 each (int64 inputs)
+    span = span >> 100 ? Wide(1) << 100 : span;   // so that a sum of them cannot wrap
+    if (!strides) // row-major strides stop mattering past 2**62: keep them from wrapping
+      rowMajor = rowMajor * size > (uint64_t(1) << 62) ? (uint64_t(1) << 62) : rowMajor * size;
   }
-  return false;
+  return !empty && span >= kLargeSpan;
 }
 
 /// spansLargeTensor of a Python sequence of sizes and one of strides (None: row-major),
 /// divided by `divisor` (1, or the element size for strides in bytes). False: not readable.
-inline bool spansLargeSequences(PyObject *shape, PyObject *strides, int64_t divisor,
-                                bool &large) {
+inline bool spansLargeSequences(PyObject *shape, PyObject *strides, int64_t divisor, bool &large) {
   int64_t sizes[64], steps[64];
   PyObject *shapeItems = PySequence_Fast(shape, "shape");
   if (shapeItems == nullptr) {
@@ -98,8 +94,8 @@ inline bool spansLargeSequences(PyObject *shape, PyObject *strides, int64_t divi
   }
   Py_ssize_t ndim = PySequence_Fast_GET_SIZE(shapeItems);
   PyObject *strideItems = strides == Py_None ? nullptr : PySequence_Fast(strides, "strides");
-  bool ok = ndim <= 64 && (strides == Py_None ||
-                           (strideItems && PySequence_Fast_GET_SIZE(strideItems) == ndim));
+  bool ok = ndim <= 64 &&
+            (strides == Py_None || (strideItems && PySequence_Fast_GET_SIZE(strideItems) == ndim));
   for (Py_ssize_t d = 0; ok && d < ndim; ++d) {
     sizes[d] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(shapeItems, d));
     if (strideItems) {

@@ -18,7 +18,6 @@ llvm::Value *emitCheckedArithmetic(KernelLowering &lowering, const ir::Operation
                                    llvm::Value *lhs, llvm::Value *rhs, llvm::Value *&overflowed);
 
 /// Fails a device assertion naming `op` and its source line where `overflowed` is set.
-void emitOverflowAssert(KernelLowering &lowering, const ir::Operation &op,
-                        llvm::Value *overflowed);
+void emitOverflowAssert(KernelLowering &lowering, const ir::Operation &op, llvm::Value *overflowed);
 
 } // namespace tessera::codegen

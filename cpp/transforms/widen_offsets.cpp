@@ -52,8 +52,8 @@ bool recomputable(const Value *value) {
   if (!def)
     return false;
   SliceStep step = analysis::sliceStep(*def);
-  return step == SliceStep::Arithmetic || step == SliceStep::Shape ||
-         step == SliceStep::Select || def->code() == OpCode::For || def->code() == OpCode::If;
+  return step == SliceStep::Arithmetic || step == SliceStep::Shape || step == SliceStep::Select ||
+         def->code() == OpCode::For || def->code() == OpCode::If;
 }
 
 /// Recomputes slice values in i64, each once (memoized); new ops sit right after the op that
