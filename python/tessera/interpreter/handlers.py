@@ -8,6 +8,7 @@ scalar result may come back as a 0-d array: the evaluator checks its type and un
 """
 from __future__ import annotations
 
+import operator
 from typing import Callable, Dict
 
 import numpy as np
@@ -159,7 +160,7 @@ def _modular(info: OpInfo):
     return lambda state, a, b: fn(a, b)
 
 
-_SYMBOLS = {"addi": "+", "subi": "-", "muli": "*"}
+_EXACT = {"addi": ("+", operator.add), "subi": ("-", operator.sub), "muli": ("*", operator.mul)}
 
 
 def _checked(info: OpInfo, fn):
@@ -169,23 +170,29 @@ def _checked(info: OpInfo, fn):
     dtype = info.results[0].dtype
     bits = nm.bit_width(dtype)
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    symbol = _SYMBOLS[info.name]
+    symbol, exact_op = _EXACT[info.name]
+    make = dtype.type
+
+    def overflow(a, b, exact, lane):
+        pick = (lambda x: np.broadcast_to(x, np.shape(exact))[lane]) if lane else (lambda x: x)
+        where = f" (lane {list(lane)})" if lane else ""
+        return OpFault(f"int{bits} overflow in the offset of a pointer: {int(pick(a))} {symbol} "
+                       f"{int(pick(b))} = {int(pick(exact))} does not fit in int{bits}{where}, "
+                       "so the address would wrap around. Tessera computes offsets in int64 "
+                       "only for tensors of 2**31 elements or more (docs/limits.md): this "
+                       "offset points past its tensor (mask those lanes) or must be computed "
+                       "in int64 (x.to(tl.int64))")
 
     def checked(state, a, b):
-        exact = fn(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))
-        wrong = (exact < low) | (exact > high)  # |a|, |b| < 2**31: exact in int64
-        if np.any(wrong):
-            lane = _first_lane(wrong) if np.ndim(wrong) else ()
-            shape = np.shape(exact)
-            pick = (lambda x: np.broadcast_to(x, shape)[lane]) if lane else (lambda x: x)
-            where = f" (lane {list(lane)})" if lane else ""
-            raise OpFault(f"int{bits} overflow in the offset of a pointer: {int(pick(a))} "
-                          f"{symbol} {int(pick(b))} = {int(pick(exact))} does not fit in "
-                          f"int{bits}{where}, so the address would wrap around. Tessera "
-                          "computes offsets in int64 only for tensors of 2**31 elements or "
-                          "more (docs/limits.md): this offset points past its tensor (mask "
-                          "those lanes) or must be computed in int64 (x.to(tl.int64))")
-        return fn(a, b)
+        if type(a) is not np.ndarray and type(b) is not np.ndarray:  # scalars: Python ints
+            exact = exact_op(int(a), int(b))
+            if not low <= exact <= high:
+                raise overflow(a, b, exact, ())
+            return make(exact)
+        exact = fn(np.asarray(a, np.int64), np.asarray(b, np.int64))  # |a|, |b| < 2**31
+        if exact.min() < low or exact.max() > high:
+            raise overflow(a, b, exact, _first_lane((exact < low) | (exact > high)))
+        return exact.astype(dtype)
 
     return checked
 
