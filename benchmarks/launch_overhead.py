@@ -53,9 +53,11 @@ def use_recording_launchers() -> None:
     """Kernels prepare into launchers without a kernel (nothing compiles, no GPU needed)."""
     from tessera.runtime import driver, launcher
 
-    def prepare(jit_fn, values, specialization, constexprs, num_warps, num_stages, built=None):
+    def prepare(jit_fn, values, specialization, constexprs, launch_options, built=None,
+                names=None):  # launcher.prepare's signature
         kinds = [launcher._launcher_kind(specialization[0][n]) for n in jit_fn.runtime_names]
-        kernel = launcher.Launchable(jit_fn.__name__, driver.KernelLauncher(kinds, None, num_warps),
+        kernel = launcher.Launchable(jit_fn.__name__,
+                                     driver.KernelLauncher(kinds, None, launch_options.num_warps),
                                      0, "other", jit_fn.runtime_names, {})
         kernel.current_stream = int             # int() == 0, the legacy default stream
         kernel.launch = lambda grid, args: None  # the first launch, on the Python path

@@ -1,6 +1,7 @@
 // The specialization of a kernel call, computed in C++ for the fast launch path
 // (cpp/bindings/launch.cpp): per runtime argument a 64-bit key word (kind, dtype, divisibility by
-// 16, equality to 1) and the value to pass; per constexpr one or two words. Header-only: it reads
+// 16, equality to 1, a tensor addressing 2**31 elements or more) and the value to pass; per
+// constexpr one or two words. Header-only: it reads
 // Python objects, and libtessera_core does not link Python.
 //
 // The words mirror python/tessera/specialization.py and must be at least as fine as its keys: two
@@ -34,8 +35,8 @@ enum class KeyTag : uint64_t {
   Int = 1,
   Bool,
   Float,
-  DLPackTensor, // payload: DLPack dtype (code, bits, lanes) and 16-byte alignment
-  DtypeTensor,  // payload: address of the tensor's dtype object (kept alive) and alignment
+  DLPackTensor, // payload: DLPack dtype (code, bits, lanes), 16-byte alignment, large
+  DtypeTensor,  // payload: address of the tensor's dtype object (kept alive), alignment, large
   ConstInt,     // a constexpr int; the next word is its value
   ConstBool,
   ConstNone,
@@ -51,10 +52,65 @@ inline uint64_t keyWord(KeyTag tag, uint64_t payload = 0) {
 /// alignment), equality to 1.
 enum SpecializeFlags : uint8_t { kNoDivisibility = 1, kNoEqualToOne = 2 };
 
-/// The Int payload's bits (specializeInt) and the tensors' alignment bit.
+/// The Int payload's bits (specializeInt) and the tensors' alignment and extent bits. The
+/// extent bit is never masked: a kernel compiled for int32 offsets is wrong for such a tensor.
 constexpr uint64_t kIntDivisibleBit = uint64_t(1) << 2;
 constexpr uint64_t kIntEqualToOneBit = uint64_t(1) << 3;
 constexpr uint64_t kTensorAlignedBit = 1;
+constexpr uint64_t kTensorLargeBit = 2;
+
+/// Elements from a tensor's first one that an int32 offset cannot reach.
+constexpr uint64_t kLargeSpan = uint64_t(1) << 31;
+
+/// Whether a tensor addresses 2**31 elements or more from its first one: its span
+/// 1 + sum((size - 1) * |stride|), 0 when empty; strides in elements (null: row-major). The
+/// same as specialization.spans_2_31: one pass, exact in 128 bits (an empty dim's term is
+/// garbage that `empty` discards).
+inline bool spansLargeTensor(int ndim, const int64_t *shape, const int64_t *strides) {
+  using Wide = unsigned __int128;
+  Wide span = 1, rowMajor = 1;
+  bool empty = false;
+  for (int d = ndim - 1; d >= 0; --d) {
+    uint64_t size = static_cast<uint64_t>(shape[d]);
+    uint64_t step = strides ? static_cast<uint64_t>(strides[d]) : 0;
+    Wide stride = !strides ? rowMajor : strides[d] < 0 ? Wide(0 - step) : Wide(step);
+    empty |= size == 0;
+    span += static_cast<Wide>(size - 1) * stride; // < 2**126 each (int64 inputs)
+    span = span >> 100 ? Wide(1) << 100 : span;   // so that a sum of them cannot wrap
+    if (!strides) // row-major strides stop mattering past 2**62: keep them from wrapping
+      rowMajor = rowMajor * size > (uint64_t(1) << 62) ? (uint64_t(1) << 62) : rowMajor * size;
+  }
+  return !empty && span >= kLargeSpan;
+}
+
+/// spansLargeTensor of a Python sequence of sizes and one of strides (None: row-major),
+/// divided by `divisor` (1, or the element size for strides in bytes). False: not readable.
+inline bool spansLargeSequences(PyObject *shape, PyObject *strides, int64_t divisor, bool &large) {
+  int64_t sizes[64], steps[64];
+  PyObject *shapeItems = PySequence_Fast(shape, "shape");
+  if (shapeItems == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  Py_ssize_t ndim = PySequence_Fast_GET_SIZE(shapeItems);
+  PyObject *strideItems = strides == Py_None ? nullptr : PySequence_Fast(strides, "strides");
+  bool ok = ndim <= 64 &&
+            (strides == Py_None || (strideItems && PySequence_Fast_GET_SIZE(strideItems) == ndim));
+  for (Py_ssize_t d = 0; ok && d < ndim; ++d) {
+    sizes[d] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(shapeItems, d));
+    if (strideItems) {
+      int64_t step = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(strideItems, d));
+      steps[d] = (step < 0 ? -step : step) / divisor;
+    }
+    ok = !PyErr_Occurred();
+  }
+  Py_DECREF(shapeItems);
+  Py_XDECREF(strideItems);
+  PyErr_Clear();
+  if (ok)
+    large = spansLargeTensor(static_cast<int>(ndim), sizes, strideItems ? steps : nullptr);
+  return ok;
+}
 
 inline uint64_t maskedWord(uint64_t word, uint8_t flags) {
   if (flags == 0)
@@ -70,7 +126,7 @@ inline uint64_t maskedWord(uint64_t word, uint8_t flags) {
   case KeyTag::DtypeTensor:
     if (flags & kNoDivisibility)
       word &= ~kTensorAlignedBit;
-    break;
+    break; // kTensorLargeBit stays
   default: break;
   }
   return word;
@@ -148,10 +204,32 @@ inline bool specializeExchangeTensor(PyObject *obj, const TypeStrategy &strategy
   value.kind = ValueKind::Address;
   value.bits = reinterpret_cast<uint64_t>(tensor.data) + tensor.byte_offset;
   const dlpack::DLDataType &dtype = tensor.dtype;
-  word =
-      keyWord(KeyTag::DLPackTensor, (value.bits % 16 == 0) | uint64_t(dtype.code) << 8 |
-                                        uint64_t(dtype.bits) << 16 | uint64_t(dtype.lanes) << 24);
+  bool large = spansLargeTensor(tensor.ndim, tensor.shape, tensor.strides);
+  word = keyWord(KeyTag::DLPackTensor, (value.bits % 16 == 0) | (large ? kTensorLargeBit : 0) |
+                                           uint64_t(dtype.code) << 8 | uint64_t(dtype.bits) << 16 |
+                                           uint64_t(dtype.lanes) << 24);
   return true;
+}
+
+/// spansLargeTensor of a tensor without the exchange table: torch's shape and stride(), CuPy's
+/// shape and strides (bytes), or __cuda_array_interface__'s (as specialization.py reads each).
+inline bool otherTensorIsLarge(PyObject *obj, const TypeStrategy &strategy, bool &large) {
+  py::handle handle(obj);
+  try {
+    if (strategy.source == PointerSource::Torch)
+      return spansLargeSequences(handle.attr(names().shape).ptr(),
+                                 handle.attr(names().stride)().ptr(), 1, large);
+    py::dict interface = handle.attr(names().cudaArrayInterface);
+    py::object strides = py::none();
+    if (interface.contains("strides"))
+      strides = interface["strides"];
+    int64_t itemBytes = std::stoll(interface["typestr"].cast<std::string>().substr(2));
+    return itemBytes > 0 &&
+           spansLargeSequences(interface["shape"].ptr(), strides.ptr(), itemBytes, large);
+  } catch (const std::exception &) { // py::error_already_set, a cast or a malformed typestr
+    PyErr_Clear();
+    return false;
+  }
 }
 
 /// A tensor of a framework without the exchange table: the launch path's own address
@@ -181,9 +259,13 @@ inline bool specializeOtherTensor(PyObject *obj, const TypeStrategy &strategy, u
   }
   uint64_t address = reinterpret_cast<uint64_t>(keptDtype(dtype));
   Py_DECREF(dtype);
+  bool large = false;
+  if (!otherTensorIsLarge(obj, strategy, large))
+    return false;
   value.kind = ValueKind::Address;
   value.onHost = false;
-  word = keyWord(KeyTag::DtypeTensor, address | (value.bits % 16 == 0)); // objects are 8-aligned
+  word = keyWord(KeyTag::DtypeTensor, address | (value.bits % 16 == 0) | // objects are 8-aligned
+                                          (large ? kTensorLargeBit : 0));
   return true;
 }
 

@@ -235,6 +235,32 @@ void emitAssertFailure(KernelLowering &lowering, llvm::Value *failed, const std:
   });
 }
 
+llvm::Value *emitCheckedArithmetic(KernelLowering &lowering, const ir::Operation &op,
+                                   llvm::Value *lhs, llvm::Value *rhs, llvm::Value *&overflowed) {
+  llvm::Intrinsic::ID id = op.code() == ir::OpCode::AddI   ? llvm::Intrinsic::sadd_with_overflow
+                           : op.code() == ir::OpCode::SubI ? llvm::Intrinsic::ssub_with_overflow
+                                                           : llvm::Intrinsic::smul_with_overflow;
+  if (op.code() != ir::OpCode::AddI && op.code() != ir::OpCode::SubI &&
+      op.code() != ir::OpCode::MulI)
+    ir::emitError(op, "codegen: check_overflow is for addi, subi and muli");
+  llvm::IRBuilder<> &b = lowering.builder();
+  llvm::Value *pair = lowering.callIntrinsic(id, {lhs->getType()}, {lhs, rhs});
+  llvm::Value *bit = b.CreateExtractValue(pair, 1);
+  overflowed = overflowed ? b.CreateOr(overflowed, bit) : bit;
+  return b.CreateExtractValue(pair, 0);
+}
+
+void emitOverflowAssert(KernelLowering &lowering, const ir::Operation &op,
+                        llvm::Value *overflowed) {
+  std::string width = std::to_string(op.result()->type().elementType().bitWidth());
+  emitAssertFailure(lowering, overflowed,
+                    "int" + width + " overflow in " + op.name() +
+                        " computing a pointer offset: the offset wraps around; Tessera uses "
+                        "int64 offsets only for tensors of 2**31 elements or more, so this one "
+                        "points past its tensor (mask it) or needs .to(tl.int64)",
+                    op.location());
+}
+
 void lowerDebugOp(KernelLowering &lowering, const ir::Operation &op) {
   switch (op.code()) {
   case ir::OpCode::Print: return lowerPrint(lowering, op);

@@ -5,6 +5,7 @@
 // share the result's layout (the layout passes insert convert_layout otherwise), so register
 // i of every operand holds the same element. make_range is the one op that reads the layout:
 // register i holds element start + L(i, lane, warp).
+#include "codegen/lower_debug.h"
 #include "codegen/lower_to_llvm.h"
 
 #include "ir/diagnostics.h"
@@ -240,13 +241,18 @@ void lowerElementwiseOp(KernelLowering &lowering, const ir::Operation &op) {
                               " (a convert_layout is missing)");
   }
   llvm::Type *type = lowering.registerType(resultType, op);
+  bool checked = op.flagAttr("check_overflow"); // transforms/check_offsets.cpp (debug)
+  llvm::Value *overflowed = nullptr;
   Registers result;
   for (int reg = 0; reg < numRegs; ++reg) {
     std::vector<llvm::Value *> args;
     for (const ir::Value *operand : op.operands())
       args.push_back(lowering.registersOf(operand)[reg]);
-    result.push_back(emitElement(lowering, op, args, type));
+    result.push_back(checked ? emitCheckedArithmetic(lowering, op, args[0], args[1], overflowed)
+                             : emitElement(lowering, op, args, type));
   }
+  if (checked)
+    emitOverflowAssert(lowering, op, overflowed);
   lowering.setRegisters(op.result(), std::move(result));
 }
 

@@ -2,7 +2,8 @@
 // driver (python/tessera/compiler/compiler.py) runs them through the binding and
 // `tessera-opt --pass-pipeline=tgir{num_stages=3 arch=sm_80}` runs the same list.
 //
-//   tir:  the front end's tile IR, cleaned up (target-neutral; what the interpreter runs)
+//   tir:  the front end's tile IR, cleaned up (target-neutral; what the interpreter runs), with
+//         int64 offsets for tensors past 2**31 elements and, when asked, overflow checks
 //   tgir: layouts, tensor cores, software pipelining, shared memory and barriers
 //
 // Options set module attributes that passes and codegen read; an option not given leaves the
@@ -46,6 +47,7 @@ const ir::PipelineOption kNumWarps{"num_warps", "warps per program (module attri
 
 void configureTir(Module &module, const PipelineOptionValues &values) {
   setIntegerAttr(module, "tir", values, "num_warps", 1);
+  setIntegerAttr(module, "tir", values, "check_offsets", 0);
 }
 
 /// wgmma exists only on sm_90a: the `wgmma` attribute accelerate_matmul reads is the option
@@ -69,8 +71,11 @@ void configureTgir(Module &module, const PipelineOptionValues &values) {
 ir::PipelineRegistration tir(ir::PipelineInfo{
     "tir",
     "the front end's tile IR cleaned up, target-neutral (what the interpreter runs)",
-    {"canonicalize", "cse", "dce", "combine_dot_add", "licm", "canonicalize", "dce"},
-    {kNumWarps},
+    {"canonicalize", "cse", "dce", "widen_offsets", "check_offsets", "combine_dot_add", "licm",
+     "canonicalize", "dce"},
+    {kNumWarps,
+     {"check_offsets", "1: the narrow arithmetic of pointer offsets checks for overflow (the "
+                       "interpreter; the GPU with debug)"}},
     configureTir});
 
 ir::PipelineRegistration tgir(ir::PipelineInfo{

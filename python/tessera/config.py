@@ -108,7 +108,8 @@ KNOBS: dict[str, Knob[Any]] = {
                            "message only), to debug Tessera itself."),
     "debug": Knob("TESSERA_DEBUG", False, _parse_bool,
                   "Compile tl.device_assert and `assert` statements into kernels (as "
-                  "TRITON_DEBUG; also @jit(debug=True)); off, they build nothing. Read when a "
+                  "TRITON_DEBUG; also @jit(debug=True)), and check the int32 arithmetic of "
+                  "pointer offsets for overflow; off, they build nothing. Read when a "
                   "specialization is first compiled; part of the cache key."),
 }
 

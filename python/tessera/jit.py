@@ -216,25 +216,28 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
                 return name
         return "?"
 
-    def _specialization(self, keys) -> Tuple[Dict[str, str], set, set]:
-        """The type strings and divisibility sets that the compiler sees (on a cache miss).
-        Runtime parameters passed None are left out: they are constexpr None
-        (:meth:`_constexpr_dict` gives them)."""
+    def _specialization(self, keys) -> Tuple[Dict[str, str], set, set, set]:
+        """The type strings and the sets of parameters divisible by 16, equal to 1 and
+        addressing 2**31 elements or more that the compiler sees (on a cache miss). Runtime
+        parameters passed None are left out: they are constexpr None (:meth:`_constexpr_dict`
+        gives them)."""
         signature: Dict[str, str] = {}
-        div16, eq1 = set(), set()
+        div16, eq1, large = set(), set(), set()
         for name, key in self._leaf_keys(keys):
             if tuple_arguments.is_compile_time(key):
                 continue
             try:
-                code, divisible, one = describe(key)
+                described = describe(key)
             except TypeError as e:  # e.g. an array of an unsupported dtype
                 raise TypeError(f"{self.__name__}: argument '{name}': {e}") from None
-            signature[name] = code
-            if divisible:
+            signature[name] = described.type
+            if described.divisible:
                 div16.add(name)
-            if one:
+            if described.one:
                 eq1.add(name)
-        return signature, div16, eq1
+            if described.large:
+                large.add(name)
+        return signature, div16, eq1, large
 
     def _split_launch(self, kwargs: Dict[str, Any]) -> Tuple[LaunchOptions, Dict[str, Any], tuple]:
         """(launch options, kernel keyword arguments, options as given for the C++ table)."""
@@ -424,13 +427,14 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
             self._tile_ir_source = source
         module = self._tile_ir.get(key)  # the key holds the launch options, debug included
         if module is None:
-            signature, div16, eq1 = self._specialization(key[0])
+            signature, div16, eq1, large = self._specialization(key[0])
             from .language.target_info import interpreting
             with interpreting():  # tl.target_info: the device the interpreter stands for
                 try:
                     module = build_tile_ir(self.fn, signature,
                                            self._constexpr_dict(constexprs, key[0]), div16,
-                                           eq1, num_warps, debug, interpreter=True)
+                                           eq1, num_warps, debug, interpreter=True,
+                                           large_tensors=large)
                 except errors.CompilationError as error:  # as Triton's: an InterpreterError
                     raise errors.interpreted(error) from error.__cause__
             self._tile_ir[key] = module
@@ -462,9 +466,10 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         from .runtime import launcher
         options, kwargs, _ = self._split_launch(kwargs)
         _values, constexprs, keys = self._arguments(args, kwargs)
-        signature, div16, eq1 = self._specialization(keys)
+        signature, div16, eq1, large = self._specialization(keys)
         return compile_kernel(self.fn, signature, self._constexpr_dict(constexprs, keys), div16,
-                              eq1, options.compile_options(arch or launcher.default_arch()))
+                              eq1, options.compile_options(arch or launcher.default_arch()),
+                              large_tensors=large)
 
     def asm(self, *args, **kwargs) -> Dict[str, Any]:
         """Every stage of the compiled kernel: "tir", "tgir", "llir", "ptx", "cubin"."""

@@ -2,7 +2,9 @@
 
 Per non-constexpr argument the compiled code depends on: the type ("*fp32", "i32", "fp32", ...),
 whether the pointer or integer is divisible by 16 (16-byte-aligned pointers allow vector
-accesses), and whether an integer equals 1. ``specialization_key`` runs on every launch, so it
+accesses), whether an integer equals 1, and whether a tensor addresses 2**31 elements or more
+(``spans_2_31``: its offsets need int64 arithmetic, which the widen_offsets pass gives only
+the kernels specialized for such tensors). ``specialization_key`` runs on every launch, so it
 dispatches on the argument's Python type to a small function chosen once per type; the
 readable type strings are made from the key only when a kernel is compiled (``describe``).
 
@@ -17,7 +19,7 @@ tests/python/runtime/test_specialization_pin.py checks both on random argument l
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, NamedTuple
 
 # Framework dtype names (torch.float32 -> "float32", numpy/cupy/jax dtype.name) -> type codes.
 _DTYPE_CODES = {
@@ -58,9 +60,48 @@ def integer_code(value: int) -> str:
     raise OverflowError(f"integer {value} does not fit in 64 bits")
 
 
+LARGE_SPAN = 2 ** 31  # elements from a tensor's first one that an int32 offset cannot reach
+
+
+def spans_2_31(shape, strides) -> bool:
+    """Whether a tensor of this shape and these strides (in elements) addresses 2**31 elements
+    or more from its first one: its span 1 + sum((size - 1) * |stride|) (0 when it is empty),
+    so that a strided view counts the memory it reaches, and a broadcast (stride 0) only what
+    it reads. The C++ fast path computes the same (python_specialize.h, spansLargeTensor)."""
+    span = 1
+    for size, stride in zip(shape, strides):
+        if size == 0:
+            return False
+        span += (size - 1) * abs(stride)
+    return span >= LARGE_SPAN
+
+
+def _numpy_large(v) -> bool:
+    itemsize = v.itemsize
+    return spans_2_31(v.shape, [abs(s) // itemsize for s in v.strides])
+
+
+def _interface_large(interface: dict, itemsize: int) -> bool:
+    """spans_2_31 of an array interface dict (strides in bytes; None: row-major)."""
+    shape = interface["shape"]
+    strides = interface.get("strides")
+    if strides is None:
+        return spans_2_31(shape, _row_major(shape))
+    return spans_2_31(shape, [abs(s) // itemsize for s in strides])
+
+
+def _row_major(shape) -> list:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return strides[::-1]
+
+
 # ----------------------------------------------------------------------------- per-type keys
 # Each returns a small hashable tuple: ("int", code, div16, eq1), ("float",), ("bool",) or
-# ("tensor", dtype, aligned16). Framework dtype objects are hashable and cheap to compare.
+# ("tensor", dtype, aligned16, large) (large: spans_2_31). Framework dtype objects are hashable
+# and cheap to compare.
 
 def _key_bool(v: bool) -> tuple:
     return ("bool",)
@@ -75,21 +116,33 @@ def _key_float(v: float) -> tuple:
 
 
 def _key_torch(v) -> tuple:
-    return ("tensor", v.dtype, v.data_ptr() % 16 == 0)
+    return ("tensor", v.dtype, v.data_ptr() % 16 == 0, spans_2_31(v.shape, v.stride()))
 
 
 def _key_cuda_array_interface(v) -> tuple:
     try:
-        pointer = v.__cuda_array_interface__["data"][0]
+        interface = v.__cuda_array_interface__
+        pointer = interface["data"][0]
+        large = _interface_large(interface, int(interface["typestr"][2:]))
     except Exception:  # noqa: BLE001 - a class whose host buffers refuse the CUDA interface
         pointer = _host_or_device_pointer(v)
-    return ("tensor", v.dtype, pointer % 16 == 0)
+        large = _shape_large(v)
+    return ("tensor", v.dtype, pointer % 16 == 0, large)
+
+
+def _shape_large(v) -> bool:
+    """spans_2_31 of an array with a shape and, where it has them, strides in bytes."""
+    strides = getattr(v, "strides", None)
+    if strides is None:
+        return spans_2_31(v.shape, _row_major(v.shape))
+    itemsize = v.dtype.itemsize
+    return spans_2_31(v.shape, [abs(s) // itemsize for s in strides])
 
 
 def _key_numpy(v) -> tuple:
     if v.shape == ():                       # a NumPy scalar array
         return ("scalar", v.dtype)
-    return ("tensor", v.dtype, v.__array_interface__["data"][0] % 16 == 0)
+    return ("tensor", v.dtype, v.__array_interface__["data"][0] % 16 == 0, _numpy_large(v))
 
 
 def _key_numpy_scalar(v) -> tuple:
@@ -129,18 +182,20 @@ def _host_or_device_pointer(v) -> int:
                     "usable __cuda_array_interface__, DLPack nor __array_interface__")
 
 
-def _key_array_any_device(v) -> tuple:
-    return ("tensor", v.dtype, _host_or_device_pointer(v) % 16 == 0)
+def _key_array_any_device(v) -> tuple:  # JAX: dense arrays, row-major
+    return ("tensor", v.dtype, _host_or_device_pointer(v) % 16 == 0,
+            spans_2_31(v.shape, _row_major(v.shape)))
 
 
 def _key_dlpack(v) -> tuple:
     from .runtime import driver          # only for exotic tensor types
-    ptr = driver.tensor_info(v)[0]
-    return ("tensor", v.dtype, ptr % 16 == 0)
+    ptr, _, _, _, shape, strides = driver.tensor_info(v)
+    return ("tensor", v.dtype, ptr % 16 == 0, spans_2_31(shape, strides))
 
 
 def _key_wrapper(v) -> tuple:
-    return ("tensor", v.dtype, v.data_ptr() % 16 == 0)
+    # A reinterpreted tensor (the same element width): its base's extent.
+    return ("tensor", v.dtype, v.data_ptr() % 16 == 0, argument_key(v.base)[3])
 
 
 def _key_jit_function(v) -> tuple:
@@ -206,7 +261,8 @@ def argument_key(value: Any) -> tuple:
 
 def masked_key(key: tuple, flags: int) -> tuple:
     """``key`` without what @jit(do_not_specialize...) leaves out (launch_options.
-    specialize_flags: 1 = divisibility / alignment, 2 = equality to 1)."""
+    specialize_flags: 1 = divisibility / alignment, 2 = equality to 1). A tensor's extent
+    (spans_2_31) is never left out: a kernel compiled for int32 offsets is wrong for it."""
     kind = key[0]
     if kind == "int":
         return ("int", key[1], key[2] and not flags & 1, key[3] and not flags & 2)
@@ -214,24 +270,33 @@ def masked_key(key: tuple, flags: int) -> tuple:
         from .runtime import tuple_arguments
         return tuple_arguments.masked(key, flags, masked_key)
     if kind in ("tensor", "typed"):
-        return (kind, key[1], key[2] and not flags & 1)
+        return (kind, key[1], key[2] and not flags & 1, key[3])
     return key
 
 
-def describe(key: tuple) -> Tuple[str, bool, bool]:
-    """(type string such as "*fp16" or "i32", divisible by 16, equal to 1) of an argument key."""
+class Described(NamedTuple):
+    """What the compiler is told of one argument key (see :func:`describe`)."""
+    type: str          # "*fp16", "i32", ...
+    divisible: bool    # by 16 (pointers: 16-byte aligned)
+    one: bool          # an int equal to 1
+    large: bool = False  # a tensor addressing 2**31 elements or more (spans_2_31)
+
+
+def describe(key: tuple) -> Described:
+    """(type string such as "*fp16" or "i32", divisible by 16, equal to 1, large tensor) of an
+    argument key."""
     kind = key[0]
     if kind == "int":
-        return key[1], key[2], key[3]
-    if kind == "typed":  # a warmup stand-in: (type string, 16-byte aligned)
-        return key[1], key[2], False
+        return Described(key[1], key[2], key[3])
+    if kind == "typed":  # a warmup stand-in: (type string, 16-byte aligned, large)
+        return Described(key[1], key[2], False, key[3])
     if kind == "bool":
-        return "i1", False, False
+        return Described("i1", False, False)
     if kind == "float":
-        return "fp32", False, False
+        return Described("fp32", False, False)
     if kind == "scalar":
-        return dtype_code(key[1]), False, False
-    if kind == "tensordesc":
+        return Described(dtype_code(key[1]), False, False)
+    if kind == "tensordesc":  # its offsets are int64 already (shape and strides are)
         from .runtime import descriptor_arguments
-        return descriptor_arguments.type_text(key, dtype_code(key[1])), False, False
-    return "*" + dtype_code(key[1]), key[2], False
+        return Described(descriptor_arguments.type_text(key, dtype_code(key[1])), False, False)
+    return Described("*" + dtype_code(key[1]), key[2], False, key[3])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .specialization import dtype_code
+from .specialization import dtype_code, spans_2_31
 
 _SCALAR_CODES = {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "fp16", "bf16",
                  "fp32", "fp64"}
@@ -51,7 +51,10 @@ class MockTensor:
         return 0
 
     def specialization_key(self) -> tuple:
-        return ("typed", "*" + _dtype_string(self.dtype), True)
+        # Its shape counts as a tensor's would: a stand-in of 2**31 elements or more compiles
+        # the kernel with int64 offsets, as a real tensor of that shape would launch it.
+        return ("typed", "*" + _dtype_string(self.dtype), True,
+                spans_2_31(self.shape, self.stride()))
 
 
 class TypedStandIn:
@@ -64,7 +67,7 @@ class TypedStandIn:
         self.code = code
 
     def specialization_key(self) -> tuple:
-        return ("typed", self.code, self.code.startswith("*"))
+        return ("typed", self.code, self.code.startswith("*"), False)
 
     def __repr__(self) -> str:
         return f"TypedStandIn({self.code!r})"

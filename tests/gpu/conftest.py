@@ -46,3 +46,9 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("=", "GPU memory: tests that reserved over 4 GiB")
         for value, nodeid in sorted(set(heavy), reverse=True)[:30]:
             terminalreporter.write_line(f"{value:7.2f} GiB  {nodeid}")
+
+
+def pytest_configure(config):
+    # pytest-xdist's marker, also when it is not installed: `--dist loadgroup` runs each group
+    # on one worker (tests/gpu/test_large_tensors.py holds 4 GiB tensors).
+    config.addinivalue_line("markers", "xdist_group(name): run on one pytest-xdist worker")

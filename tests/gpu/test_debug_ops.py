@@ -114,3 +114,50 @@ def test_gpu_prints_pointer_addresses(tmp_path):
     printed = sorted(line for line in lines if line.startswith("pid"))
     assert printed == sorted(f"pid (0, 0, 0) idx ({i:>2}) ptr: {hex(base + 12 * i)}"
                              for i in range(64))
+
+
+OVERFLOW_PROGRAM = textwrap.dedent("""
+    import sys
+    import torch
+    import tessera
+    import tessera.language as tl
+
+    @tessera.jit(debug=True)
+    def gather_rows(x_ptr, out_ptr, stride, n, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        offs = row * stride + tl.arange(0, BLOCK)  # wraps for row 2 when stride is 2**30
+        mask = offs < n  # a wrapped offset is negative: the mask lets it through
+        tl.store(out_ptr + row * BLOCK + tl.arange(0, BLOCK), tl.load(x_ptr + offs, mask=mask),
+                 mask=mask)
+
+    device = sys.argv[1]
+    if device == "interpreter":
+        tessera.config.knobs.interpret = True
+        device = "cpu"
+    x = torch.zeros(8, device=device)
+    out = torch.zeros(3, 4, device=device)
+    gather_rows[(3,)](x, out, int(sys.argv[2]), 8, BLOCK=4)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    print("finished")
+""")
+
+
+@pytest.mark.parametrize("where", ["gpu", "interpreter"])
+def test_an_offset_that_overflows_int32_stops_the_kernel_in_debug_mode(tmp_path, where):
+    """As Triton's sanitize_overflow under debug: the int32 multiply that computes an offset
+    and wraps fails a device assertion naming the op (the interpreter raises at the same
+    line); with an offset that fits the kernel runs."""
+    script = tmp_path / "overflow_program.py"
+    script.write_text(OVERFLOW_PROGRAM)
+    env = dict(child_env(), TESSERA_DEBUG="0", TESSERA_CACHE_DIR=str(tmp_path / "cache"))
+    device = "cuda" if where == "gpu" else "interpreter"
+    run_with = [sys.executable, str(script), device]
+    bad = subprocess.run(run_with + [str(2 ** 30)], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode != 0 and "finished" not in bad.stdout
+    assert "int32 overflow in" in bad.stdout + bad.stderr
+    assert "overflow_program.py" in bad.stdout + bad.stderr  # the kernel's file and line
+    good = subprocess.run(run_with + ["2"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert good.returncode == 0 and "finished" in good.stdout, good.stderr

@@ -34,7 +34,7 @@ class CompileJob:
     kernel_key: tuple                    # the JITFunction's in-memory key of this kernel
     values: tuple                        # runtime argument values (for loading, not compiling)
     constexprs: tuple                    # constexpr values in the JITFunction's order
-    specialization: Tuple[Dict[str, str], set, set]   # signature, div16, eq1
+    specialization: Tuple[Dict[str, str], set, set, set]  # signature, div16, eq1, large
     options: Any                         # CompileOptions (num_warps, num_stages, arch)
     target: Target
     # Prune on the tile-IR estimate before compiling. The estimate can overcount (operands a
@@ -75,14 +75,15 @@ def compile_one(job: CompileJob) -> Outcome:
 
     pid = os.getpid()
     props = job.target.properties
-    signature, div16, eq1 = job.specialization
+    signature, div16, eq1, large = job.specialization
     try:
         tma = bool(getattr(job.options, "tma", False)) and \
             getattr(job.options, "arch", "") == "sm_90a"  # as compile_kernel decides it
         module = None  # without the estimate: the disk cache first, else the whole compile
         if job.estimate_first:
             module = build_tile_ir(job.jit_fn.fn, signature, job.constexpr_dict, div16, eq1,
-                                   job.options.num_warps, debug=job.options.debug, tma=tma)
+                                   job.options.num_warps, debug=job.options.debug, tma=tma,
+                                   large_tensors=large)
             reason = resources.why_not_fit_before_compile(
                 module, job.options.num_warps, job.options.num_stages, props)
             if reason is not None:

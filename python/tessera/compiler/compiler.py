@@ -159,17 +159,24 @@ def _run_pipeline(module, stage: str, **options: Any) -> None:
 
 def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                   divisibility_16=(), equal_to_1=(), num_warps: int = 4,
-                  debug: Optional[bool] = None, tma: bool = False, interpreter: bool = False):
+                  debug: Optional[bool] = None, tma: bool = False, interpreter: bool = False,
+                  large_tensors=()):
     """Front end + target-neutral cleanup: the layout-free tile IR (what the interpreter runs).
     ``debug``: device asserts build code (None: as knobs.debug); ``tma``: descriptor loads
     carry tensor maps (frontend.build_module); ``interpreter``: built for the interpreter (its
-    limits, e.g. dots of any size, as Triton's interpreter)."""
+    limits, e.g. dots of any size, as Triton's interpreter); ``large_tensors``: the pointer
+    parameters whose tensors address 2**31 elements or more (their offsets become int64).
+    The interpreter, and the GPU with ``debug``, check the int32 arithmetic of pointer offsets
+    for overflow (the check_offsets pass)."""
     from ..language.extra.cuda.utils import compiling_with_warps  # tl.extra.cuda.num_warps
     with compiling_with_warps(num_warps):
         module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
                                        set(equal_to_1), debug=debug, tma=tma,
-                                       interpreter=interpreter)
-    _run_pipeline(module, "tir", num_warps=num_warps)
+                                       interpreter=interpreter, large_tensors=set(large_tensors))
+    # Only given when on: the module attribute it sets is part of the IR's text.
+    checked = {"check_offsets": 1} if interpreter or (knobs.debug if debug is None else debug) \
+        else {}
+    _run_pipeline(module, "tir", num_warps=num_warps, **checked)
     return module
 
 
@@ -188,11 +195,13 @@ def libdevice_path() -> str:
 
 def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                    divisibility_16=(), equal_to_1=(),
-                   options: CompileOptions = CompileOptions(), tile_ir=None) -> CompiledKernel:
+                   options: CompileOptions = CompileOptions(), tile_ir=None,
+                   large_tensors=()) -> CompiledKernel:
     """Compiles one specialization through every stage down to a cubin (when ptxas is found).
 
     ``tile_ir``: the module :func:`build_tile_ir` made for these same arguments, used (and
-    consumed) instead of running the front end again (the autotuner reads it first)."""
+    consumed) instead of running the front end again (the autotuner reads it first);
+    ``large_tensors``: pointer parameters whose tensors address 2**31 elements or more."""
     kernel_name = getattr(fn, "__name__", "kernel")
     target_limits.check_arch(kernel_name, options.arch)
     clock = _StageClock()
@@ -203,7 +212,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         from ..language.target_info import compiling_for  # tl.target_info sees this arch
         with compiling_for(options.arch):
             module = build_tile_ir(fn, signature, constexprs, divisibility_16, equal_to_1,
-                                   options.num_warps, options.debug, tma=tma)
+                                   options.num_warps, options.debug, tma=tma,
+                                   large_tensors=large_tensors)
     asm: Dict[str, Any] = KernelAsm(tir=module.str())
     clock.step("front end + tir passes")
     if tma:  # the pipeliner's TMA variant (transforms/pipeline/tma.h); absent: unchanged IR

@@ -32,7 +32,8 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
                  divisibility_16: AbstractSet[str] = frozenset(),
                  equal_to_1: AbstractSet[str] = frozenset(),
                  kernel_name: Optional[str] = None, debug: Optional[bool] = None,
-                 tma: bool = False, interpreter: bool = False) -> Any:
+                 tma: bool = False, interpreter: bool = False,
+                 large_tensors: AbstractSet[str] = frozenset()) -> Any:
     """Compiles ``fn`` (a Python function or a JITFunction) to a verified tile-IR module.
 
     ``signature`` maps each runtime parameter to a type string ("*fp16", "i32", ...);
@@ -44,7 +45,10 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     ``tma``: 2-D TensorDescriptor parameters also take a tensor map, which their loads carry
     for the pipeliner's TMA copies (TESSERA_TMA on sm_90a; off, nothing changes).
     ``interpreter``: the module is for the interpreter, whose limits are Triton's interpreter's
-    (``tl.dot`` of any extents) rather than the GPU's.
+    (``tl.dot`` of any extents) rather than the GPU's. ``large_tensors`` names the pointer
+    parameters whose tensors address 2**31 elements or more (specialization.spans_2_31),
+    recorded in the func's ``large_tensors`` attribute (their indices) for the widen_offsets
+    pass; absent when there is none.
     Raises tessera.CompilationError naming the kernel and the offending file:line:col.
     """
     from .ast_to_ir import CodeGenerator, make_context
@@ -80,6 +84,9 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     tensormaps = [i for i, (n, _, _) in enumerate(block_arguments) if n.endswith(".tensormap")]
     if tensormaps:  # 128-byte __grid_constant__ parameters (codegen/lower_tma.h)
         func_attrs["tensormaps"] = tensormaps
+    large = [i for i, (n, _, _) in enumerate(block_arguments) if n in large_tensors]
+    if large:  # offsets from these pointers are computed in int64 (transforms/widen_offsets)
+        func_attrs["large_tensors"] = large
     func = builder.create("func", [], [], func_attrs, 1)
     entry = func.body(0)
     scope: Dict[str, Any] = {}

@@ -8,6 +8,7 @@ scalar result may come back as a 0-d array: the evaluator checks its type and un
 """
 from __future__ import annotations
 
+import operator
 from typing import Callable, Dict
 
 import numpy as np
@@ -161,7 +162,46 @@ def _modular(info: OpInfo):
     if info.results[0].dtype == nm.BOOL:  # i1 arithmetic is modulo 2
         return lambda state, a, b: nm.from_bits(fn(nm.as_unsigned(a), nm.as_unsigned(b)),
                                                 nm.BOOL)
+    if info.attrs.get("check_overflow"):  # a pointer offset's (transforms/check_offsets.cpp)
+        return _checked(info, fn)
     return lambda state, a, b: fn(a, b)
+
+
+_EXACT = {"addi": ("+", operator.add), "subi": ("-", operator.sub), "muli": ("*", operator.mul)}
+
+
+def _checked(info: OpInfo, fn):
+    """addi/subi/muli that compute a pointer offset: an exact result outside the type's range
+    raises, naming the lane, the operands and the exact value, rather than wrapping to an
+    address the kernel did not mean (the GPU checks the same with debug=True)."""
+    dtype = info.results[0].dtype
+    bits = nm.bit_width(dtype)
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    symbol, exact_op = _EXACT[info.name]
+    make = dtype.type
+
+    def overflow(a, b, exact, lane):
+        pick = (lambda x: np.broadcast_to(x, np.shape(exact))[lane]) if lane else (lambda x: x)
+        where = f" (lane {list(lane)})" if lane else ""
+        return OpFault(f"int{bits} overflow in the offset of a pointer: {int(pick(a))} {symbol} "
+                       f"{int(pick(b))} = {int(pick(exact))} does not fit in int{bits}{where}, "
+                       "so the address would wrap around. Tessera computes offsets in int64 "
+                       "only for tensors of 2**31 elements or more (docs/limits.md): this "
+                       "offset points past its tensor (mask those lanes) or must be computed "
+                       "in int64 (x.to(tl.int64))")
+
+    def checked(state, a, b):
+        if type(a) is not np.ndarray and type(b) is not np.ndarray:  # scalars: Python ints
+            exact = exact_op(int(a), int(b))
+            if not low <= exact <= high:
+                raise overflow(a, b, exact, ())
+            return make(exact)
+        exact = fn(np.asarray(a, np.int64), np.asarray(b, np.int64))  # |a|, |b| < 2**31
+        if exact.min() < low or exact.max() > high:
+            raise overflow(a, b, exact, _first_lane((exact < low) | (exact > high)))
+        return exact.astype(dtype)
+
+    return checked
 
 
 def _check_divisor(b):

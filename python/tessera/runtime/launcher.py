@@ -169,12 +169,13 @@ def _device_and_framework(kernel: str, names: Sequence[str], values: Sequence[An
 def kernel_cache_key(jit_fn, specialization, constexprs: Dict[str, Any], options) -> str:
     """The on-disk cache key of one specialization compiled with ``options`` (whose arch is
     the exact target, e.g. sm_90a: a cubin for sm_90 is a different entry)."""
-    signature, div16, eq1 = specialization
+    signature, div16, eq1, large = specialization
+    described = {"signature": signature, "div16": sorted(div16), "eq1": sorted(eq1),
+                 "constexprs": {k: repr(v) for k, v in constexprs.items()}}
+    if large:  # only then: the keys of every other kernel stay what they were
+        described["large"] = sorted(large)
     return cache_key(build_id=compiler_build_id(), source=jit_fn.source_key(),
-                     specialization={"signature": signature, "div16": sorted(div16),
-                                     "eq1": sorted(eq1),
-                                     "constexprs": {k: repr(v) for k, v in constexprs.items()}},
-                     options=options.key(), arch=options.arch)
+                     specialization=described, options=options.key(), arch=options.arch)
 
 
 def build(jit_fn, specialization, constexprs: Dict[str, Any], options,
@@ -200,9 +201,9 @@ def compile_and_store(jit_fn, specialization, constexprs: Dict[str, Any], option
     cubin in the disk cache, where the next :func:`build` of it finds it."""
     from ..compiler import compile_kernel
 
-    signature, div16, eq1 = specialization
+    signature, div16, eq1, large = specialization
     compiled = compile_kernel(jit_fn.fn, signature, constexprs, div16, eq1, options,
-                              tile_ir=tile_ir)
+                              tile_ir=tile_ir, large_tensors=large)
     files = {"metadata.json": json.dumps(compiled.metadata, indent=1).encode(),
              "kernel.ptx": compiled.asm["ptx"].encode()}
     if "cubin" in compiled.asm:

@@ -27,7 +27,8 @@ def other_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, FACTOR: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + FACTOR, mask=offs < n)
 
 
-SPEC = ({"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"x_ptr", "out_ptr"}, set())
+# (signature, divisible by 16, equal to 1, tensors of 2**31 elements or more)
+SPEC = ({"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"x_ptr", "out_ptr"}, set(), set())
 CONSTEXPRS = {"BLOCK": 256, "FACTOR": 3.0}
 OPTIONS = CompileOptions(num_warps=4, num_stages=1, arch="sm_90a")
 
@@ -113,7 +114,7 @@ def test_a_damaged_file_is_rebuilt(monkeypatch, name, damage):
 def test_the_key_holds_the_exact_arch_and_everything_else(monkeypatch):
     base = launcher.kernel_cache_key(scale_kernel, SPEC, CONSTEXPRS, OPTIONS)
     assert base == launcher.kernel_cache_key(scale_kernel, SPEC, dict(CONSTEXPRS), OPTIONS)
-    other_spec = ({**SPEC[0], "x_ptr": "*fp16"}, SPEC[1], SPEC[2])
+    other_spec = ({**SPEC[0], "x_ptr": "*fp16"}, SPEC[1], SPEC[2], SPEC[3])
     variants = {
         "sm_90 vs sm_90a": launcher.kernel_cache_key(
             scale_kernel, SPEC, CONSTEXPRS, CompileOptions(4, 1, "sm_90")),
@@ -127,9 +128,11 @@ def test_the_key_holds_the_exact_arch_and_everything_else(monkeypatch):
             scale_kernel, SPEC, {"BLOCK": 256, "FACTOR": 3}, OPTIONS),   # int 3 is not 3.0
         "dtype": launcher.kernel_cache_key(scale_kernel, other_spec, CONSTEXPRS, OPTIONS),
         "divisibility": launcher.kernel_cache_key(
-            scale_kernel, (SPEC[0], {"x_ptr"}, set()), CONSTEXPRS, OPTIONS),
+            scale_kernel, (SPEC[0], {"x_ptr"}, set(), set()), CONSTEXPRS, OPTIONS),
         "equal to 1": launcher.kernel_cache_key(
-            scale_kernel, (SPEC[0], SPEC[1], {"n"}), CONSTEXPRS, OPTIONS),
+            scale_kernel, (SPEC[0], SPEC[1], {"n"}, set()), CONSTEXPRS, OPTIONS),
+        "large tensor": launcher.kernel_cache_key(
+            scale_kernel, (SPEC[0], SPEC[1], set(), {"x_ptr"}), CONSTEXPRS, OPTIONS),
         "source": launcher.kernel_cache_key(other_kernel, SPEC, CONSTEXPRS, OPTIONS),
     }
     monkeypatch.setattr(launcher, "compiler_build_id", lambda: "another build")

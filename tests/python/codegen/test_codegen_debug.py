@@ -50,7 +50,10 @@ def test_print_and_assert_lower_to_the_device_runtime(arch):
     # 256 elements over 128 threads: 2 registers per tensor, 1 call each for the scalar and
     # the text; every element prints once per program.
     assert ptx.count("vprintf, (") == 2 + 1 + 2 + 1
-    assert ptx.count("call.uni __assertfail") == 1
+    # The assert, and the overflow checks of the offsets' int32 arithmetic that LLVM kept
+    # (transforms/check_offsets.cpp: debug builds check them too).
+    offsets = [t for t in texts.values() if t.startswith("int32 overflow in ")]
+    assert offsets and ptx.count("call.uni __assertfail") == 1 + len(offsets)
     lines, start = inspect.getsourcelines(debug_kernel.fn)
     line = start + next(i for i, text in enumerate(lines) if "# ASSERT" in text)
     assert "x too big" in texts.values() and __file__ in texts.values()
@@ -89,3 +92,26 @@ def test_pointers_print_their_addresses_as_percent_p(arch):
     assert ptx.count("vprintf, (") == 1 + 1   # 128 elements over 128 threads, and the scalar
     if ptxas.find_ptxas() is not None:
         assert compiled.asm["cubin"]
+
+
+@tessera.jit
+def row_copy_kernel(x_ptr, out_ptr, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    tl.store(out_ptr + row * BLOCK + tl.arange(0, BLOCK),
+             tl.load(x_ptr + row * stride + tl.arange(0, BLOCK)))  # OFFSETS
+
+
+def test_offset_overflow_checks_build_only_in_debug_mode():
+    """As Triton's sanitize_overflow: with debug, the int32 arithmetic of pointer offsets fails
+    a device assertion naming the op and the line where it wraps; without, nothing is built."""
+    x = np.zeros(256, np.float32)
+    lines, start = inspect.getsourcelines(row_copy_kernel.fn)
+    line = start + next(i for i, text in enumerate(lines) if "# OFFSETS" in text)
+    checked = row_copy_kernel.compile(x, x, 64, BLOCK=64, arch="sm_90a", debug=True)
+    texts = strings(checked.asm["ptx"])
+    assert any(t.startswith("int32 overflow in muli computing a pointer offset") and
+               "tensors of 2**31 elements or more" in t for t in texts.values())
+    assert re.search(rf"st\.param\.b32\s+\[param2\], {line};", checked.asm["ptx"])
+    unchecked = row_copy_kernel.compile(x, x, 64, BLOCK=64, arch="sm_90a", debug=False)
+    assert "__assertfail" not in unchecked.asm["ptx"]
+    assert "check_overflow" not in unchecked.asm["tir"]

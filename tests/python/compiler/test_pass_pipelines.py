@@ -46,7 +46,7 @@ def test_python_reads_the_registered_pass_lists():
 
 def test_stage_options_are_pipeline_options():
     options = {name: set(opts) for name, (_, opts) in registry().items()}
-    assert options["tir"] == {"num_warps"}
+    assert options["tir"] == {"num_warps", "check_offsets"}
     assert options["tgir"] >= {"num_warps", "num_stages", "arch", "wgmma", "wgmma_overlap"}
 
 

@@ -47,9 +47,9 @@ def make_mixed():
 
 def frozen(prepared_for):
     """A hashable form of (specialization, constexprs, num_warps, num_stages)."""
-    (signature, div16, eq1), constexprs, num_warps, num_stages = prepared_for
+    (signature, div16, eq1, large), constexprs, num_warps, num_stages = prepared_for
     return (tuple(sorted(signature.items())), tuple(sorted(div16)), tuple(sorted(eq1)),
-            tuple(sorted(constexprs.items())), num_warps, num_stages)
+            tuple(sorted(large)), tuple(sorted(constexprs.items())), num_warps, num_stages)
 
 
 def python_key(kernel, args, kwargs):
@@ -95,8 +95,10 @@ def random_call(rng, tensors):
 def test_every_call_gets_the_kernel_of_its_specialization(gpu, rng):
     mixed = make_mixed()
     base = torch.randn(300)
+    # 8 GiB never written (no pages touched): a tensor of 2**31 elements and one just short.
+    huge = torch.empty(2 ** 31, dtype=torch.float32)
     tensors = [base[:256], base[1:257], base[4:], torch.randn(64).half(),
-               torch.randint(0, 9, (40,), dtype=torch.int32)]
+               torch.randint(0, 9, (40,), dtype=torch.int32), huge, huge[4:]]
     keys = set()
     fast_calls = 0
     for _ in range(400):
@@ -112,6 +114,7 @@ def test_every_call_gets_the_kernel_of_its_specialization(gpu, rng):
         keys.add(key)
     # One kernel per specialization; every call after the first of its kind was fast.
     assert len(gpu.prepared) == len(keys)
+    assert any(key[3] for key in keys), "no call had a tensor of 2**31 elements"
     assert fast_calls == 400 - len(keys)
 
 

@@ -203,7 +203,7 @@ def test_none_for_a_pointer_compiles_without_the_parameter(gpu):
     assert launched is without[0]
     assert parameters == expected_parameters([x, x, 48])
     # The tile IR of the None specialization has no bias load: the `if` folded.
-    signature, div16, eq1 = without[0].prepared_for[0]
+    signature, div16, eq1, _ = without[0].prepared_for[0]
     from tessera.compiler import build_tile_ir
     module = build_tile_ir(kernel.fn, signature, without[0].prepared_for[1], div16, eq1)
     assert module.str().count("load") == 1

@@ -117,7 +117,7 @@ def test_each_element_is_specialized():
             for w in (1, 16, 3)]
     assert [k[2][0][3] for k in keys] == [True, False, False]     # equal to 1
     assert [k[2][0][2] for k in keys] == [False, True, False]     # divisible by 16
-    signature, div16, eq1 = weighted_sum._specialization(
+    signature, div16, eq1, _ = weighted_sum._specialization(
         weighted_sum._arguments(((x, x), (1, 5), x, n), {"BLOCK": 64})[2])
     assert list(signature)[:4] == ["ptrs.0", "ptrs.1", "weights.0", "weights.1"]
     assert "weights.0" in eq1

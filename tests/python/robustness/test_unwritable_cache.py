@@ -23,7 +23,7 @@ def triple_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)
 
 
-SPEC = ({"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"x_ptr", "out_ptr"}, set())
+SPEC = ({"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"x_ptr", "out_ptr"}, set(), set())
 OPTIONS = CompileOptions(num_warps=4, num_stages=1, arch="sm_90a")
 
 

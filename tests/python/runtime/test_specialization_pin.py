@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 from tessera._tessera import runtime as _runtime
-from tessera.specialization import argument_key, describe, masked_key
+from tessera.specialization import Described, argument_key, describe, masked_key
 
 torch = pytest.importorskip("torch")
 
@@ -43,22 +43,102 @@ def random_argument(rng: random.Random):
     return base[offset:offset + 8 * itemsize].view(dtype)  # 16-byte aligned or not
 
 
+@pytest.fixture(scope="module")
+def large_views():
+    """Views whose extents lie on either side of 2**31 elements, over one 2 GiB allocation
+    that is never written (its pages are never touched, so it costs no memory): the tensor
+    extent bit of both paths (spans_2_31, spansLargeTensor) on real tensors."""
+    big = torch.empty(2 ** 31 + 64, dtype=torch.uint8)
+    return [
+        big[:2 ** 31],                                     # 2**31 elements: large
+        big[:2 ** 31 - 1],                                 # one fewer: not
+        big[64:].view(torch.int16)[:2 ** 30],              # 2**30 int16: not
+        big.as_strided((3, 2), (2 ** 30, 1)),              # 6 elements spanning 2**31 + 2: large
+        big.as_strided((2, 3), (2 ** 30, 1)),              # spanning 2**30 + 3: not
+        big[:2 ** 31].view(2 ** 15, 2 ** 16).t(),            # transposed, spanning 2**31: large
+        big[:1].expand(2 ** 40),                           # stride 0: one element read
+        big.as_strided((0, 4), (2 ** 31, 1)),              # empty: addresses nothing
+        big.as_strided((2, 2 ** 31 - 1), (0, 1)),          # a broadcast row: 2**31 - 1
+        big.as_strided((2, 2 ** 30 + 1), (2 ** 30 - 1, 1)),  # rows overlapping: 2**31 exactly
+    ]
+
+
+def test_the_tensor_extent_bit_is_the_same_on_both_paths(large_views):
+    expected = [True, False, False, True, False, True, False, False, False, True]
+    words = _runtime.specialization_words(large_views, [0] * len(large_views))
+    for view, word, large in zip(large_views, words, expected):
+        key = argument_key(view)
+        assert key[3] is large, (view.shape, view.stride())
+        assert decoded(word) == describe(key), (view.shape, view.stride(), hex(word))
+    # do_not_specialize never drops it: a kernel with int32 offsets is wrong for the tensor.
+    masked = _runtime.specialization_words(large_views, [3] * len(large_views))
+    for view, word in zip(large_views, masked):
+        assert decoded(word) == describe(masked_key(argument_key(view), 3))
+        assert describe(masked_key(argument_key(view), 3)).large == argument_key(view)[3]
+
+
+class CudaArrayInterfaceTensor:
+    """A device tensor known only through __cuda_array_interface__ (Numba, CuPy): its extent
+    comes from the interface's shape and byte strides on both paths. Never dereferenced."""
+
+    def __init__(self, shape, strides, address=1 << 40):
+        self.dtype = np.dtype(np.float16)
+        self.interface = {"shape": shape, "strides": strides, "typestr": "<f2",
+                          "data": (address, False), "version": 3}
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.interface
+
+
+def test_the_extent_bit_of_array_interface_tensors():
+    tensors = [CudaArrayInterfaceTensor((2 ** 31,), None),          # row-major: large
+               CudaArrayInterfaceTensor((2 ** 31 - 1,), None),
+               CudaArrayInterfaceTensor((3, 2), (2 ** 31, 2)),       # 2**30-element rows
+               CudaArrayInterfaceTensor((2, 3), (2 ** 31, 2)),
+               CudaArrayInterfaceTensor((2 ** 20, 2 ** 20), (0, 0)),  # one element
+               CudaArrayInterfaceTensor((2, 2 ** 30 + 1), (2 ** 31 - 2, 2), 16)]
+    words = _runtime.specialization_words(tensors, [0] * len(tensors))
+    for tensor, word in zip(tensors, words):
+        key = argument_key(tensor)
+        assert word is not None and word >> 56 == DTYPE_TENSOR
+        assert (bool(word & 2), bool(word & 1)) == (key[3], key[2]), tensor.interface
+    assert [argument_key(t)[3] for t in tensors] == [True, False, True, False, False, True]
+
+
+def test_numpy_and_stand_in_extents():
+    from numpy.lib.stride_tricks import as_strided
+    from tessera.specialization import spans_2_31
+    from tessera.warmup import MockTensor
+    base = np.zeros(4, np.float32)
+    # Views that are never read: only their shapes and strides are looked at.
+    assert argument_key(as_strided(base, (3, 2), (2 ** 30 * 4, 4)))[3] is True
+    assert argument_key(as_strided(base, (2, 3), (2 ** 30 * 4, 4)))[3] is False
+    assert argument_key(as_strided(base, (2 ** 40,), (0,)))[3] is False
+    assert argument_key(as_strided(base, (2, 2), (-(2 ** 31) * 4, 4)))[3] is True  # negative
+    assert spans_2_31((2 ** 31,), (1,)) and not spans_2_31((2 ** 31 - 1,), (1,))
+    assert not spans_2_31((0, 2 ** 40), (2 ** 40, 1))
+    assert describe(MockTensor(torch.float16, [2 ** 20, 2 ** 11]).specialization_key()).large
+    assert not describe(MockTensor(torch.float16, [2 ** 20, 2 ** 11 - 1])
+                        .specialization_key()).large
+
+
 def decoded(word: int):
     """The Python key's description that a C++ word stands for (None: the constexpr None)."""
     tag, payload = word >> 56, word & ((1 << 56) - 1)
     if tag == INT:
-        return INT_CODES[payload & 3], bool(payload & 4), bool(payload & 8)
+        return Described(INT_CODES[payload & 3], bool(payload & 4), bool(payload & 8))
     if tag == BOOL:
-        return "i1", False, False
+        return Described("i1", False, False)
     if tag == FLOAT:
-        return "fp32", False, False
+        return Described("fp32", False, False)
     if tag == CONST_NONE:
         return None
     assert tag == DLPACK_TENSOR, f"unexpected tag {tag} in {word:#x}"
     code, bits, lanes = payload >> 8 & 0xFF, payload >> 16 & 0xFF, payload >> 24 & 0xFFFF
     dtype = {v: k for k, v in DLPACK.items()}[code, bits]
     assert lanes == 1
-    return describe(("tensor", dtype, bool(payload & 1)))
+    return describe(("tensor", dtype, bool(payload & 1), bool(payload & 2)))
 
 
 @pytest.mark.parametrize("seed", range(20))
