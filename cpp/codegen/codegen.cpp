@@ -64,9 +64,10 @@ private:
   std::chrono::steady_clock::time_point last_;
 };
 
-// The SLP vectorizer (f16x2 packing of elementwise code) runs only for kernels without a dot:
-// in tensor-core kernels it reorders register-heavy code into spills (attention's dK/dV at
-// D = 128 fp16 on sm_90a spilled 16 bytes with it), and their tiles are already vectorized.
+// Kernels with a dot keep two of Triton's choices off (measured, docs/perf/triton_parity.md):
+// the SLP vectorizer (f16x2 packing of elementwise code) reorders their register-heavy code
+// into spills (attention's dK/dV at D = 128 fp16 on sm_90a: 16 bytes), and fp32 `/` as
+// div.full made a flash attention forward 1.28x slower than div.rn.
 bool hasDot(const ir::Operation &func) {
   bool found = false;
   const_cast<ir::Operation &>(func).walk(
@@ -103,6 +104,8 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   // The module's `wgmma_overlap` (the compiler sets it from knobs.wgmma_overlap); on if absent.
   lowering.setOverlapWgmma((allocated ? *allocated : module).intAttrOr("wgmma_overlap", 1) != 0);
   lowering.setSmVersion(smVersion(options.arch));
+  const bool tensorCores = hasDot(func);
+  lowering.setFastDivision(!tensorCores);
   lowering.lowerFunction(func);
   if (options.maxnreg > 0) // NVPTX prints it as the kernel's .maxnreg directive
     if (llvm::Function *kernel = llvmModule.getFunction(result.kernelName))
@@ -117,7 +120,7 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   linkLibdevice(llvmModule, options.libdevicePath);
   clock.step("link");
 
-  optimizeModule(llvmModule, *machine, options.optLevel, !hasDot(func));
+  optimizeModule(llvmModule, *machine, options.optLevel, !tensorCores);
   clock.step("optimize");
   verifyModule(llvmModule, "after optimization");
   result.llvmIR = printModule(llvmModule);

@@ -130,9 +130,10 @@ llvm::Value *emitMath(KernelLowering &lowering, const ir::Operation &op,
   case OpCode::Rsqrt:
     return intrinsic(
         isF64 ? llvm::Intrinsic::nvvm_rsqrt_approx_d : llvm::Intrinsic::nvvm_rsqrt_approx_f, false);
-  case OpCode::FastDivF:
-    return isF64 ? b.CreateFDiv(args[0], args[1]) // div.rn.f64: there is no faster f64 path
-                 : intrinsic(llvm::Intrinsic::nvvm_div_full, false);
+  case OpCode::FastDivF: // div.full.f32 (2 ulp), or div.rn where KernelLowering says so
+    return isF64 || !lowering.fastDivision()
+               ? b.CreateFDiv(args[0], args[1]) // div.rn.f64: there is no faster f64 path
+               : intrinsic(llvm::Intrinsic::nvvm_div_full, false);
   case OpCode::Floor: return intrinsic(llvm::Intrinsic::floor);
   case OpCode::Ceil: return intrinsic(llvm::Intrinsic::ceil);
   case OpCode::AbsF: return intrinsic(llvm::Intrinsic::fabs);

@@ -92,6 +92,13 @@ public:
   /// dot waits right after its commit.
   bool overlapWgmma() const { return overlapWgmma_; }
   void setOverlapWgmma(bool overlap) { overlapWgmma_ = overlap; }
+  /// fast_divf (fp32 `/` and tl.fdiv, Triton's div.full.f32: 2 ulp) as div.full.f32, which
+  /// brought swiglu from 0.76 to 1.00 and dropout from 0.90 to 0.99 of Triton's speed (H100).
+  /// Off, the correctly rounded div.rn, which is within the promise too: codegen.cpp turns it
+  /// off for kernels with a dot, where div.full made Triton's flash attention tutorial 1.28x
+  /// slower (A/B on an H100, docs/perf/triton_parity.md).
+  bool fastDivision() const { return fastDivision_; }
+  void setFastDivision(bool fast) { fastDivision_ = fast; }
   /// The target's SM version (80 for sm_80, 90 for sm_90a): picks hardware fp8 conversions.
   int smVersion() const { return smVersion_; }
   void setSmVersion(int version) { smVersion_ = version; }
@@ -181,6 +188,7 @@ private:
   std::map<const ir::Value *, SharedOperand> sharedOperands_;
   bool usesWgmma_ = false;
   bool overlapWgmma_ = true;
+  bool fastDivision_ = false;
   int smVersion_ = 80;
   struct PendingWgmma {
     const ir::Value *result;

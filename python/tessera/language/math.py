@@ -1,7 +1,7 @@
 """Math functions of the kernel language: ``tl.exp``, ``tl.math.exp``, ... (triton.language.math).
 
 Float functions take fp16, bf16, fp32 and fp64 tensors (or Python numbers) and return the
-input's dtype; fp16/bf16 are computed in fp32. On the GPU exp, exp2, sqrt, rsqrt and fdiv
+input's dtype; fp16/bf16 are computed in fp32. On the GPU exp, exp2, sqrt, rsqrt, fdiv and `/`
 are fast approximations (a few ulp, as Triton's); sqrt_rn and div_rn round correctly; log,
 log2, sin, cos, erf and tanh come from libdevice (within 2 ulp in fp32). The interpreter
 computes every function exactly (rounded once to the dtype). Type rules: math_semantic.py.

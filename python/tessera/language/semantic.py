@@ -403,13 +403,15 @@ class Semantic(ReductionSemantic, MathSemantic, AtomicSemantic, ShapeSemantic):
 
     def truediv(self, a: Any, b: Any) -> tensor:
         """``/``: int / int is computed in fp32, as Triton; fp16/bf16 in fp32 too (see
-        computation_type). Correctly rounded (div.rn), where Triton's fp32 quotient is the
-        approximate div.full.f32: a deliberate difference, measured faster here
-        (docs/perf/triton_parity.md); ``tl.fdiv`` gives the fast form."""
+        computation_type). As Triton's (its DivFOp lowering), an fp32 quotient may be the fast
+        ``div.full.f32`` (within 2 ulp; codegen picks div.rn in kernels with a dot, measured
+        faster there: docs/perf/triton_parity.md), an fp64 one is ``div.rn.f64``;
+        ``tl.div_rn`` always rounds correctly."""
         a, b = self.binary_operands(a, b, div_or_mod=True)
         if a.dtype.is_int():
             a, b = self.cast(a, tl.float32), self.cast(b, tl.float32)
-        return self.create("divf", [a, b], a.dtype, a.shape)
+        op = "fast_divf" if a.dtype.is_fp32() or a.dtype.is_fp8() else "divf"
+        return self.create(op, [a, b], a.dtype, a.shape)
 
     def floordiv(self, a: Any, b: Any) -> tensor:
         """``//`` on integers rounds toward zero (C semantics, as Triton): divsi / divui."""

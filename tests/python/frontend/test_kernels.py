@@ -171,7 +171,7 @@ def test_for_loop_carries_modified_variables():
     # The loaded fp16 tile is widened before accumulating into fp32.
     assert "extf" in [op.name for op in loop.body(0).operations]
     # After the loop, uses read the loop's results.
-    divf = first(module, "divf")
+    divf = first(module, "fast_divf")  # fp32 "/": div.full.f32, as Triton's
     assert divf.operands[0] is loop.results[0]
 
 
