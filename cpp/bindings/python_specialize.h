@@ -1,8 +1,8 @@
 // The specialization of a kernel call, computed in C++ for the fast launch path
 // (cpp/bindings/launch.cpp): per runtime argument a 64-bit key word (kind, dtype, divisibility by
 // 16, equality to 1, a tensor addressing 2**31 elements or more) and the value to pass; per
-// constexpr one or two words. Header-only: it reads
-// Python objects, and libtessera_core does not link Python.
+// constexpr one or two words. Header-only: it reads Python objects, and libtessera_core does not
+// link Python.
 //
 // The words mirror python/tessera/specialization.py and must be at least as fine as its keys: two
 // calls with equal words must get equal Python keys, or the fast path would launch a kernel

@@ -76,15 +76,9 @@ def spans_2_31(shape, strides) -> bool:
     return span >= LARGE_SPAN
 
 
-def _numpy_large(v) -> bool:
-    itemsize = v.itemsize
-    return spans_2_31(v.shape, [abs(s) // itemsize for s in v.strides])
-
-
-def _interface_large(interface: dict, itemsize: int) -> bool:
-    """spans_2_31 of an array interface dict (strides in bytes; None: row-major)."""
-    shape = interface["shape"]
-    strides = interface.get("strides")
+def _large_in_bytes(shape, strides, itemsize: int) -> bool:
+    """spans_2_31 of an array whose strides are in bytes (None: row-major), as NumPy's and the
+    array interfaces give them."""
     if strides is None:
         return spans_2_31(shape, _row_major(shape))
     return spans_2_31(shape, [abs(s) // itemsize for s in strides])
@@ -123,26 +117,19 @@ def _key_cuda_array_interface(v) -> tuple:
     try:
         interface = v.__cuda_array_interface__
         pointer = interface["data"][0]
-        large = _interface_large(interface, int(interface["typestr"][2:]))
+        large = _large_in_bytes(interface["shape"], interface.get("strides"),
+                                int(interface["typestr"][2:]))
     except Exception:  # noqa: BLE001 - a class whose host buffers refuse the CUDA interface
         pointer = _host_or_device_pointer(v)
-        large = _shape_large(v)
+        large = _large_in_bytes(v.shape, getattr(v, "strides", None), v.dtype.itemsize)
     return ("tensor", v.dtype, pointer % 16 == 0, large)
-
-
-def _shape_large(v) -> bool:
-    """spans_2_31 of an array with a shape and, where it has them, strides in bytes."""
-    strides = getattr(v, "strides", None)
-    if strides is None:
-        return spans_2_31(v.shape, _row_major(v.shape))
-    itemsize = v.dtype.itemsize
-    return spans_2_31(v.shape, [abs(s) // itemsize for s in strides])
 
 
 def _key_numpy(v) -> tuple:
     if v.shape == ():                       # a NumPy scalar array
         return ("scalar", v.dtype)
-    return ("tensor", v.dtype, v.__array_interface__["data"][0] % 16 == 0, _numpy_large(v))
+    return ("tensor", v.dtype, v.__array_interface__["data"][0] % 16 == 0,
+            _large_in_bytes(v.shape, v.strides, v.itemsize))
 
 
 def _key_numpy_scalar(v) -> tuple:
@@ -184,7 +171,7 @@ def _host_or_device_pointer(v) -> int:
 
 def _key_array_any_device(v) -> tuple:  # JAX: dense arrays, row-major
     return ("tensor", v.dtype, _host_or_device_pointer(v) % 16 == 0,
-            spans_2_31(v.shape, _row_major(v.shape)))
+            _large_in_bytes(v.shape, None, 1))
 
 
 def _key_dlpack(v) -> tuple:
@@ -296,7 +283,7 @@ def describe(key: tuple) -> Described:
         return Described("fp32", False, False)
     if kind == "scalar":
         return Described(dtype_code(key[1]), False, False)
-    if kind == "tensordesc":  # its offsets are int64 already (shape and strides are)
+    if kind == "tensordesc":  # its offsets are int64 already (its strides are)
         from .runtime import descriptor_arguments
         return Described(descriptor_arguments.type_text(key, dtype_code(key[1])), False, False)
     return Described("*" + dtype_code(key[1]), key[2], False, key[3])

@@ -12,6 +12,7 @@ one pytest-xdist worker (`--dist loadgroup`), frees its tensors after each case,
 case when the GPU has too little free memory.
 """
 import gc
+import math
 
 import pytest
 
@@ -30,7 +31,7 @@ GIB = 2 ** 30
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    out = out.double()
+    out, ref = out.double(), ref.detach()
     if not torch.isfinite(out).all():
         return float("inf")
     return float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref))
@@ -158,6 +159,8 @@ B, H, S, D = 1025, 16, 1024, 128
 
 
 def test_attention_forward_and_backward():
+    """Bounds of tests/gpu/test_attention.py: O 5e-3, the base-2 log-sum-exp 1e-3 and the
+    gradients 1e-2 in fp16."""
     need(44)
     q, k, v = randn(B, H, S, D), randn(B, H, S, D), randn(B, H, S, D)
     assert q.numel() > MARK and q[-1].data_ptr() - q.data_ptr() >= 2 * MARK  # fp16: 2 bytes
@@ -165,9 +168,12 @@ def test_attention_forward_and_backward():
     last = [t[-1:].double().requires_grad_() for t in (q, k, v)]
     o_ref = torch.nn.functional.scaled_dot_product_attention(*last, is_causal=True)
     assert relative_error(o[-1:], o_ref) < FP16_BOUND
+    scores = (last[0] @ last[1].transpose(-1, -2)).detach() * D ** -0.5
+    scores.masked_fill_(torch.ones(S, S, device="cuda", dtype=torch.bool).triu(1), -math.inf)
+    assert relative_error(lse[-1:], torch.logsumexp(scores, -1) / math.log(2)) < 1e-3
     do = randn(B, H, S, D)
     dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal=True, dq=nans(B, H, S, D),
                                     dk=nans(B, H, S, D), dv=nans(B, H, S, D))
     refs = torch.autograd.grad(o_ref, last, do[-1:].double())
     for got, ref in zip((dq, dk, dv), refs):
-        assert relative_error(got[-1:], ref) < FP16_BOUND
+        assert relative_error(got[-1:], ref) < 1e-2
