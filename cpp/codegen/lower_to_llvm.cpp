@@ -174,6 +174,7 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
   sharedBytes_ = func.intAttr("shared_size");
   usesWgmma_ = false;
   pendingWgmma_.clear();
+  loweredOps_.clear();
   const_cast<ir::Operation &>(func).walk([&](ir::Operation *op) { usesWgmma_ |= isWgmmaDot(*op); });
   builder_.SetInsertPoint(llvm::BasicBlock::Create(context(), "entry", function));
   emitThreadIds();
@@ -189,12 +190,13 @@ void KernelLowering::lowerBlock(const ir::Block &block) {
 }
 
 std::vector<const Registers *> KernelLowering::lowerRegionBody(const ir::Block &block,
-                                                               bool controlFlow) {
+                                                               bool controlFlow,
+                                                               CarriedGroups *carried) {
   std::vector<const Registers *> yielded;
   for (const auto &op : block.operations()) {
     if (op->code() == ir::OpCode::Yield || op->code() == ir::OpCode::Condition) {
-      if (controlFlow) // control flow merges here: nothing stays in flight
-        waitForWgmma(pendingWgmma_.size());
+      if (controlFlow) // control flow merges here: nothing stays in flight but what a loop carries
+        waitForWgmma(pendingWgmma_.size() - (carried ? carriedAtYield(*op, *carried) : 0));
       for (const ir::Value *value : op->operands())
         yielded.push_back(&registersOf(value));
       return yielded;
@@ -245,20 +247,34 @@ void KernelLowering::settleWgmma(const ir::Operation &op) {
     waitForWgmma(needed);
 }
 
+bool KernelLowering::hasUnloweredUse(const ir::Value *value) const {
+  for (const ir::Operation *user : value->users())
+    if (!loweredOps_.count(user))
+      return true;
+  return false;
+}
+
 void KernelLowering::waitForWgmma(size_t groups) {
   if (groups == 0)
     return;
+  // A result no op reads any more is not tied: a loop's accumulator waited for after the next
+  // step's product took its registers (chained) would otherwise stay live beside them.
+  auto tie = [&](const ir::Value *result) { return !pipelineWgmma() || hasUnloweredUse(result); };
   Registers tied;
   std::vector<llvm::Value *> inputs;
   for (size_t g = 0; g < groups; ++g) {
-    const Registers &registers = registersOf(pendingWgmma_[g].result);
-    tied.insert(tied.end(), registers.begin(), registers.end());
+    if (tie(pendingWgmma_[g].result)) {
+      const Registers &registers = registersOf(pendingWgmma_[g].result);
+      tied.insert(tied.end(), registers.begin(), registers.end());
+    }
     inputs.insert(inputs.end(), pendingWgmma_[g].inputs.begin(), pendingWgmma_[g].inputs.end());
   }
   emitWgmmaWait(*this, tied, static_cast<int>(pendingWgmma_.size() - groups), inputs);
   size_t next = 0;
   for (size_t g = 0; g < groups; ++g) {
     const ir::Value *result = pendingWgmma_[g].result;
+    if (!tie(result))
+      continue;
     size_t count = registersOf(result).size();
     setRegisters(result, Registers(tied.begin() + next, tied.begin() + next + count));
     next += count;
@@ -270,6 +286,7 @@ void KernelLowering::lowerOp(const ir::Operation &op) {
   try {
     settleWgmma(op);
     dispatchOp(op);
+    loweredOps_.insert(&op);
   } catch (const ir::CompileError &) {
     throw;
   } catch (const std::exception &error) { // e.g. a layout the algebra rejects
@@ -387,8 +404,53 @@ std::vector<ir::Value *> argumentsOf(const ir::Block &block, unsigned first = 0)
 
 } // namespace
 
+KernelLowering::CarriedGroups KernelLowering::carriedWgmmaGroups(const ir::Operation &loop) {
+  CarriedGroups carried;
+  if (!pipelineWgmma())
+    return carried;
+  const ir::Block &body = loop.regions()[0]->front();
+  const ir::Operation *yield = body.terminator();
+  for (const auto &op : body.operations()) { // body order: commit order
+    if (!isWgmmaDot(*op))
+      continue;
+    const std::vector<ir::Value *> &yielded = yield->operands();
+    if (std::count(yielded.begin(), yielded.end(), op->result()) != 1)
+      continue;
+    auto index = static_cast<unsigned>(
+        std::find(yielded.begin(), yielded.end(), op->result()) - yielded.begin());
+    const auto &mma = static_cast<const MmaEncoding &>(*op->result()->type().encoding());
+    std::vector<llvm::PHINode *> phis(wgmmaRegisterInputCount(*op, mma));
+    for (llvm::PHINode *&phi : phis)
+      phi = builder_.CreatePHI(builder_.getInt32Ty(), 2);
+    carried.indices.push_back(index);
+    carried.inputs.push_back(std::move(phis));
+  }
+  return carried;
+}
+
+size_t KernelLowering::carriedAtYield(const ir::Operation &yield, CarriedGroups &carried) const {
+  // The newest pending groups, newest first, while each is a carried value's, older than the
+  // one before it in the header's order, with the inputs its phis expect.
+  carried.inFlight.assign(carried.indices.size(), false);
+  size_t kept = 0, before = carried.indices.size();
+  for (size_t g = pendingWgmma_.size(); g-- > 0; ++kept) {
+    size_t position = 0;
+    while (position < before &&
+           yield.operand(carried.indices[position]) != pendingWgmma_[g].result)
+      ++position;
+    if (position == before || pendingWgmma_[g].inputs.size() != carried.inputs[position].size())
+      break;
+    carried.inFlight[position] = true;
+    before = position;
+  }
+  return kept;
+}
+
 void KernelLowering::lowerFor(const ir::Operation &op) {
   // preheader -> header(phis; iv < ub ?) -> body ... latch(iv += step) -> header | exit
+  // With pipelineWgmma, the groups of the products the body yields may stay in flight across
+  // the back edge (CarriedGroups): pending at the header, waited for in the body by the first
+  // op that needs them (not the dot that accumulates into them) or a barrier, and at the exit.
   const ir::Block &body = op.regions()[0]->front();
   llvm::Value *lower = registersOf(op.operand(0))[0];
   llvm::Type *ivType = lower->getType();
@@ -410,21 +472,41 @@ void KernelLowering::lowerFor(const ir::Operation &op) {
   iv->addIncoming(lower, preheader);
   std::vector<Registers> carried = createPhis(argumentsOf(body, 1), op);
   addIncoming(carried, inits, preheader);
+  CarriedGroups groups = carriedWgmmaGroups(op); // pendingWgmma_ is empty: the For waited
+  auto *poison = llvm::PoisonValue::get(builder_.getInt32Ty());
+  for (size_t g = 0; g < groups.indices.size(); ++g) {
+    for (llvm::PHINode *phi : groups.inputs[g])
+      phi->addIncoming(poison, preheader);
+    pendingWgmma_.push_back({body.argument(groups.indices[g] + 1),
+                             {groups.inputs[g].begin(), groups.inputs[g].end()}});
+  }
   builder_.CreateCondBr(builder_.CreateICmpSLT(iv, upper), bodyBlock, exit);
 
   builder_.SetInsertPoint(bodyBlock);
   setRegisters(body.argument(0), {iv});
   for (unsigned i = 1; i < body.numArguments(); ++i)
     setRegisters(body.argument(i), carried[i - 1]);
-  std::vector<const Registers *> yielded = lowerRegionBody(body);
+  std::vector<const Registers *> yielded = lowerRegionBody(body, true, &groups);
   llvm::BasicBlock *latch = builder_.GetInsertBlock();
   iv->addIncoming(builder_.CreateAdd(iv, step, "iv.next"), latch);
   addIncoming(carried, yielded, latch);
+  for (size_t g = 0; g < groups.indices.size(); ++g) { // the words the in-flight group reads
+    const ir::Value *result = body.terminator()->operand(groups.indices[g]);
+    auto pending = std::find_if(pendingWgmma_.begin(), pendingWgmma_.end(),
+                                [&](const PendingWgmma &p) { return p.result == result; });
+    for (size_t w = 0; w < groups.inputs[g].size(); ++w)
+      groups.inputs[g][w]->addIncoming(groups.inFlight[g] ? pending->inputs[w] : poison, latch);
+  }
+  pendingWgmma_.clear(); // the exit path's pending groups: the header's
   builder_.CreateBr(header);
 
   builder_.SetInsertPoint(exit);
   for (unsigned i = 0; i < op.numResults(); ++i)
     setRegisters(op.result(i), carried[i]);
+  for (size_t g = 0; g < groups.indices.size(); ++g)
+    pendingWgmma_.push_back({op.result(groups.indices[g]),
+                             {groups.inputs[g].begin(), groups.inputs[g].end()}});
+  waitForWgmma(pendingWgmma_.size()); // the loop exit waits for every group
 }
 
 void KernelLowering::lowerIf(const ir::Operation &op) {

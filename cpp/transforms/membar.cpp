@@ -9,8 +9,9 @@
 namespace tessera::transforms {
 
 void insertBarriers(ir::Module &module) {
+  bool wgmmaInFlight = analysis::wgmmaPipelining(module);
   for (ir::Operation *func : module.functions())
-    analysis::insertBarriers(*func);
+    analysis::insertBarriers(*func, wgmmaInFlight);
 }
 
 TESSERA_REGISTER_PASS(membar, "membar",

@@ -37,12 +37,15 @@
 #include "transforms/pipeline/schedule.h"
 #include "transforms/pipeline/tma.h"
 
+#include "analysis/membar.h"
 #include "ir/builder.h"
 #include "ir/pass_manager.h"
+#include "layout/dot_operand.h"
 #include "layout/swizzled_shared.h"
 #include "transforms/layout_passes.h"
 
 #include <map>
+#include <set>
 
 namespace tessera::transforms::pipeline {
 
@@ -147,7 +150,24 @@ void readSlotInstead(Operation *before, Value *replaced, Value *ring, Value *slo
   replaced->replaceAllUsesWith(read->result());
 }
 
-void pipelineLoop(const LoopSchedule &schedule, bool tma) {
+/// The first top-level wgmma dot of the loop body that reads a pipelined tile (through one of
+/// the conversions that become reads of its ring), or null.
+Operation *firstRingProduct(const LoopSchedule &schedule) {
+  std::set<const Operation *> converts;
+  for (const PipelinedLoad &load : schedule.loads)
+    for (const OperandRead &read : load.reads)
+      converts.insert(read.convert);
+  for (auto &op : schedule.loop->body().operations()) {
+    if (op->code() != OpCode::Dot || !isWgmmaOperand(op->operand(1)->type().encoding().get()))
+      continue;
+    for (unsigned i = 0; i < 2; ++i)
+      if (converts.count(op->operand(i)->definingOp()))
+        return op.get();
+  }
+  return nullptr;
+}
+
+void pipelineLoop(const LoopSchedule &schedule, bool tma, bool wgmmaInFlight) {
   Operation *loop = schedule.loop;
   Block &body = loop->body();
   Operation *yield = body.terminator();
@@ -213,13 +233,35 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma) {
     inside.create(OpCode::MBarrierWait, {barriers, readSlot, phase}, {});
   else
     inside.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(distance - 1)}});
-  inside.create(OpCode::Barrier, {}, {});
-  Value *aheadIv = binary(inside, OpCode::AddI, body.argument(0), aheadOffset);
+  Operation *barrier = inside.create(OpCode::Barrier, {}, {});
+
+  // Where iteration k + D's copies go. Before step k's product (the barrier above orders
+  // them after every warp's reads of their slot, last step's). With a wgmma product left in
+  // flight across iterations (wgmmaInFlight), right after step k's first product instead:
+  // their slot (k - 1) mod S is the one step k - 1's product read, so they must wait for that
+  // product in every warp, and the loop-top barrier cannot (it would drain step k - 1's
+  // product before step k's is issued). membar puts a second barrier before them that waits
+  // for step k - 1's group only (`wgmma.wait_group 1`: step k's reads slot k mod S, never
+  // the one overwritten), and places the loop-top barrier itself (read after the copies of
+  // slot k landed), leaving the previous product in flight. The prefetch distance stays D:
+  // the time of a step passes in the wait for the previous product, after which the copies
+  // go out as early as before (docs/perf/wgmma_across_iterations.md).
+  Operation *product = wgmmaInFlight && !tma ? firstRingProduct(schedule) : nullptr;
+  Builder issueAt;
+  if (product) {
+    barrier->erase();
+    issueAt.setInsertionPointAfter(product);
+  } else {
+    issueAt.setInsertionPointAfter(barrier);
+  }
+  issueAt.setLocation(loop->location());
+  Value *aheadIv = binary(issueAt, OpCode::AddI, body.argument(0), aheadOffset);
   ahead[body.argument(0)] = aheadIv;
   Value *inRange =
-      binary(inside, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
-  cloneAhead(inside, schedule, ahead, inRange);
-  issue(inside, ahead, writeSlot, inRange);
+      binary(issueAt, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
+  cloneAhead(issueAt, schedule, ahead, inRange);
+  issue(issueAt, ahead, writeSlot, inRange);
+
 
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
     const PipelinedLoad &pipelined = schedule.loads[i];
@@ -280,7 +322,8 @@ void pipelineLoops(Module &module) {
     for (Operation *loop : loops) {
       LoopSchedule schedule = scheduleLoop(loop, requestedStages(*loop, module));
       if (schedule.isPipelined())
-        pipelineLoop(schedule, tmaRejection(schedule, module).empty());
+        pipelineLoop(schedule, tmaRejection(schedule, module).empty(),
+                     analysis::wgmmaPipelining(module));
     }
   }
 }
