@@ -47,7 +47,8 @@ def test_python_reads_the_registered_pass_lists():
 def test_stage_options_are_pipeline_options():
     options = {name: set(opts) for name, (_, opts) in registry().items()}
     assert options["tir"] == {"num_warps"}
-    assert options["tgir"] >= {"num_warps", "num_stages", "arch", "wgmma", "wgmma_overlap"}
+    assert options["tgir"] >= {"num_warps", "num_stages", "arch", "wgmma", "wgmma_overlap",
+                               "wgmma_pipeline"}
 
 
 def test_dump_follows_the_registered_order(monkeypatch, capfd):
@@ -93,7 +94,8 @@ def test_tessera_opt_runs_the_same_pipeline(tmp_path):
     path = tmp_path / "k.ir"
     path.write_text(asm["tir"])
     out = subprocess.run([found[0], str(path), "--pass-pipeline=tgir{num_stages=2 arch=sm_80 "
-                          "wgmma=1 wgmma_overlap=1}"], capture_output=True, text=True, check=True)
+                          "wgmma=1 wgmma_overlap=1 wgmma_pipeline=0}"], capture_output=True,
+                         text=True, check=True)
     assert out.stdout == asm["tgir"]
 
 
