@@ -15,6 +15,7 @@
 #include "analysis/shared_footprint.h"
 #include "ir/builder.h"
 #include "ir/diagnostics.h"
+#include "layout/dot_operand.h"
 #include "layout/mma.h"
 
 #include <algorithm>
@@ -161,10 +162,14 @@ private:
       state.wgmmaGroups.erase(state.wgmmaGroups.begin(),
                               state.wgmmaGroups.end() - static_cast<std::ptrdiff_t>(keep));
   }
-  void read(ir::Operation &op, ByteRange range, BarrierState &state, bool insert) {
+  /// A read of `range` by `op`; `pending`: one that stays pending as a wgmma group's instead
+  /// of as a plain read (checked for read after write all the same).
+  void read(ir::Operation &op, ByteRange range, BarrierState &state, bool insert,
+            bool pending = false) {
     if (state.writes.overlaps(range)) // read after write: in-flight reads do not matter
       barrierBefore(op, state, insert, state.wgmmaGroups.size());
-    state.reads.add(range);
+    if (!pending)
+      state.reads.add(range);
   }
   /// What `op` writes to shared memory at once (or as it issues an asynchronous copy), if any.
   std::optional<SharedAccess> writeOf(const ir::Operation &op) const {
@@ -238,18 +243,23 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
       state.writes.add(bufferRange(op.result()));
     }
     return;
-  case OpCode::LocalLoad: read(op, bufferRange(op.operand(0)), state, insert); return;
+  case OpCode::LocalLoad:
+    // A wgmma operand is read by the dot, through a descriptor (plan step 5).
+    read(op, bufferRange(op.operand(0)), state, insert,
+         wgmmaInFlight_ && isWgmmaOperand(op.result()->type().encoding().get()));
+    return;
   case OpCode::Dot: {
+    bool inFlight = wgmmaInFlight_ && isWgmmaDot(op); // read until its group is waited for
     std::vector<SharedAccess> group;
     for (unsigned i = 0; i < 2; ++i) {
       const ir::Operation *source = op.operand(i)->definingOp();
       if (source && source->code() == OpCode::LocalLoad) {
-        read(op, bufferRange(source->operand(0)), state, insert);
+        read(op, bufferRange(source->operand(0)), state, insert, inFlight);
         addAccess(group, accessOf(source->operand(0),
                                   source->numOperands() > 1 ? source->operand(1) : nullptr));
       }
     }
-    if (wgmmaInFlight_ && isWgmmaDot(op)) { // its reads last until its group is waited for
+    if (inFlight) {
       state.wgmmaGroups.push_back(std::move(group));
       boundGroups(state.wgmmaGroups, kMaxAsyncGroups, mergeAccesses);
     }

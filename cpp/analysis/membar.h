@@ -51,7 +51,8 @@ struct BarrierState {
 /// wait for every wgmma group (codegen's default): each barrier gets `wgmma_pending = N`,
 /// the newest groups it may leave in flight (`wgmma.wait_group N` before the bar.sync).
 /// 5. A wgmma dot starts a group that reads its shared operands (a ring slot through a slot
-///    counter: shared_access.h) until a barrier waits for it; a barrier op already in the IR
+///    counter: shared_access.h) until a barrier waits for it: those reads are the group's, not
+///    plain reads (its local_loads read nothing themselves). A barrier op already in the IR
 ///    keeps its `wgmma_pending` (absent: 0, every group).
 /// 6. A write that may overlap a group's reads needs a barrier that waits for that group and
 ///    the older ones: N = the groups newer than the newest such group. A barrier placed for a

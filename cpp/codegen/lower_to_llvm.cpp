@@ -404,11 +404,34 @@ std::vector<ir::Value *> argumentsOf(const ir::Block &block, unsigned first = 0)
 
 } // namespace
 
+namespace {
+
+/// Whether the body of a loop issues a wgmma product before anything waits for every group
+/// (a barrier membar let wait for all, an op with a barrier inside, control flow): only then
+/// does a product left in flight across the back edge run beside the next one. Otherwise (a
+/// tile staged through shared memory the previous product reads, say) it would only keep
+/// its accumulator registers reserved across the loads before that wait.
+bool issuesProductBeforeDraining(const ir::Block &body) {
+  for (const auto &op : body.operations()) {
+    if (isWgmmaDot(*op))
+      return true;
+    bool drains = op->code() == ir::OpCode::Barrier
+                      ? !op->hasAttr("wgmma_pending") || op->intAttr("wgmma_pending") == 0
+                      : op->hasAttr("scratch_offset") || op->code() == ir::OpCode::MBarrierInit ||
+                            op->code() == ir::OpCode::MBarrierInval || !canRunBesideWgmma(*op);
+    if (drains)
+      return false;
+  }
+  return false;
+}
+
+} // namespace
+
 KernelLowering::CarriedGroups KernelLowering::carriedWgmmaGroups(const ir::Operation &loop) {
   CarriedGroups carried;
-  if (!pipelineWgmma())
-    return carried;
   const ir::Block &body = loop.regions()[0]->front();
+  if (!pipelineWgmma() || !issuesProductBeforeDraining(body))
+    return carried;
   const ir::Operation *yield = body.terminator();
   for (const auto &op : body.operations()) { // body order: commit order
     if (!isWgmmaDot(*op))

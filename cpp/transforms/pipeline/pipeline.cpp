@@ -151,20 +151,33 @@ void readSlotInstead(Operation *before, Value *replaced, Value *ring, Value *slo
 }
 
 /// The first top-level wgmma dot of the loop body that reads a pipelined tile (through one of
-/// the conversions that become reads of its ring), or null.
+/// the conversions that become reads of its ring), or null. Null too when a wgmma dot of the
+/// body reads a tile computed in the loop that materialize_wgmma_operands will stage through
+/// shared memory at every step: restaging it must wait for the previous step's product (the
+/// one that read it), so no product stays in flight across iterations to gain from.
 Operation *firstRingProduct(const LoopSchedule &schedule) {
-  std::set<const Operation *> converts;
+  std::set<const Operation *> ringReads;
   for (const PipelinedLoad &load : schedule.loads)
     for (const OperandRead &read : load.reads)
-      converts.insert(read.convert);
+      ringReads.insert(read.convert);
+  Operation *first = nullptr;
   for (auto &op : schedule.loop->body().operations()) {
     if (op->code() != OpCode::Dot || !isWgmmaOperand(op->operand(1)->type().encoding().get()))
       continue;
-    for (unsigned i = 0; i < 2; ++i)
-      if (converts.count(op->operand(i)->definingOp()))
-        return op.get();
+    for (unsigned i = 0; i < 2; ++i) {
+      Operation *source = op->operand(i)->definingOp();
+      if (ringReads.count(source)) {
+        first = first ? first : op.get();
+        continue;
+      }
+      bool stagedEachStep = source && source->isInside(schedule.loop) &&
+                            source->code() == OpCode::ConvertLayout &&
+                            !(i == 0 && wgmmaOperandStaysInRegisters(*source));
+      if (stagedEachStep)
+        return nullptr;
+    }
   }
-  return nullptr;
+  return first;
 }
 
 void pipelineLoop(const LoopSchedule &schedule, bool tma, bool wgmmaInFlight) {
