@@ -199,10 +199,10 @@ private:
       if (&next != &op && (next.code() == OpCode::Barrier || next.numRegions() > 0))
         break;
       std::optional<SharedAccess> access = writeOf(next);
-      for (size_t g = 0; access && g < keep; ++g)
+      for (size_t g = 0; access && g < state.wgmmaGroups.size(); ++g)
         for (const SharedAccess &read : state.wgmmaGroups[g])
           if (mayOverlap(read, *access))
-            keep = state.wgmmaGroups.size() - 1 - g;
+            keep = std::min(keep, state.wgmmaGroups.size() - 1 - g);
     }
     return keep;
   }
