@@ -227,7 +227,8 @@ private:
 void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert) {
   switch (op.code()) {
   case OpCode::Barrier:
-    passBarrier(state, static_cast<size_t>(std::max<int64_t>((op.hasAttr("wgmma_pending") ? op.intAttr("wgmma_pending") : 0), 0)));
+    passBarrier(state, static_cast<size_t>(std::max<int64_t>(
+                           (op.hasAttr("wgmma_pending") ? op.intAttr("wgmma_pending") : 0), 0)));
     return;
   case OpCode::For: state = walkFor(op, state, insert); return;
   case OpCode::While: state = walkWhile(op, state, insert); return;

@@ -88,8 +88,7 @@ std::optional<int64_t> wrappingStep(const ir::Value *next, const ir::Value *base
 RingSlot ringSlotOf(const ir::Value *slot) {
   const ir::Block *body = slot->ownerBlock();
   const ir::Operation *loop = body ? body->parentOp() : nullptr;
-  if (!loop || loop->code() != OpCode::For || slot->index() == 0 ||
-      slot->type().isTensor())
+  if (!loop || loop->code() != OpCode::For || slot->index() == 0 || slot->type().isTensor())
     return {};
   unsigned carried = slot->index() - 1;
   std::optional<int64_t> start = constantOf(loop->operand(3 + carried));

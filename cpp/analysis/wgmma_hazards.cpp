@@ -58,7 +58,8 @@ private:
       return whole;
     int64_t slots = buffer->type().shape()[0];
     int64_t bytes = (whole.end - whole.begin) / slots;
-    return ByteRange{whole.begin + *index % slots * bytes, whole.begin + (*index % slots + 1) * bytes};
+    return ByteRange{whole.begin + *index % slots * bytes,
+                     whole.begin + (*index % slots + 1) * bytes};
   }
   std::optional<int64_t> slotValue(const ir::Value *slot) const {
     if (const ir::Operation *def = slot->definingOp()) {

@@ -199,8 +199,8 @@ namespace {
 std::pair<int64_t, int64_t> repetitions(const ir::Operation &op, const MmaEncoding &mma) {
   const std::vector<int> &warps = mma.getWarpsPerCTA();
   const std::vector<int64_t> &shape = op.result()->type().shape();
-  return {shape[0] / (16 * int64_t(warps[0])), shape[1] / (int64_t(mma.getInstrShape()[1]) *
-                                                          warps[1])};
+  return {shape[0] / (16 * int64_t(warps[0])),
+          shape[1] / (int64_t(mma.getInstrShape()[1]) * warps[1])};
 }
 
 bool readsRegisterA(const ir::Operation &op) {

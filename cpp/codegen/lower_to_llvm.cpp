@@ -189,9 +189,8 @@ void KernelLowering::lowerBlock(const ir::Block &block) {
     lowerOp(*op);
 }
 
-std::vector<const Registers *> KernelLowering::lowerRegionBody(const ir::Block &block,
-                                                               bool controlFlow,
-                                                               CarriedGroups *carried) {
+std::vector<const Registers *>
+KernelLowering::lowerRegionBody(const ir::Block &block, bool controlFlow, CarriedGroups *carried) {
   std::vector<const Registers *> yielded;
   for (const auto &op : block.operations()) {
     if (op->code() == ir::OpCode::Yield || op->code() == ir::OpCode::Condition) {
@@ -439,8 +438,8 @@ KernelLowering::CarriedGroups KernelLowering::carriedWgmmaGroups(const ir::Opera
     const std::vector<ir::Value *> &yielded = yield->operands();
     if (std::count(yielded.begin(), yielded.end(), op->result()) != 1)
       continue;
-    auto index = static_cast<unsigned>(
-        std::find(yielded.begin(), yielded.end(), op->result()) - yielded.begin());
+    auto index = static_cast<unsigned>(std::find(yielded.begin(), yielded.end(), op->result()) -
+                                       yielded.begin());
     const auto &mma = static_cast<const MmaEncoding &>(*op->result()->type().encoding());
     std::vector<llvm::PHINode *> phis(wgmmaRegisterInputCount(*op, mma));
     for (llvm::PHINode *&phi : phis)
@@ -458,8 +457,7 @@ size_t KernelLowering::carriedAtYield(const ir::Operation &yield, CarriedGroups 
   size_t kept = 0, before = carried.indices.size();
   for (size_t g = pendingWgmma_.size(); g-- > 0; ++kept) {
     size_t position = 0;
-    while (position < before &&
-           yield.operand(carried.indices[position]) != pendingWgmma_[g].result)
+    while (position < before && yield.operand(carried.indices[position]) != pendingWgmma_[g].result)
       ++position;
     if (position == before || pendingWgmma_[g].inputs.size() != carried.inputs[position].size())
       break;
@@ -500,8 +498,8 @@ void KernelLowering::lowerFor(const ir::Operation &op) {
   for (size_t g = 0; g < groups.indices.size(); ++g) {
     for (llvm::PHINode *phi : groups.inputs[g])
       phi->addIncoming(poison, preheader);
-    pendingWgmma_.push_back({body.argument(groups.indices[g] + 1),
-                             {groups.inputs[g].begin(), groups.inputs[g].end()}});
+    pendingWgmma_.push_back(
+        {body.argument(groups.indices[g] + 1), {groups.inputs[g].begin(), groups.inputs[g].end()}});
   }
   builder_.CreateCondBr(builder_.CreateICmpSLT(iv, upper), bodyBlock, exit);
 
@@ -527,8 +525,8 @@ void KernelLowering::lowerFor(const ir::Operation &op) {
   for (unsigned i = 0; i < op.numResults(); ++i)
     setRegisters(op.result(i), carried[i]);
   for (size_t g = 0; g < groups.indices.size(); ++g)
-    pendingWgmma_.push_back({op.result(groups.indices[g]),
-                             {groups.inputs[g].begin(), groups.inputs[g].end()}});
+    pendingWgmma_.push_back(
+        {op.result(groups.indices[g]), {groups.inputs[g].begin(), groups.inputs[g].end()}});
   waitForWgmma(pendingWgmma_.size()); // the loop exit waits for every group
 }
 

@@ -70,7 +70,8 @@ void materializeWgmmaOperands(Module &module) {
     std::vector<Operation *> converts;
     func->walk([&](Operation *op) {
       if (op->code() == OpCode::ConvertLayout &&
-          isWgmmaOperand(op->result()->type().encoding().get()) && !wgmmaOperandStaysInRegisters(*op))
+          isWgmmaOperand(op->result()->type().encoding().get()) &&
+          !wgmmaOperandStaysInRegisters(*op))
         converts.push_back(op);
     });
     for (Operation *convert : converts)

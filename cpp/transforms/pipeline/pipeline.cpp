@@ -275,7 +275,6 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool wgmmaInFlight) {
   cloneAhead(issueAt, schedule, ahead, inRange);
   issue(issueAt, ahead, writeSlot, inRange);
 
-
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
     const PipelinedLoad &pipelined = schedule.loads[i];
     Operation *load = pipelined.load;
