@@ -56,6 +56,32 @@ def descriptors(a, b, c, meta):
             TensorDescriptor.from_tensor(c, [meta["BM"], meta["BN"]]))
 
 
+# The launches of tests/gpu/test_tma.py, which tests/python/compiler/test_tma_ptx.py makes
+# through the same entry point on the CPU (a faked driver): one list, so the CPU check cannot
+# drift from what the GPU compiles. Ragged shapes (not multiples of 16 or of the blocks)
+# specialize differently from aligned ones.
+CONFIG_IDS = ["{BM}x{BN}x{BK}-s{num_stages}".format(**c) for c in CONFIGS]  # pytest ids
+TMA_SHAPES = [(256, 256, 256), (336, 264, 200), (72, 520, 40), (1000, 1000, 1000)]
+TMA_SHAPE_IDS = ["x".join(map(str, s)) for s in TMA_SHAPES]
+TMA_DTYPES = ["float16", "bfloat16"]
+SHIFT_SHAPE, SHIFTS, SHIFT_CONFIG = (200, 136, 72), [8, 24], 2
+
+
+def launch_matmul(a, b, c, meta, tma, shift=None):
+    """c = a @ b by the host-descriptor matmul (the shifted one for ``shift``), launched as
+    ``kernel[grid](...)`` with TESSERA_TMA set to ``tma``; a, b, c are torch tensors."""
+    from tessera.config import knobs
+    m, k = a.shape
+    n = b.shape[1]
+    grid = (tessera.cdiv(m, meta["BM"]), tessera.cdiv(n, meta["BN"]))
+    with knobs.scope(tma=tma):
+        if shift is None:
+            descriptor_matmul_kernel[grid](*descriptors(a, b, c, meta), k, **meta)
+        else:
+            shifted_descriptor_matmul_kernel[grid](*descriptors(a, b, c, meta), k, SHIFT=shift,
+                                                   **meta)
+
+
 def descriptor_cases(size=512):
     """(label, kernel, args, meta) of each descriptor matmul, as check_ptx_identical's cases."""
     a = np.zeros((size, size), np.float16)

@@ -211,23 +211,29 @@ void lowerAssert(KernelLowering &lowering, const ir::Operation &op) {
   llvm::Value *holds = nullptr; // the thread's elements, all of them (duplicates agree)
   for (llvm::Value *element : lowering.registersOf(op.operand(0)))
     holds = holds ? b.CreateAnd(holds, element) : element;
-  auto [file, line] = fileAndLine(op.location());
+  std::string message = op.stringAttr("message");
+  emitAssertFailure(lowering, b.CreateNot(holds), message.empty() ? "device_assert" : message,
+                    op.location());
+}
+
+} // namespace
+
+void emitAssertFailure(KernelLowering &lowering, llvm::Value *failed, const std::string &message,
+                       const std::string &location) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  auto [file, line] = fileAndLine(location);
   std::string kernel = b.GetInsertBlock()->getParent()->getName().str();
   llvm::Type *ptr = b.getPtrTy();
   auto *type = llvm::FunctionType::get(b.getVoidTy(),
                                        {ptr, ptr, b.getInt32Ty(), ptr, b.getInt64Ty()}, false);
   llvm::FunctionCallee assertFail = moduleOf(lowering).getOrInsertFunction("__assertfail", type);
-  emitGuarded(lowering, b.CreateNot(holds), [&] {
-    std::string message = op.stringAttr("message");
-    b.CreateCall(
-        assertFail,
-        {stringConstant(lowering, message.empty() ? "device_assert" : message, "assert_msg"),
-         stringConstant(lowering, file, "assert_file"), b.getInt32(static_cast<uint32_t>(line)),
-         stringConstant(lowering, kernel, "assert_func"), b.getInt64(1)});
+  emitGuarded(lowering, failed, [&] {
+    b.CreateCall(assertFail, {stringConstant(lowering, message, "assert_msg"),
+                              stringConstant(lowering, file, "assert_file"),
+                              b.getInt32(static_cast<uint32_t>(line)),
+                              stringConstant(lowering, kernel, "assert_func"), b.getInt64(1)});
   });
 }
-
-} // namespace
 
 void lowerDebugOp(KernelLowering &lowering, const ir::Operation &op) {
   switch (op.code()) {

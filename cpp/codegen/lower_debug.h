@@ -10,4 +10,9 @@ namespace tessera::codegen {
 /// print, assert. Throws a CompileError about `op` for what it does not support (fp8 values).
 void lowerDebugOp(KernelLowering &lowering, const ir::Operation &op);
 
+/// Where `failed` (i1) holds: __assertfail(message) at `location` ("file:line:col"), which
+/// prints the message with the block and thread and fails the launch (cudaErrorAssert).
+void emitAssertFailure(KernelLowering &lowering, llvm::Value *failed, const std::string &message,
+                       const std::string &location);
+
 } // namespace tessera::codegen

@@ -8,6 +8,7 @@
 #include "codegen/lower_tma.h"
 
 #include "analysis/shared_footprint.h"
+#include "codegen/lower_debug.h"
 #include "ir/diagnostics.h"
 #include "layout/swizzled_shared.h"
 
@@ -111,13 +112,45 @@ void lowerTmaLoad(KernelLowering &lowering, const ir::Operation &op) {
              b.CreateAdd(column, lowering.i32(box * boxColumns)), row, barrier});
 }
 
+/// A wait bounded by `timeout_ns` (debug builds, transforms/pipeline/tma.h): spins on
+/// try_wait while %globaltimer says less than the timeout has passed; past it, every waiting
+/// thread fails an assert naming the wait (the launch reports cudaErrorAssert, not a hang).
+void lowerBoundedWait(KernelLowering &lowering, const ir::Operation &op, llvm::Value *barrier,
+                      llvm::Value *phase) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  auto *type = llvm::FunctionType::get(b.getInt32Ty(),
+                                       {b.getInt32Ty(), b.getInt32Ty(), b.getInt64Ty()}, false);
+  const char *text = "{ .reg .pred done, waiting; .reg .u64 start, now; "
+                     "mov.u64 start, %globaltimer; "
+                     "TESSERA_MBAR_WAIT_${:uid}: "
+                     "mbarrier.try_wait.parity.shared::cta.b64 done, [$1], $2; "
+                     "@done bra TESSERA_MBAR_DONE_${:uid}; "
+                     "mov.u64 now, %globaltimer; sub.u64 now, now, start; "
+                     "setp.lt.u64 waiting, now, $3; "
+                     "@waiting bra TESSERA_MBAR_WAIT_${:uid}; "
+                     "TESSERA_MBAR_DONE_${:uid}: selp.u32 $0, 0, 1, done; }";
+  llvm::Value *timedOut =
+      b.CreateCall(llvm::InlineAsm::get(type, text, "=r,r,r,l", /*hasSideEffects=*/true),
+                   {barrier, phase, b.getInt64(static_cast<uint64_t>(op.intAttr("timeout_ns")))});
+  emitAssertFailure(lowering, b.CreateICmpNE(timedOut, lowering.i32(0)),
+                    "mbarrier wait timed out after " +
+                        std::to_string(op.intAttr("timeout_ns") / 1000000) +
+                        " ms: a pipelined TMA copy never completed (expected bytes, phase or "
+                        "coordinates wrong)",
+                    op.location());
+}
+
 void lowerWait(KernelLowering &lowering, const ir::Operation &op) {
   llvm::Value *slot = lowering.registersOf(op.operand(1))[0];
+  llvm::Value *barrier = barrierAddress(lowering, op, 0, slot);
+  llvm::Value *phase = lowering.registersOf(op.operand(2))[0];
+  if (op.hasAttr("timeout_ns"))
+    return lowerBoundedWait(lowering, op, barrier, phase);
   emitAsm(lowering,
           "{ .reg .pred done; TESSERA_MBAR_WAIT_${:uid}: "
           "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1; "
           "@!done bra TESSERA_MBAR_WAIT_${:uid}; }",
-          "r,r", {barrierAddress(lowering, op, 0, slot), lowering.registersOf(op.operand(2))[0]});
+          "r,r", {barrier, phase});
 }
 
 void lowerInval(KernelLowering &lowering, const ir::Operation &op) {

@@ -94,8 +94,8 @@ KNOBS: dict[str, Knob[Any]] = {
     "tma": Knob("TESSERA_TMA", False, _parse_bool,
                 "Opt-in Hopper path (sm_90a only; off by default): host TensorDescriptor "
                 "arguments also pass a CUtensorMap and the pipeliner copies their tiles with "
-                "TMA (cp.async.bulk.tensor) into mbarrier-tracked rings. Never run on a GPU "
-                "yet (docs/perf/hopper.md). Part of the cache key."),
+                "TMA (cp.async.bulk.tensor) into mbarrier-tracked rings. Not yet passed on a "
+                "GPU (docs/perf/hopper.md). Read at each launch; part of the cache key."),
     "always_compile": Knob("TESSERA_ALWAYS_COMPILE", False, _parse_bool,
                            "Ignore the on-disk cache and compile every kernel again."),
     "autotune": Knob("TESSERA_AUTOTUNE", "", str,

@@ -44,13 +44,16 @@ class LaunchOptions:
     maxnreg: Optional[int] = None
     enable_fp_fusion: bool = True
     debug: bool = False
+    # TESSERA_TMA when the launch is made: it changes the kernel's parameters (tensor maps),
+    # so a launch with the knob flipped must not find the kernel compiled the other way.
+    tma: bool = False
 
     def compile_options(self, arch: str):
         """The CompileOptions of this launch for ``arch``."""
         from .compiler import CompileOptions
         return CompileOptions(num_warps=self.num_warps, num_stages=self.num_stages, arch=arch,
                               maxnreg=self.maxnreg, enable_fp_fusion=self.enable_fp_fusion,
-                              debug=self.debug)
+                              debug=self.debug, tma=self.tma)
 
 
 def _check_int(kernel: str, name: str, value: Any, low: int, high: int) -> int:
@@ -83,7 +86,7 @@ def parse_options(kernel: str, given: Dict[str, Any], jit_debug: Optional[bool])
         debug = jit_debug
     return LaunchOptions(num_warps, num_stages, maxnreg,
                          True if fusion is None else bool(fusion),
-                         bool(debug) or bool(knobs.debug))
+                         bool(debug) or bool(knobs.debug), bool(knobs.tma))
 
 
 def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dict[str, Any],

@@ -2,8 +2,9 @@
 with ragged M, N, K (boxes past the edges are zero-filled by the TMA unit), every config of
 scripts/descriptor_matmul.py, fp16 and bf16, outputs poisoned first; the same kernel without
 TMA (cp.async) gives bitwise the same result (same data, same wgmma order). Also: the driver
-encodes the tensor maps the host computes (runtime/tensor_map.py). Never run yet: written
-without a GPU (docs/perf/hopper.md has the sanitizer commands for these launches).
+encodes the tensor maps the host computes (runtime/tensor_map.py). The cases live in
+scripts/descriptor_matmul.py, where tests/python/compiler/test_tma_ptx.py compiles each of these
+launches on the CPU (driver faked); docs/perf/hopper.md has the sanitizer commands.
 
 Bound: ‖out − ref‖ / ‖ref‖ < 5e-3.
 """
@@ -27,8 +28,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import descriptor_matmul as dm  # noqa: E402
 
-SHAPES = [(256, 256, 256), (336, 264, 200), (72, 520, 40), (1000, 1000, 1000)]
-
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("block", [[128, 64], [64, 32], [64, 256]])
@@ -41,46 +40,35 @@ def test_driver_encodes_the_maps(dtype, block):
 
 
 def run_matmul(a, b, meta, tma):
-    m, k = a.shape
-    n = b.shape[1]
-    c = torch.full((m, n), float("nan"), device="cuda", dtype=a.dtype)
-    grid = (triton_cdiv(m, meta["BM"]), triton_cdiv(n, meta["BN"]))
-    with knobs.scope(tma=tma):
-        dm.descriptor_matmul_kernel[grid](*dm.descriptors(a, b, c, meta), k, **meta)
+    c = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=a.dtype)
+    dm.launch_matmul(a, b, c, meta, tma)
     torch.cuda.synchronize()
     return c
 
 
-def triton_cdiv(x, y):
-    return -(-x // y)
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("meta", dm.CONFIGS)
+@pytest.mark.parametrize("dtype", dm.TMA_DTYPES)
+@pytest.mark.parametrize("shape", dm.TMA_SHAPES, ids=dm.TMA_SHAPE_IDS)
+@pytest.mark.parametrize("meta", dm.CONFIGS, ids=dm.CONFIG_IDS)
 def test_tma_matmul_matches_torch_and_cp_async(dtype, shape, meta):
     m, n, k = shape
     torch.manual_seed(m * n + k)
-    a = torch.randn(m, k, device="cuda", dtype=dtype)
-    b = torch.randn(k, n, device="cuda", dtype=dtype)
+    a = torch.randn(m, k, device="cuda", dtype=getattr(torch, dtype))
+    b = torch.randn(k, n, device="cuda", dtype=getattr(torch, dtype))
     with_tma = run_matmul(a, b, meta, True)
     ref = a.double() @ b.double()
     assert relative_error(with_tma.double(), ref) < 5e-3
     assert torch.equal(with_tma, run_matmul(a, b, meta, False))
 
 
-@pytest.mark.parametrize("shift", [8, 24])
+@pytest.mark.parametrize("shift", dm.SHIFTS)
 def test_boxes_above_and_below_the_tensor_read_zeros(shift):
-    meta = dm.CONFIGS[2]
-    m, n, k = 200, 136, 72
+    meta = dm.CONFIGS[dm.SHIFT_CONFIG]
+    m, n, k = dm.SHIFT_SHAPE
     torch.manual_seed(shift)
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
-    grid = (triton_cdiv(m, meta["BM"]), triton_cdiv(n, meta["BN"]))
-    with knobs.scope(tma=True):
-        dm.shifted_descriptor_matmul_kernel[grid](*dm.descriptors(a, b, c, meta), k,
-                                                  SHIFT=shift, **meta)
+    dm.launch_matmul(a, b, c, meta, True, shift=shift)
     torch.cuda.synchronize()
     shifted = torch.zeros(m, k, device="cuda", dtype=torch.float64)
     shifted[shift:] = a[:m - shift].double()

@@ -33,13 +33,17 @@
 // Copies past the end are predicated off: cp.async then reads nothing and writes zeros into a
 // slot nobody reads again (no peeled epilogue).
 // With the module's `tma` = 1 and descriptor loads that carry their tensor maps, the same plan
-// copies with TMA and waits on an mbarrier per slot instead of cp.async groups (tma.h).
+// copies with TMA and waits on an mbarrier per slot instead of cp.async groups (tma.h); such
+// loads need no per-thread runs (ragged shapes), as the TMA copies boxes. A loop the TMA plan
+// rejects is scheduled again for cp.async, and a descriptor load no TMA plan took drops its
+// tensor map: it is the plain masked load.
 #include "transforms/pipeline/schedule.h"
 #include "transforms/pipeline/tma.h"
 
 #include "analysis/membar.h"
 #include "ir/builder.h"
 #include "ir/pass_manager.h"
+#include "ir/verify_tma.h"
 #include "layout/dot_operand.h"
 #include "layout/swizzled_shared.h"
 #include "transforms/layout_passes.h"
@@ -180,7 +184,20 @@ Operation *firstRingProduct(const LoopSchedule &schedule) {
   return first;
 }
 
-void pipelineLoop(const LoopSchedule &schedule, bool tma, bool wgmmaInFlight) {
+/// A descriptor load that no TMA pipeline took (outside a loop, in a loop that is not
+/// pipelined, or pipelined with cp.async) is the plain masked load it always meant: its tensor
+/// map and box coordinates go (codegen lowers a load from its pointers alone).
+void dropUnusedTensorMaps(Operation &func) {
+  func.walk([](Operation *op) {
+    if (op->code() != OpCode::Load || !op->hasAttr("tma"))
+      return;
+    while (op->numOperands() > plainLoadOperands(*op))
+      op->eraseOperand(op->numOperands() - 1);
+    op->attributes().erase("tma");
+  });
+}
+
+void pipelineLoop(const LoopSchedule &schedule, bool tma, const Module &module) {
   Operation *loop = schedule.loop;
   Block &body = loop->body();
   Operation *yield = body.terminator();
@@ -243,23 +260,24 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool wgmmaInFlight) {
   inside.setInsertionPoint(body.operations().front().get());
   inside.setLocation(loop->location());
   if (tma)
-    inside.create(OpCode::MBarrierWait, {barriers, readSlot, phase}, {});
+    inside.create(OpCode::MBarrierWait, {barriers, readSlot, phase}, {}, waitAttributes(module));
   else
     inside.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(distance - 1)}});
   Operation *barrier = inside.create(OpCode::Barrier, {}, {});
 
   // Where iteration k + D's copies go. Before step k's product (the barrier above orders
   // them after every warp's reads of their slot, last step's). With a wgmma product left in
-  // flight across iterations (wgmmaInFlight), right after step k's first product instead:
-  // their slot (k - 1) mod S is the one step k - 1's product read, so they must wait for that
-  // product in every warp, and the loop-top barrier cannot (it would drain step k - 1's
-  // product before step k's is issued). membar puts a second barrier before them that waits
-  // for step k - 1's group only (`wgmma.wait_group 1`: step k's reads slot k mod S, never
-  // the one overwritten), and places the loop-top barrier itself (read after the copies of
-  // slot k landed), leaving the previous product in flight. The prefetch distance stays D:
-  // the time of a step passes in the wait for the previous product, after which the copies
-  // go out as early as before (docs/perf/wgmma_across_iterations.md).
-  Operation *product = wgmmaInFlight && !tma ? firstRingProduct(schedule) : nullptr;
+  // flight across iterations (the module's wgmma_pipeline), right after step k's first
+  // product instead: their slot (k - 1) mod S is the one step k - 1's product read, so they
+  // must wait for that product in every warp, and the loop-top barrier cannot (it would drain
+  // step k - 1's product before step k's is issued). membar puts a second barrier before them
+  // that waits for step k - 1's group only (`wgmma.wait_group 1`: step k's reads slot k mod S,
+  // never the one overwritten), and places the loop-top barrier itself (read after the copies
+  // of slot k landed), leaving the previous product in flight. The prefetch distance stays D:
+  // in the old order too the copies went out only once the previous product was done (the
+  // back edge waited for it) (docs/perf/wgmma_across_iterations.md).
+  Operation *product =
+      analysis::wgmmaPipelining(module) && !tma ? firstRingProduct(schedule) : nullptr;
   Builder issueAt;
   if (product) {
     barrier->erase();
@@ -332,11 +350,16 @@ void pipelineLoops(Module &module) {
         loops.push_back(op);
     });
     for (Operation *loop : loops) {
-      LoopSchedule schedule = scheduleLoop(loop, requestedStages(*loop, module));
+      int stages = requestedStages(*loop, module);
+      bool tmaAsked = module.intAttrOr("tma", 0) == 1;
+      LoopSchedule schedule = scheduleLoop(loop, stages, tmaAsked);
+      bool tma = schedule.isPipelined() && tmaRejection(schedule, module).empty();
+      if (tmaAsked && !tma) // the cp.async plan, with its own conditions on the loads
+        schedule = scheduleLoop(loop, stages, false);
       if (schedule.isPipelined())
-        pipelineLoop(schedule, tmaRejection(schedule, module).empty(),
-                     analysis::wgmmaPipelining(module));
+        pipelineLoop(schedule, tma, module);
     }
+    dropUnusedTensorMaps(*func);
   }
 }
 

@@ -94,21 +94,28 @@ void collectConversions(Operation *load, PipelinedLoad &out) {
   out.conversions.assign(converts.begin(), converts.end());
 }
 
-// Plan step 1. Returns why not, or "".
-std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInfo,
+// Plan step 1. Returns why not, or "". `tma`: a 2-D descriptor load carrying its tensor map
+// will be copied by the TMA unit, which fills out-of-bounds elements itself (zeros or NaN, as
+// the map says) and copies whole boxes: neither the zero fill nor the per-thread runs that
+// cp.async needs apply (a ragged shape, not a multiple of 16, leaves runs of one element).
+std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInfo, bool tma,
                       PipelinedLoad &out) {
   const Type &type = load->result()->type();
   if ((type.rank() != 1 && type.rank() != 2) || !type.encoding())
     return "not a 1-D or 2-D tile with a layout";
-  if (load->numOperands() >= 3 && !isZeroConstant(load->operand(2)))
+  bool byTma = tma && type.rank() == 2 && load->hasAttr("tma");
+  if (!byTma && load->numOperands() >= 3 && !isZeroConstant(load->operand(2)))
     return "masked-off lanes are not zero";
   if (!load->result()->hasUses())
     return "unused";
   int elementBytes = type.bitWidth() / 8;
-  if (analysis::accessVectorWidth(axisInfo, *load) * elementBytes < 4)
+  if (!byTma && analysis::accessVectorWidth(axisInfo, *load) * elementBytes < 4)
     return "runs of less than 4 bytes per thread (cp.async copies 4, 8 or 16)";
   LinearLayout layout = type.encoding()->toLinearLayout(type.shape());
-  int fastest = analysis::fastestDim(layout);
+  // The slot's contiguous dim: a descriptor's last dim is (its stride is the constant 1);
+  // the layout's fastest dim need not be where a ragged shape left one element per thread
+  // (the register bits then walk the rows).
+  int fastest = byTma ? type.rank() - 1 : analysis::fastestDim(layout);
   out.load = load;
   if (type.rank() == 1) { // a row of scalars (attention's lse): read back where it is converted
     // Every thread copies the elements its layout gives it, duplicates too: a layout of many
@@ -186,7 +193,7 @@ int requestedStages(const Operation &loop, const Module &module) {
   return static_cast<int>(module.intAttrOr("num_stages", 1));
 }
 
-LoopSchedule scheduleLoop(Operation *loop, int numStages) {
+LoopSchedule scheduleLoop(Operation *loop, int numStages, bool tma) {
   LoopSchedule schedule;
   schedule.loop = loop;
   schedule.numStages = numStages;
@@ -208,7 +215,7 @@ LoopSchedule scheduleLoop(Operation *loop, int numStages) {
     if (op->code() != OpCode::Load)
       continue;
     PipelinedLoad load{};
-    std::string why = checkLoad(op.get(), axisInfo, load);
+    std::string why = checkLoad(op.get(), axisInfo, tma, load);
     if (why.empty())
       schedule.loads.push_back(std::move(load));
   }

@@ -64,7 +64,10 @@ struct LoopSchedule {
 /// module's `num_stages` (the launch option), else 1.
 int requestedStages(const ir::Operation &loop, const ir::Module &module);
 
-/// The schedule of `loop` with `numStages` stages (>= 2 to pipeline anything).
-LoopSchedule scheduleLoop(ir::Operation *loop, int numStages);
+/// The schedule of `loop` with `numStages` stages (>= 2 to pipeline anything). `tma`: the
+/// loads will be copied by the TMA unit if tmaRejection (tma.h) accepts the schedule, so the
+/// descriptor loads that carry tensor maps need none of cp.async's conditions; a caller whose
+/// TMA schedule is rejected schedules again without it.
+LoopSchedule scheduleLoop(ir::Operation *loop, int numStages, bool tma = false);
 
 } // namespace tessera::transforms::pipeline

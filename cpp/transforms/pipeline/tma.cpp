@@ -18,6 +18,7 @@
 // wraps around, as the barrier's own phase does after each of its stages completes.
 #include "transforms/pipeline/tma.h"
 
+#include "analysis/allocation.h"
 #include "analysis/shared_footprint.h"
 #include "layout/swizzled_shared.h"
 
@@ -58,8 +59,21 @@ std::string tmaRejection(const LoopSchedule &schedule, const Module &module) {
         wgmmaSwizzleBytes(tile, elementBytes) != std::min<int64_t>(128, rowBytes) ||
         rowBytes < 32 || type.shape()[0] > 256)
       return "a slot is not in the wgmma swizzle the tensor map encodes: " + tile.str();
+    // The TMA swizzles by absolute shared address bits: each slot must start where the
+    // pattern does (8 rows of the swizzle span), which whole rings of >= 1 KiB guarantee
+    // (allocate_shared puts them on 1 KiB boundaries, analysis/allocation.h).
+    if (type.shape()[0] % 8 != 0 ||
+        tileBytes(load) * schedule.numStages < analysis::kWgmmaTileAlignment)
+      return "a ring under 1 KiB or a tile of fewer than 8-row multiples: slots would not start "
+             "on the swizzle pattern";
   }
   return "";
+}
+
+std::map<std::string, Attribute> waitAttributes(const Module &module) {
+  if (module.intAttrOr("debug", 0) != 1)
+    return {};
+  return {{"timeout_ns", kDebugWaitTimeoutNs}};
 }
 
 Value *createBarriers(Builder &builder, int numStages) {

@@ -18,6 +18,14 @@ namespace tessera::transforms::pipeline {
 /// wgmma swizzle the host encodes (min(128, row bytes), last dim contiguous).
 std::string tmaRejection(const LoopSchedule &schedule, const ir::Module &module);
 
+/// How long a debug build's mbarrier_wait spins before it fails the kernel (an assert naming
+/// the wait) instead of hanging: far above any real wait, even under compute-sanitizer.
+constexpr int64_t kDebugWaitTimeoutNs = 10'000'000'000;
+
+/// The attributes of an mbarrier_wait in `module`: `timeout_ns` when the module is compiled
+/// for debugging (its `debug` = 1, TESSERA_DEBUG), else none (an unbounded wait).
+std::map<std::string, ir::Attribute> waitAttributes(const ir::Module &module);
+
 /// The ring of mbarriers (one per slot), initialized with one arrival per phase.
 ir::Value *createBarriers(ir::Builder &builder, int numStages);
 

@@ -211,6 +211,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     clock.step("front end + tir passes")
     if tma:  # the pipeliner's TMA variant (transforms/pipeline/tma.h); absent: unchanged IR
         module.set_attr("tma", 1)
+    if options.debug:  # debug builds: mbarrier waits bounded, failing an assert (tma.h)
+        module.set_attr("debug", 1)
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,
                   wgmma=options.wgmma, wgmma_overlap=options.wgmma_overlap,

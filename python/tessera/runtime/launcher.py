@@ -179,6 +179,7 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
     """
     kernel = jit_fn.__name__
     present = list(jit_fn.runtime_names if names is None else names)  # None ones are constexprs
+    values_of_present = values
     names, values = descriptor_arguments.flatten(present, values)
     ok, why = driver.driver_available()
     if not ok:
@@ -193,8 +194,10 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
     signature = specialization[0]
     module = driver.load_module(image, device)
     function = module.function(metadata["name"])
-    kinds = descriptor_arguments.launch_kinds(present, signature, _launcher_kind,
-                                              bool(metadata.get("tensormaps")))
+    tensor_maps = bool(metadata.get("tensormaps"))
+    kinds = descriptor_arguments.launch_kinds(present, signature, _launcher_kind, tensor_maps)
+    if tensor_maps:  # the parameter names, tensor maps included, for the launcher's errors
+        names = descriptor_arguments.flatten(present, values_of_present, True)[0]
     launcher = driver.KernelLauncher(kinds, function,
                                      num_warps=metadata["num_warps"],
                                      shared_bytes=metadata.get("shared_bytes", 0))
