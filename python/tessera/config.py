@@ -87,8 +87,8 @@ KNOBS: dict[str, Knob[Any]] = {
                           "right after each dot, e.g. to compare). Part of the cache key."),
     "wgmma_pipeline": Knob("TESSERA_WGMMA_PIPELINE", False, _parse_bool,
                            "Keep a pipelined loop's wgmma product in flight across iterations "
-                           "(cp.async rings, sm_90a): the next step's copies wait for the "
-                           "previous product only, behind a second barrier "
+                           "(cp.async and TMA rings, sm_90a): a step's copies wait for the "
+                           "previous product only, behind a barrier after the step's product "
                            "(docs/perf/wgmma_across_iterations.md; needs wgmma_overlap). Off: "
                            "every step waits for its product. Part of the cache key."),
     "tma": Knob("TESSERA_TMA", False, _parse_bool,

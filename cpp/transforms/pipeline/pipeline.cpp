@@ -30,6 +30,8 @@
 //    reading the slot about to be overwritten: it was read last iteration); issue iteration
 //    k + D; read iteration k's slot where the loads' conversions were.
 // 4. After the loop, wait for the (empty, predicated-off) copies still in flight.
+// With the module's wgmma_pipeline, the copies go after the step's first wgmma product instead
+// (see pipelineLoop; docs/perf/wgmma_across_iterations.md).
 // Copies past the end are predicated off: cp.async then reads nothing and writes zeros into a
 // slot nobody reads again (no peeled epilogue).
 // With the module's `tma` = 1 and descriptor loads that carry their tensor maps, the same plan
@@ -276,8 +278,11 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, const Module &module) 
   // of slot k landed), leaving the previous product in flight. The prefetch distance stays D:
   // in the old order too the copies went out only once the previous product was done (the
   // back edge waited for it) (docs/perf/wgmma_across_iterations.md).
-  Operation *product =
-      analysis::wgmmaPipelining(module) && !tma ? firstRingProduct(schedule) : nullptr;
+  // TMA rings too: their loop-top barrier orders nothing else (the mbarrier wait makes the
+  // slot's bytes visible; the barrier membar puts before the copies of every step also orders
+  // each slot's re-arm (expect_tx) after every thread's wait on its previous phase, a step
+  // earlier).
+  Operation *product = analysis::wgmmaPipelining(module) ? firstRingProduct(schedule) : nullptr;
   Builder issueAt;
   if (product) {
     barrier->erase();

@@ -27,6 +27,9 @@ from test_attention_masked_ptx import \
     test_compiled_ir_runs_in_the_interpreter as masked_attention_in_interpreter
 from test_attention_ptx import compile_attention
 from test_attention_ptx import test_compiled_ir_runs_in_the_interpreter as attention_in_interpreter
+from test_tma_ptx import compile_matmul as compile_descriptor_matmul
+from test_tma_ptx import dm
+from test_tma_ptx import test_tma_pipeline_runs_in_the_interpreter as tma_in_interpreter
 from test_wgmma_ptx import CONFIG_IDS, CONFIGS, compile_config, relative_error
 
 EVENTS = (r"wgmma\.commit_group|wgmma\.wait_group\.sync\.aligned (\d+)|bar\.sync|"
@@ -230,4 +233,34 @@ def test_masked_attention_writes_nothing_an_inflight_product_reads(name, D):
 def test_masked_attention_ir_runs_in_the_interpreter():
     with knobs.scope(wgmma_pipeline=True):
         masked_attention_in_interpreter("sm_90a", 128)
+
+
+TMA_EVENTS = (r"mbarrier\.try_wait|mbarrier\.arrive\.expect_tx|cp\.async\.bulk\.tensor|bar\.sync|"
+              r"wgmma\.wait_group\.sync\.aligned \d|wgmma\.commit_group")
+
+
+@pytest.mark.parametrize("meta", dm.CONFIGS, ids=dm.CONFIG_IDS)
+def test_tma_ring_keeps_one_product_in_flight(meta):
+    # TMA rings (TESSERA_TMA): the slot's mbarrier wait, the product, the next slot's
+    # expect_tx, the previous product's wait, the one barrier of the step (its slot was that
+    # product's; the barrier also orders the re-arm of each slot after the waits on its last
+    # phase, a step earlier), the copies; nothing waited at the back edge.
+    with knobs.scope(wgmma_pipeline=True):
+        kernel = compile_descriptor_matmul(meta)
+    (body, after), = loops(kernel.asm["ptx"])
+    steps = [m.group(0).replace(".sync.aligned ", " ") for m in re.finditer(TMA_EVENTS, body)]
+    collapsed = [e for i, e in enumerate(steps) if i == 0 or e != steps[i - 1]]
+    assert collapsed == ["mbarrier.try_wait", "wgmma.commit_group", "mbarrier.arrive.expect_tx",
+                         "wgmma.wait_group 1", "bar.sync", "cp.async.bulk.tensor"], collapsed
+    assert "wgmma.wait_group.sync.aligned 0" in after
+    assert_no_hazard(kernel.asm["tgir"])
+    assert_no_spills(kernel)
+
+
+@pytest.mark.parametrize("ragged", [False, True], ids=["div16", "ragged"])
+def test_tma_pipeline_runs_in_the_interpreter(ragged):
+    # The interpreter checks the mbarrier protocol too (phases, expected bytes).
+    with knobs.scope(wgmma_pipeline=True):
+        for meta in dm.CONFIGS:
+            tma_in_interpreter(meta, ragged)
 
