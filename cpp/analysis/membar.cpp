@@ -16,7 +16,6 @@
 #include "ir/builder.h"
 #include "ir/diagnostics.h"
 #include "layout/dot_operand.h"
-#include "layout/mma.h"
 
 #include <algorithm>
 #include <limits>
@@ -74,11 +73,6 @@ namespace {
 // More groups in flight than any pipeline keeps: older ones are merged (they stay in flight).
 constexpr size_t kMaxAsyncGroups = 8;
 constexpr int kMaxLoopIterations = 64;
-
-bool isWgmmaDot(const ir::Operation &op) {
-  const auto *mma = dynamic_cast<const MmaEncoding *>(op.result()->type().encoding().get());
-  return mma && mma->isWgmma();
-}
 
 /// Keeps at most `limit` groups, merging the oldest (they stay in flight).
 template <typename Group, typename Merge>

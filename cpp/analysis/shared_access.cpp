@@ -1,6 +1,8 @@
 // Shared-memory byte ranges and ring slots for membar (see shared_access.h).
 #include "analysis/shared_access.h"
 
+#include "layout/mma.h"
+
 #include <algorithm>
 #include <optional>
 #include <sstream>
@@ -117,6 +119,13 @@ SharedAccess forgetLoop(SharedAccess access, const ir::Operation *loop) {
   if (access.slot.loop == loop)
     access.slot = RingSlot{};
   return access;
+}
+
+bool isWgmmaDot(const ir::Operation &op) {
+  if (op.code() != OpCode::Dot)
+    return false;
+  const auto *mma = dynamic_cast<const MmaEncoding *>(op.result()->type().encoding().get());
+  return mma && mma->isWgmma();
 }
 
 void addAccess(std::vector<SharedAccess> &set, const SharedAccess &access) {

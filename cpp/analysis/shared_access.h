@@ -77,6 +77,10 @@ SharedAccess stepBack(SharedAccess access, const ir::Operation *loop);
 /// `access` once `loop` has exited: its counters say nothing any more (the whole ring).
 SharedAccess forgetLoop(SharedAccess access, const ir::Operation *loop);
 
+/// Whether `op` is a dot on wgmma (an #mma version 3 result): it reads its shared operands
+/// asynchronously, until its group is waited for.
+bool isWgmmaDot(const ir::Operation &op);
+
 /// Adds `access` to `set` unless it is there already (sets of a few accesses: a vector).
 void addAccess(std::vector<SharedAccess> &set, const SharedAccess &access);
 

@@ -14,7 +14,6 @@
 
 #include "analysis/shared_access.h"
 #include "analysis/shared_footprint.h"
-#include "layout/mma.h"
 
 #include <algorithm>
 #include <map>
@@ -92,11 +91,6 @@ private:
   int iterations_;
   std::map<const ir::Operation *, int64_t> iteration_; // of each loop being run
 };
-
-bool isWgmmaDot(const ir::Operation &op) {
-  const auto *mma = dynamic_cast<const MmaEncoding *>(op.result()->type().encoding().get());
-  return mma && mma->isWgmma();
-}
 
 void HazardFinder::visit(ir::Operation &op, std::vector<Group> &groups) {
   switch (op.code()) {

@@ -159,7 +159,8 @@ public:
 
 private:
   /// Before `op`: waits for the pending wgmma groups it reads (all of them before control
-  /// flow, terminators and calls; emitBarrier waits for all too).
+  /// flow, terminators and calls; emitBarrier waits down to its count). wgmma_waits.cpp has
+  /// these and the loop-carried groups.
   void settleWgmma(const ir::Operation &op);
   /// Waits until the oldest `groups` pending wgmma groups are complete and ties their results'
   /// registers to the wait, so no use moves above it.
