@@ -12,6 +12,11 @@ TFLOP/s = 2·n³ / time. Prints a table and, with --json OUT, writes every numbe
 --descriptor adds the host-TensorDescriptor matmul of scripts/descriptor_matmul.py (each of its
 configs, the best kept), with loads through cp.async and through TMA (sm_90a), to measure the
 TMA path against the pointer path and cuBLAS in the same run.
+
+--wgmma-pipeline adds tessera.ops.matmul's kernel compiled with knobs.wgmma_pipeline off and on
+(products in flight across loop iterations: docs/perf/wgmma_across_iterations.md), each of
+gemm.CONFIGS timed and the best kept per setting, in the same run (a fresh @jit per setting:
+the knob is read at compile time). The descriptor rows follow TESSERA_WGMMA_PIPELINE.
 """
 from __future__ import annotations
 
@@ -20,7 +25,9 @@ import json
 import os
 import sys
 
+import tessera
 import torch
+from tessera.errors import OutOfResources
 from tessera.testing import do_bench, relative_error
 from tessera.ops import gemm, matmul
 
@@ -66,6 +73,34 @@ def descriptor_ms(a, b, out, tma: bool) -> tuple:
     return best
 
 
+def pipeline_ms(a, b, out, pipeline: bool) -> tuple:
+    """Best median time of tessera.ops.matmul's kernel over gemm.CONFIGS, each compiled anew
+    with knobs.wgmma_pipeline = ``pipeline``: (ms, config, relative error)."""
+    from tessera.config import knobs
+    n = a.shape[0]
+    ref = (a.double() @ b.double()).cpu().numpy()
+    best = (float("inf"), None, float("nan"))
+    for config in gemm.CONFIGS:
+        meta = config.kwargs
+        grid = (tessera.cdiv(n, meta["BLOCK_M"]) * tessera.cdiv(n, meta["BLOCK_N"]),)
+        kernel = tessera.jit(gemm.matmul_kernel.fn)
+        run = lambda: kernel[grid](  # noqa: E731
+            a, b, out, out, n, n, n, *a.stride(), *b.stride(), *out.stride(), HAS_BIAS=False,
+            ACTIVATION="", num_warps=config.num_warps, num_stages=config.num_stages, **meta)
+        out.fill_(float("nan"))
+        try:
+            with knobs.scope(wgmma_pipeline=pipeline):  # compiles with the knob
+                run()
+        except OutOfResources:
+            continue
+        torch.cuda.synchronize()
+        error = relative_error(out.float().cpu().numpy(), ref)
+        ms = do_bench(run, return_mode="median")
+        if ms < best[0]:
+            best = (ms, f"{meta} w{config.num_warps} s{config.num_stages}", error)
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", default=None, help="write the results here")
@@ -73,8 +108,19 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
     parser.add_argument("--descriptor", action="store_true",
                         help="also the descriptor matmul, by cp.async and by TMA")
+    parser.add_argument("--wgmma-pipeline", action="store_true",
+                        help="also the matmul kernel with knobs.wgmma_pipeline off and on")
     args = parser.parse_args()
     rows = [measure(n, dtype) for dtype in args.dtypes for n in args.sizes]
+    if args.wgmma_pipeline:
+        for r in rows:
+            dtype = getattr(torch, r["dtype"])
+            a, b = (torch.randn((r["n"], r["n"]), device="cuda", dtype=dtype) for _ in "ab")
+            out = torch.empty_like(a)
+            for label, pipeline in (("pipeline_off", False), ("pipeline_on", True)):
+                ms, meta, error = pipeline_ms(a, b, out, pipeline)
+                r.update({f"{label}_ms": ms, f"{label}_tflops": 2 * r["n"] ** 3 / ms / 1e9,
+                          f"{label}_config": meta, f"{label}_relative_error": error})
     if args.descriptor:
         for r in rows:
             dtype = getattr(torch, r["dtype"])
@@ -90,7 +136,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['dtype']:<9} {r['n']:>6} {r['tessera_tflops']:>8.1f} {r['torch_tflops']:>8.1f} "
               f"{r['ratio']:>7.1%} {r['relative_error']:>8.1e}")
-        for label in ("descriptor", "descriptor_tma"):
+        for label in ("pipeline_off", "pipeline_on", "descriptor", "descriptor_tma"):
             if f"{label}_ms" in r:
                 print(f"  {label:<15} {r[f'{label}_tflops']:>8.1f} TFLOP/s "
                       f"({r['torch_ms'] / r[f'{label}_ms']:.1%} of cuBLAS), rel err "

@@ -15,68 +15,57 @@
 #include "analysis/shared_footprint.h"
 #include "ir/builder.h"
 #include "ir/diagnostics.h"
+#include "layout/dot_operand.h"
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 namespace tessera::analysis {
 
 using ir::OpCode;
 
-void ByteRanges::add(ByteRange range) {
-  if (range.begin >= range.end)
-    return;
-  ranges_.push_back(range);
-  std::sort(ranges_.begin(), ranges_.end(),
-            [](const ByteRange &a, const ByteRange &b) { return a.begin < b.begin; });
-  std::vector<ByteRange> merged;
-  for (const ByteRange &next : ranges_) {
-    if (!merged.empty() && next.begin <= merged.back().end)
-      merged.back().end = std::max(merged.back().end, next.end);
-    else
-      merged.push_back(next);
-  }
-  ranges_ = std::move(merged);
-}
-
-void ByteRanges::add(const ByteRanges &other) {
-  for (const ByteRange &range : other.ranges_)
-    add(range);
-}
-
-bool ByteRanges::overlaps(ByteRange range) const {
-  for (const ByteRange &mine : ranges_)
-    if (mine.begin < range.end && range.begin < mine.end)
-      return true;
-  return false;
-}
-
-std::string ByteRanges::str() const {
-  std::ostringstream out;
-  for (const ByteRange &range : ranges_)
-    out << "[" << range.begin << ", " << range.end << ")";
-  return out.str();
-}
-
 bool BarrierState::operator==(const BarrierState &other) const {
   return reads == other.reads && writes == other.writes && asyncGroups == other.asyncGroups &&
-         asyncUncommitted == other.asyncUncommitted;
+         asyncUncommitted == other.asyncUncommitted && wgmmaGroups == other.wgmmaGroups;
 }
+
+namespace {
+
+/// Merges the lists of groups of two paths. Groups are counted from the newest (async_wait's
+/// `pending` and wgmma.wait_group's N do): the lists are aligned there.
+template <typename Group, typename Merge>
+std::vector<Group> joinGroups(const std::vector<Group> &a, const std::vector<Group> &b,
+                              Merge merge) {
+  const std::vector<Group> &shorter = a.size() < b.size() ? a : b;
+  std::vector<Group> result = a.size() < b.size() ? b : a;
+  size_t offset = result.size() - shorter.size();
+  for (size_t i = 0; i < shorter.size(); ++i)
+    merge(result[offset + i], shorter[i]);
+  return result;
+}
+
+void mergeAccesses(std::vector<SharedAccess> &into, const std::vector<SharedAccess> &from) {
+  for (const SharedAccess &access : from)
+    addAccess(into, access);
+}
+
+} // namespace
 
 BarrierState BarrierState::join(const BarrierState &a, const BarrierState &b) {
   BarrierState result = a;
   result.reads.add(b.reads);
   result.writes.add(b.writes);
   result.asyncUncommitted.add(b.asyncUncommitted);
-  // Groups are counted from the newest (async_wait's `pending` does): align the lists there.
-  const std::vector<ByteRanges> &shorter =
-      a.asyncGroups.size() < b.asyncGroups.size() ? a.asyncGroups : b.asyncGroups;
-  result.asyncGroups = a.asyncGroups.size() < b.asyncGroups.size() ? b.asyncGroups : a.asyncGroups;
-  size_t offset = result.asyncGroups.size() - shorter.size();
-  for (size_t i = 0; i < shorter.size(); ++i)
-    result.asyncGroups[offset + i].add(shorter[i]);
+  result.asyncGroups = joinGroups(a.asyncGroups, b.asyncGroups,
+                                  [](ByteRanges &into, const ByteRanges &from) { into.add(from); });
+  result.wgmmaGroups = joinGroups(a.wgmmaGroups, b.wgmmaGroups, mergeAccesses);
   return result;
+}
+
+bool wgmmaPipelining(const ir::Module &module) {
+  return module.intAttrOr("wgmma_pipeline", 0) != 0 && module.intAttrOr("wgmma_overlap", 1) != 0;
 }
 
 namespace {
@@ -85,9 +74,40 @@ namespace {
 constexpr size_t kMaxAsyncGroups = 8;
 constexpr int kMaxLoopIterations = 64;
 
+/// Keeps at most `limit` groups, merging the oldest (they stay in flight).
+template <typename Group, typename Merge>
+void boundGroups(std::vector<Group> &groups, size_t limit, Merge merge) {
+  while (groups.size() > limit) {
+    merge(groups[1], groups[0]);
+    groups.erase(groups.begin());
+  }
+}
+
+/// The state at the top of the next iteration of `loop`, from the end of its body (plan step 7).
+BarrierState acrossBackEdge(BarrierState state, const ir::Operation *loop) {
+  for (std::vector<SharedAccess> &group : state.wgmmaGroups) {
+    std::vector<SharedAccess> stepped;
+    for (const SharedAccess &access : group)
+      addAccess(stepped, stepBack(access, loop));
+    group = std::move(stepped);
+  }
+  return state;
+}
+
+BarrierState afterLoop(BarrierState state, const ir::Operation *loop) {
+  for (std::vector<SharedAccess> &group : state.wgmmaGroups) {
+    std::vector<SharedAccess> forgotten;
+    for (const SharedAccess &access : group)
+      addAccess(forgotten, forgetLoop(access, loop));
+    group = std::move(forgotten);
+  }
+  return state;
+}
+
 class BarrierInserter {
 public:
-  explicit BarrierInserter(int64_t sharedSize) : sharedSize_(std::max<int64_t>(sharedSize, 1)) {}
+  BarrierInserter(int64_t sharedSize, bool wgmmaInFlight)
+      : sharedSize_(std::max<int64_t>(sharedSize, 1)), wgmmaInFlight_(wgmmaInFlight) {}
 
   BarrierState walkBlock(ir::Block &block, BarrierState state, bool insert) {
     for (auto &op : block.operations())
@@ -110,38 +130,99 @@ private:
     }
     return {0, sharedSize_};
   }
+  /// The access of an op to `buffer`, at `slot` when the op indexes a ring (else null).
+  SharedAccess accessOf(const ir::Value *buffer, const ir::Value *slot) const {
+    return {bufferRange(buffer), slot ? ringSlotOf(slot) : RingSlot{}};
+  }
 
-  void barrierBefore(ir::Operation &op, BarrierState &state, bool insert) {
+  /// A barrier before `op` that leaves the newest `keep` wgmma groups in flight.
+  void barrierBefore(ir::Operation &op, BarrierState &state, bool insert, size_t keep) {
     if (insert) {
       ir::Builder builder;
       builder.setInsertionPoint(&op);
       builder.setLocation(op.location());
-      builder.create(OpCode::Barrier, {}, {});
+      std::map<std::string, ir::Attribute> attrs;
+      if (wgmmaInFlight_)
+        attrs["wgmma_pending"] = static_cast<int64_t>(keep);
+      builder.create(OpCode::Barrier, {}, {}, std::move(attrs));
       ++inserted_;
     }
+    passBarrier(state, keep);
+  }
+  static void passBarrier(BarrierState &state, size_t keep) {
     state.reads.clear();
     state.writes.clear();
+    if (state.wgmmaGroups.size() > keep)
+      state.wgmmaGroups.erase(state.wgmmaGroups.begin(),
+                              state.wgmmaGroups.end() - static_cast<std::ptrdiff_t>(keep));
   }
-  void read(ir::Operation &op, ByteRange range, BarrierState &state, bool insert) {
-    if (state.writes.overlaps(range)) // read after write
-      barrierBefore(op, state, insert);
-    state.reads.add(range);
+  /// A read of `range` by `op`; `pending`: one that stays pending as a wgmma group's instead
+  /// of as a plain read (checked for read after write all the same).
+  void read(ir::Operation &op, ByteRange range, BarrierState &state, bool insert,
+            bool pending = false) {
+    if (state.writes.overlaps(range)) // read after write: in-flight reads do not matter
+      barrierBefore(op, state, insert, state.wgmmaGroups.size());
+    if (!pending)
+      state.reads.add(range);
   }
-  /// Whether writing `range` now could race with accesses since the last barrier.
-  static bool writeConflicts(const BarrierState &state, ByteRange range) {
-    return state.reads.overlaps(range) || state.writes.overlaps(range);
+  /// What `op` writes to shared memory at once (or as it issues an asynchronous copy), if any.
+  std::optional<SharedAccess> writeOf(const ir::Operation &op) const {
+    switch (op.code()) {
+    case OpCode::LocalAlloc:
+      if (op.numOperands() == 1)
+        return accessOf(op.result(), nullptr);
+      return std::nullopt;
+    case OpCode::AsyncCopy:
+    case OpCode::TmaLoad: return accessOf(op.operand(1), op.operand(2));
+    default:
+      if (op.hasAttr("scratch_offset") && scratchBytes(op) > 0) {
+        int64_t offset = op.intAttr("scratch_offset");
+        return SharedAccess{ByteRange{offset, offset + scratchBytes(op)}, RingSlot{}};
+      }
+      return std::nullopt;
+    }
+  }
+  /// The newest wgmma groups that none of the writes of `op` and of the straight-line ops after
+  /// it (up to a barrier or an op with regions) may overlap: a barrier placed before `op`
+  /// waits for the others once, not again before each copy of a stage.
+  size_t groupsToKeep(ir::Operation &op, const BarrierState &state) const {
+    size_t keep = state.wgmmaGroups.size();
+    ir::Block &block = *op.parentBlock();
+    for (auto it = block.find(&op); it != block.operations().end(); ++it) {
+      const ir::Operation &next = **it;
+      if (&next != &op && (next.code() == OpCode::Barrier || next.numRegions() > 0))
+        break;
+      std::optional<SharedAccess> access = writeOf(next);
+      for (size_t g = 0; access && g < state.wgmmaGroups.size(); ++g)
+        for (const SharedAccess &read : state.wgmmaGroups[g])
+          if (mayOverlap(read, *access))
+            keep = std::min(keep, state.wgmmaGroups.size() - 1 - g);
+    }
+    return keep;
+  }
+  /// Plan steps 3 and 6: a barrier before `op` when its write could race with accesses since
+  /// the last barrier or with an in-flight wgmma's reads.
+  void write(ir::Operation &op, BarrierState &state, bool insert) {
+    ByteRange range = writeOf(op)->range;
+    bool waits = false;
+    for (const std::vector<SharedAccess> &group : state.wgmmaGroups)
+      for (const SharedAccess &read : group)
+        waits = waits || mayOverlap(read, *writeOf(op));
+    if (state.reads.overlaps(range) || state.writes.overlaps(range) || waits)
+      barrierBefore(op, state, insert, groupsToKeep(op, state));
   }
 
   int64_t sharedSize_;
+  bool wgmmaInFlight_;
   int inserted_ = 0;
 };
 
-// Plan steps 2 and 3.
+// Plan steps 2, 3, 5 and 6.
 void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert) {
   switch (op.code()) {
   case OpCode::Barrier:
-    state.reads.clear();
-    state.writes.clear();
+    passBarrier(state, static_cast<size_t>(std::max<int64_t>(
+                           (op.hasAttr("wgmma_pending") ? op.intAttr("wgmma_pending") : 0), 0)));
     return;
   case OpCode::For: state = walkFor(op, state, insert); return;
   case OpCode::While: state = walkWhile(op, state, insert); return;
@@ -153,43 +234,48 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
   }
   case OpCode::LocalAlloc:
     if (op.numOperands() == 1) { // stores its source
-      ByteRange range = bufferRange(op.result());
-      if (writeConflicts(state, range))
-        barrierBefore(op, state, insert);
-      state.writes.add(range);
+      write(op, state, insert);
+      state.writes.add(bufferRange(op.result()));
     }
     return;
-  case OpCode::LocalLoad: read(op, bufferRange(op.operand(0)), state, insert); return;
-  case OpCode::Dot:
+  case OpCode::LocalLoad:
+    // A wgmma operand is read by the dot, through a descriptor (plan step 5).
+    read(op, bufferRange(op.operand(0)), state, insert,
+         wgmmaInFlight_ && isWgmmaOperand(op.result()->type().encoding().get()));
+    return;
+  case OpCode::Dot: {
+    bool inFlight = wgmmaInFlight_ && isWgmmaDot(op); // read until its group is waited for
+    std::vector<SharedAccess> group;
     for (unsigned i = 0; i < 2; ++i) {
       const ir::Operation *source = op.operand(i)->definingOp();
-      if (source && source->code() == OpCode::LocalLoad)
-        read(op, bufferRange(source->operand(0)), state, insert);
+      if (source && source->code() == OpCode::LocalLoad) {
+        read(op, bufferRange(source->operand(0)), state, insert, inFlight);
+        addAccess(group, accessOf(source->operand(0),
+                                  source->numOperands() > 1 ? source->operand(1) : nullptr));
+      }
+    }
+    if (inFlight) {
+      state.wgmmaGroups.push_back(std::move(group));
+      boundGroups(state.wgmmaGroups, kMaxAsyncGroups, mergeAccesses);
     }
     return;
+  }
   case OpCode::AsyncCopy: {
     // The copy may land any time after it is issued: nobody may still use its bytes.
-    ByteRange range = bufferRange(op.operand(1));
-    if (writeConflicts(state, range))
-      barrierBefore(op, state, insert);
-    state.asyncUncommitted.add(range);
+    write(op, state, insert);
+    state.asyncUncommitted.add(bufferRange(op.operand(1)));
     return;
   }
-  case OpCode::TmaLoad: {
+  case OpCode::TmaLoad:
     // As async_copy, but its bytes become visible through the slot's mbarrier, which every
     // reader waits on (mbarrier_wait): no barrier is owed after it.
-    ByteRange range = bufferRange(op.operand(1));
-    if (writeConflicts(state, range))
-      barrierBefore(op, state, insert);
+    write(op, state, insert);
     return;
-  }
-  case OpCode::MBarrierInit: // ends in a bar.sync of its own (lower_tma.cpp)
-    state.reads.clear();
-    state.writes.clear();
+  case OpCode::MBarrierInit: // ends in a bar.sync of its own (lower_tma.cpp), which waits
+    passBarrier(state, 0);   // for every wgmma group
     return;
   case OpCode::MBarrierInval: // bar.sync, then one thread writes the barriers
-    state.reads.clear();
-    state.writes.clear();
+    passBarrier(state, 0);
     state.writes.add(bufferRange(op.operand(0)));
     return;
   case OpCode::MBarrierExpectTx: // mbarriers order themselves
@@ -197,10 +283,8 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
   case OpCode::AsyncCommitGroup:
     state.asyncGroups.push_back(state.asyncUncommitted);
     state.asyncUncommitted.clear();
-    while (state.asyncGroups.size() > kMaxAsyncGroups) {
-      state.asyncGroups[1].add(state.asyncGroups[0]);
-      state.asyncGroups.erase(state.asyncGroups.begin());
-    }
+    boundGroups(state.asyncGroups, kMaxAsyncGroups,
+                [](ByteRanges &into, const ByteRanges &from) { into.add(from); });
     return;
   case OpCode::AsyncWait: {
     // This thread's copies of the retired groups have landed: visible to the others after the
@@ -219,14 +303,11 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
   int64_t bytes = scratchBytes(op);
   if (bytes == 0)
     return;
-  // Writes its scratch, barrier (inside the op), reads it: only those reads stay pending.
-  int64_t offset = op.intAttr("scratch_offset");
-  ByteRange range{offset, offset + bytes};
-  if (writeConflicts(state, range))
-    barrierBefore(op, state, insert);
-  state.reads.clear();
-  state.writes.clear();
-  state.reads.add(range);
+  // Writes its scratch, barrier (inside the op, waiting for every wgmma group), reads it:
+  // only those reads stay pending.
+  write(op, state, insert);
+  passBarrier(state, 0);
+  state.reads.add(writeOf(op)->range);
 }
 
 // Plan step 4. The body may run zero times: the exit joins the entry state.
@@ -234,19 +315,19 @@ BarrierState BarrierInserter::walkFor(ir::Operation &op, const BarrierState &in,
   ir::Block &body = op.body();
   BarrierState entry = in;
   for (int iteration = 0;; ++iteration) {
-    BarrierState next = BarrierState::join(in, walkBlock(body, entry, false));
+    BarrierState next = BarrierState::join(in, acrossBackEdge(walkBlock(body, entry, false), &op));
     if (next == entry)
       break;
     entry = next;
     if (iteration == kMaxLoopIterations) { // cannot happen (finite lattice); stay correct
       entry.reads.add(ByteRange{0, sharedSize_});
       entry.writes.add(ByteRange{0, sharedSize_});
+      entry.wgmmaGroups.assign(1, {SharedAccess{ByteRange{0, sharedSize_}, RingSlot{}}});
       break;
     }
   }
-  return BarrierState::join(in, walkBlock(body, entry, insert));
+  return afterLoop(BarrierState::join(in, walkBlock(body, entry, insert)), &op);
 }
-
 BarrierState BarrierInserter::walkWhile(ir::Operation &op, const BarrierState &in, bool insert) {
   ir::Block &before = op.body(0), &after = op.body(1);
   BarrierState entry = in;
@@ -259,6 +340,7 @@ BarrierState BarrierInserter::walkWhile(ir::Operation &op, const BarrierState &i
     if (iteration == kMaxLoopIterations) {
       entry.reads.add(ByteRange{0, sharedSize_});
       entry.writes.add(ByteRange{0, sharedSize_});
+      entry.wgmmaGroups.assign(1, {SharedAccess{ByteRange{0, sharedSize_}, RingSlot{}}});
       break;
     }
   }
@@ -269,10 +351,10 @@ BarrierState BarrierInserter::walkWhile(ir::Operation &op, const BarrierState &i
 
 } // namespace
 
-int insertBarriers(ir::Operation &func) {
+int insertBarriers(ir::Operation &func, bool wgmmaInFlight) {
   if (!func.hasAttr("shared_size"))
     ir::emitError(func, "membar: the func has no shared_size (run allocate_shared first)");
-  BarrierInserter inserter(func.intAttr("shared_size"));
+  BarrierInserter inserter(func.intAttr("shared_size"), wgmmaInFlight);
   inserter.walkBlock(func.body(), BarrierState{}, true);
   return inserter.inserted();
 }

@@ -5,6 +5,7 @@
 // and then reads it back (see below).
 #pragma once
 
+#include "analysis/shared_access.h"
 #include "ir/ir.h"
 
 #include <cstdint>
@@ -13,35 +14,18 @@
 
 namespace tessera::analysis {
 
-/// A half-open byte interval [begin, end) of shared memory.
-struct ByteRange {
-  int64_t begin = 0, end = 0;
-  bool operator==(const ByteRange &other) const { return begin == other.begin && end == other.end; }
-};
-
-/// A set of byte ranges, kept sorted and merged (so that equal sets compare equal).
-class ByteRanges {
-public:
-  void add(ByteRange range);
-  void add(const ByteRanges &other);
-  bool overlaps(ByteRange range) const;
-  bool empty() const { return ranges_.empty(); }
-  void clear() { ranges_.clear(); }
-  const std::vector<ByteRange> &ranges() const { return ranges_; }
-  bool operator==(const ByteRanges &other) const { return ranges_ == other.ranges_; }
-  std::string str() const;
-
-private:
-  std::vector<ByteRange> ranges_;
-};
-
 /// What a point of the program knows about shared memory: the bytes read and written since
-/// the last barrier (by some thread: other threads may not have seen them), and the cp.async
-/// copies in flight (their writes land at the async_wait that retires their group).
+/// the last barrier (by some thread: other threads may not have seen them), the cp.async
+/// copies in flight (their writes land at the async_wait that retires their group), and,
+/// when wgmma groups may stay in flight past barriers, the bytes each such group may still
+/// read (a wgmma reads its shared operands asynchronously, until its group is waited for).
 struct BarrierState {
   ByteRanges reads, writes;
   std::vector<ByteRanges> asyncGroups; // committed groups, oldest first
   ByteRanges asyncUncommitted;         // issued since the last commit
+  /// wgmma groups not known complete in every warp (no barrier waited for them), oldest
+  /// first; each as the accesses of its operand tiles.
+  std::vector<std::vector<SharedAccess>> wgmmaGroups;
 
   bool operator==(const BarrierState &other) const;
   /// Everything either path may have left pending (control-flow merge).
@@ -63,6 +47,22 @@ struct BarrierState {
 /// 4. if: both arms from the same state, then the join; for / while: iterate the body from
 ///    join(entry, end of body) until it no longer changes (the back edge), then insert with
 ///    that state; the exit state also joins the zero-trip path.
-int insertBarriers(ir::Operation &func);
+/// With `wgmmaInFlight` (the module's wgmma_pipeline, see wgmmaPipelining), a barrier need not
+/// wait for every wgmma group (codegen's default): each barrier gets `wgmma_pending = N`,
+/// the newest groups it may leave in flight (`wgmma.wait_group N` before the bar.sync).
+/// 5. A wgmma dot starts a group that reads its shared operands (a ring slot through a slot
+///    counter: shared_access.h) until a barrier waits for it: those reads are the group's, not
+///    plain reads (its local_loads read nothing themselves). A barrier op already in the IR
+///    keeps its `wgmma_pending` (absent: 0, every group).
+/// 6. A write that may overlap a group's reads needs a barrier that waits for that group and
+///    the older ones: N = the groups newer than the newest such group. A barrier placed for a
+///    plain hazard waits for none (N = all groups).
+/// 7. Across a loop's back edge each slot named by that loop's counters steps back by one;
+///    after the loop they name the whole ring.
+int insertBarriers(ir::Operation &func, bool wgmmaInFlight = false);
+
+/// Whether the module asks for wgmma groups to stay in flight past barriers and back edges:
+/// its `wgmma_pipeline` (with `wgmma_overlap`, on when absent).
+bool wgmmaPipelining(const ir::Module &module);
 
 } // namespace tessera::analysis

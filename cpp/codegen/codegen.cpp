@@ -103,6 +103,8 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   KernelLowering lowering(llvmModule, result.numWarps);
   // The module's `wgmma_overlap` (the compiler sets it from knobs.wgmma_overlap); on if absent.
   lowering.setOverlapWgmma((allocated ? *allocated : module).intAttrOr("wgmma_overlap", 1) != 0);
+  // The module's `wgmma_pipeline` (knobs.wgmma_pipeline): groups in flight across back edges.
+  lowering.setPipelineWgmma((allocated ? *allocated : module).intAttrOr("wgmma_pipeline", 0) != 0);
   lowering.setSmVersion(smVersion(options.arch));
   const bool tensorCores = hasDot(func);
   lowering.setFastDivision(!tensorCores);

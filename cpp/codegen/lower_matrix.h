@@ -28,6 +28,10 @@ std::map<Coords, int> registersByCoords(const LinearLayout &layout);
 void lowerDot(KernelLowering &lowering, const ir::Operation &op);
 /// dot on wgmma (an #mma version 3 result; operands in shared memory): lower_matrix_wgmma.cpp.
 void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaEncoding &mma);
+/// How many register A words (32-bit) `dot` on wgmma passes to its wait (`inputs` below): 0
+/// when A is in shared memory (a local_load). A loop carries that many with a group left in
+/// flight across its back edge (KernelLowering::lowerFor).
+size_t wgmmaRegisterInputCount(const ir::Operation &dot, const MmaEncoding &mma);
 /// wgmma.wait_group `pending` (at most that many groups still in flight), tying `registers`
 /// (accumulators, rewritten in place: their uses stay below the wait) and using `inputs`
 /// (register A words: they stay live, unrewritten, until it).

@@ -192,6 +192,31 @@ void emitWgmmaWait(KernelLowering &lowering, Registers &registers, int pending,
   }
 }
 
+namespace {
+
+/// Instructions per k step of 16 along M and along N: the warpgroups' tile [16 warps[0],
+/// N warps[1]] repeats over the dot's result.
+std::pair<int64_t, int64_t> repetitions(const ir::Operation &op, const MmaEncoding &mma) {
+  const std::vector<int> &warps = mma.getWarpsPerCTA();
+  const std::vector<int64_t> &shape = op.result()->type().shape();
+  return {shape[0] / (16 * int64_t(warps[0])),
+          shape[1] / (int64_t(mma.getInstrShape()[1]) * warps[1])};
+}
+
+bool readsRegisterA(const ir::Operation &op) {
+  const ir::Operation *source = op.operand(0)->definingOp();
+  return !source || source->code() != ir::OpCode::LocalLoad;
+}
+
+} // namespace
+
+size_t wgmmaRegisterInputCount(const ir::Operation &dot, const MmaEncoding &mma) {
+  if (!readsRegisterA(dot))
+    return 0;
+  auto [alongM, alongN] = repetitions(dot, mma);
+  return static_cast<size_t>(alongM * alongN * (dot.operand(0)->type().shape()[1] / 16) * 4);
+}
+
 void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaEncoding &mma) {
   const ir::Type &aType = op.operand(0)->type(), &cType = op.result()->type();
   if (cType.scalarKind() != ir::ScalarKind::F32 ||
@@ -200,6 +225,9 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
   std::string inputType = aType.scalarKind() == ir::ScalarKind::F16 ? "f16" : "bf16";
   // A from shared memory (a descriptor) or, for chained dots, from registers.
   bool registerA = lowering.sharedOperandOf(op.operand(0)) == nullptr;
+  if (registerA != readsRegisterA(op)) // wgmmaRegisterInputCount decides from the IR
+    ir::emitError(op, "codegen: internal error: a wgmma A operand that is neither a local_load "
+                      "of a shared tile nor in registers");
   OperandTile a = registerA ? OperandTile{} : describeOperand(lowering, op, 0);
   OperandTile b = describeOperand(lowering, op, 1);
 

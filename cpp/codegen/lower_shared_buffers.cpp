@@ -325,7 +325,13 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
                            {lowering.i32(op.intAttr("pending"))});
     emitProxyFence(lowering);
     return true;
-  case ir::OpCode::Barrier: lowering.emitBarrier(); return true;
+  case ir::OpCode::Barrier: // membar's `wgmma_pending`: honoured with pipelineWgmma only
+    lowering.emitBarrier(
+        lowering.pipelineWgmma()
+            ? static_cast<size_t>(std::max<int64_t>(
+                  (op.hasAttr("wgmma_pending") ? op.intAttr("wgmma_pending") : 0), 0))
+            : 0);
+    return true;
   default: return false;
   }
 }

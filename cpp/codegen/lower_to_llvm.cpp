@@ -13,6 +13,8 @@
 #include "codegen/lower_matrix.h"
 #include "codegen/lower_reduction.h"
 
+#include "analysis/shared_access.h"
+
 #include "ir/diagnostics.h"
 #include "layout/mma.h"
 
@@ -30,17 +32,6 @@ int64_t largestPowerOfTwoDivisor(int64_t value) {
 
 KernelLowering::KernelLowering(llvm::Module &module, int numWarps)
     : module_(module), builder_(module.getContext()), numWarps_(numWarps) {}
-
-namespace {
-
-bool isWgmmaDot(const ir::Operation &op) {
-  if (op.code() != ir::OpCode::Dot)
-    return false;
-  const auto *mma = dynamic_cast<const MmaEncoding *>(op.result()->type().encoding().get());
-  return mma && mma->isWgmma();
-}
-
-} // namespace
 
 // ---- Values and types ---------------------------------------------------------------------
 
@@ -174,7 +165,9 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
   sharedBytes_ = func.intAttr("shared_size");
   usesWgmma_ = false;
   pendingWgmma_.clear();
-  const_cast<ir::Operation &>(func).walk([&](ir::Operation *op) { usesWgmma_ |= isWgmmaDot(*op); });
+  loweredOps_.clear();
+  const_cast<ir::Operation &>(func).walk(
+      [&](ir::Operation *op) { usesWgmma_ |= analysis::isWgmmaDot(*op); });
   builder_.SetInsertPoint(llvm::BasicBlock::Create(context(), "entry", function));
   emitThreadIds();
   for (unsigned i = 0; i < body.numArguments(); ++i)
@@ -188,13 +181,13 @@ void KernelLowering::lowerBlock(const ir::Block &block) {
     lowerOp(*op);
 }
 
-std::vector<const Registers *> KernelLowering::lowerRegionBody(const ir::Block &block,
-                                                               bool controlFlow) {
+std::vector<const Registers *>
+KernelLowering::lowerRegionBody(const ir::Block &block, bool controlFlow, CarriedGroups *carried) {
   std::vector<const Registers *> yielded;
   for (const auto &op : block.operations()) {
     if (op->code() == ir::OpCode::Yield || op->code() == ir::OpCode::Condition) {
-      if (controlFlow) // control flow merges here: nothing stays in flight
-        waitForWgmma(pendingWgmma_.size());
+      if (controlFlow) // control flow merges here: nothing stays in flight but what a loop carries
+        waitForWgmma(pendingWgmma_.size() - (carried ? carriedAtYield(*op, *carried) : 0));
       for (const ir::Value *value : op->operands())
         yielded.push_back(&registersOf(value));
       return yielded;
@@ -204,72 +197,11 @@ std::vector<const Registers *> KernelLowering::lowerRegionBody(const ir::Block &
   return yielded;
 }
 
-namespace {
-
-/// Whether `op` may be lowered while wgmma groups are in flight (once it has waited for the
-/// ones whose results it reads). Shared memory needs no case here: a write that could hit
-/// bytes an in-flight wgmma reads comes after a barrier (membar orders every such pair, with
-/// its own `barrier` or one inside an op's lowering), and every barrier waits for all groups
-/// first (emitBarrier). Control flow does: a region's ops and the code after it would need the
-/// pending state of every path, so ops with regions and terminators wait for everything, as
-/// do calls (printf: ptxas serializes wgmma around calls anyway). The regions of reduce and
-/// scan are combiners inlined as straight-line code (lowerInlineRegion), not control flow: a
-/// softmax's row max runs while the next product is still on the tensor cores.
-bool canRunBesideWgmma(const ir::Operation &op) {
-  if (op.code() == ir::OpCode::Reduce || op.code() == ir::OpCode::Scan)
-    return true;
-  if (ir::hasTrait(op.code(), ir::trait::REGIONS) || ir::hasTrait(op.code(), ir::trait::TERM))
-    return false;
-  return op.code() != ir::OpCode::Print && op.code() != ir::OpCode::Assert;
-}
-
-} // namespace
-
-void KernelLowering::settleWgmma(const ir::Operation &op) {
-  if (pendingWgmma_.empty())
-    return;
-  if (!canRunBesideWgmma(op))
-    return waitForWgmma(pendingWgmma_.size());
-  size_t needed = 0;
-  for (unsigned i = 0; i < op.numOperands(); ++i) {
-    // A wgmma accumulating into an in-flight wgmma's result of the same layout runs after it
-    // on the tensor cores (PTX ISA: wgmma.mma_async, accumulator chaining): no wait.
-    if (i == 2 && isWgmmaDot(op))
-      continue;
-    auto it = std::find_if(pendingWgmma_.begin(), pendingWgmma_.end(),
-                           [&](const PendingWgmma &p) { return p.result == op.operand(i); });
-    if (it != pendingWgmma_.end())
-      needed = std::max(needed, static_cast<size_t>(it - pendingWgmma_.begin()) + 1);
-  }
-  if (needed > 0)
-    waitForWgmma(needed);
-}
-
-void KernelLowering::waitForWgmma(size_t groups) {
-  if (groups == 0)
-    return;
-  Registers tied;
-  std::vector<llvm::Value *> inputs;
-  for (size_t g = 0; g < groups; ++g) {
-    const Registers &registers = registersOf(pendingWgmma_[g].result);
-    tied.insert(tied.end(), registers.begin(), registers.end());
-    inputs.insert(inputs.end(), pendingWgmma_[g].inputs.begin(), pendingWgmma_[g].inputs.end());
-  }
-  emitWgmmaWait(*this, tied, static_cast<int>(pendingWgmma_.size() - groups), inputs);
-  size_t next = 0;
-  for (size_t g = 0; g < groups; ++g) {
-    const ir::Value *result = pendingWgmma_[g].result;
-    size_t count = registersOf(result).size();
-    setRegisters(result, Registers(tied.begin() + next, tied.begin() + next + count));
-    next += count;
-  }
-  pendingWgmma_.erase(pendingWgmma_.begin(), pendingWgmma_.begin() + groups);
-}
-
 void KernelLowering::lowerOp(const ir::Operation &op) {
   try {
     settleWgmma(op);
     dispatchOp(op);
+    loweredOps_.insert(&op);
   } catch (const ir::CompileError &) {
     throw;
   } catch (const std::exception &error) { // e.g. a layout the algebra rejects
@@ -389,6 +321,9 @@ std::vector<ir::Value *> argumentsOf(const ir::Block &block, unsigned first = 0)
 
 void KernelLowering::lowerFor(const ir::Operation &op) {
   // preheader -> header(phis; iv < ub ?) -> body ... latch(iv += step) -> header | exit
+  // With pipelineWgmma, the groups of the products the body yields may stay in flight across
+  // the back edge (CarriedGroups): pending at the header, waited for in the body by the first
+  // op that needs them (not the dot that accumulates into them) or a barrier, and at the exit.
   const ir::Block &body = op.regions()[0]->front();
   llvm::Value *lower = registersOf(op.operand(0))[0];
   llvm::Type *ivType = lower->getType();
@@ -410,21 +345,41 @@ void KernelLowering::lowerFor(const ir::Operation &op) {
   iv->addIncoming(lower, preheader);
   std::vector<Registers> carried = createPhis(argumentsOf(body, 1), op);
   addIncoming(carried, inits, preheader);
+  CarriedGroups groups = carriedWgmmaGroups(op); // pendingWgmma_ is empty: the For waited
+  auto *poison = llvm::PoisonValue::get(builder_.getInt32Ty());
+  for (size_t g = 0; g < groups.indices.size(); ++g) {
+    for (llvm::PHINode *phi : groups.inputs[g])
+      phi->addIncoming(poison, preheader);
+    pendingWgmma_.push_back(
+        {body.argument(groups.indices[g] + 1), {groups.inputs[g].begin(), groups.inputs[g].end()}});
+  }
   builder_.CreateCondBr(builder_.CreateICmpSLT(iv, upper), bodyBlock, exit);
 
   builder_.SetInsertPoint(bodyBlock);
   setRegisters(body.argument(0), {iv});
   for (unsigned i = 1; i < body.numArguments(); ++i)
     setRegisters(body.argument(i), carried[i - 1]);
-  std::vector<const Registers *> yielded = lowerRegionBody(body);
+  std::vector<const Registers *> yielded = lowerRegionBody(body, true, &groups);
   llvm::BasicBlock *latch = builder_.GetInsertBlock();
   iv->addIncoming(builder_.CreateAdd(iv, step, "iv.next"), latch);
   addIncoming(carried, yielded, latch);
+  for (size_t g = 0; g < groups.indices.size(); ++g) { // the words the in-flight group reads
+    const ir::Value *result = body.terminator()->operand(groups.indices[g]);
+    auto pending = std::find_if(pendingWgmma_.begin(), pendingWgmma_.end(),
+                                [&](const PendingWgmma &p) { return p.result == result; });
+    for (size_t w = 0; w < groups.inputs[g].size(); ++w)
+      groups.inputs[g][w]->addIncoming(groups.inFlight[g] ? pending->inputs[w] : poison, latch);
+  }
+  pendingWgmma_.clear(); // the exit path's pending groups: the header's
   builder_.CreateBr(header);
 
   builder_.SetInsertPoint(exit);
   for (unsigned i = 0; i < op.numResults(); ++i)
     setRegisters(op.result(i), carried[i]);
+  for (size_t g = 0; g < groups.indices.size(); ++g)
+    pendingWgmma_.push_back(
+        {op.result(groups.indices[g]), {groups.inputs[g].begin(), groups.inputs[g].end()}});
+  waitForWgmma(pendingWgmma_.size()); // the loop exit waits for every group
 }
 
 void KernelLowering::lowerIf(const ir::Operation &op) {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,11 @@ public:
   /// slower (A/B on an H100, docs/perf/triton_parity.md).
   bool fastDivision() const { return fastDivision_; }
   void setFastDivision(bool fast) { fastDivision_ = fast; }
+  /// With overlap: a `for` leaves the groups of the products it yields in flight across its
+  /// back edge, and a `barrier` waits only down to its `wgmma_pending` groups (membar decides
+  /// which it may leave; the module's `wgmma_pipeline`, docs/perf/wgmma_across_iterations.md).
+  bool pipelineWgmma() const { return overlapWgmma_ && pipelineWgmma_; }
+  void setPipelineWgmma(bool pipeline) { pipelineWgmma_ = pipeline; }
   /// The target's SM version (80 for sm_80, 90 for sm_90a): picks hardware fp8 conversions.
   int smVersion() const { return smVersion_; }
   void setSmVersion(int version) { smVersion_ = version; }
@@ -144,8 +150,10 @@ public:
   llvm::Value *sharedScratch(const ir::Operation &op, int64_t bytes);
   /// The buffer of a local_alloc, at its `offset` (allocate_shared).
   llvm::Value *sharedBuffer(const ir::Operation &localAlloc, int64_t bytes);
-  /// bar.sync 0: every thread of the CTA.
-  void emitBarrier();
+  /// bar.sync 0: every thread of the CTA, after waiting until at most `wgmmaPending` wgmma
+  /// groups are in flight (membar's `wgmma_pending` of a barrier op; 0, every group, for the
+  /// barriers inside an op's lowering).
+  void emitBarrier(size_t wgmmaPending = 0);
   llvm::Value *callIntrinsic(llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Type *> types,
                              llvm::ArrayRef<llvm::Value *> args);
   llvm::Value *i32(int64_t value) { return builder_.getInt32(static_cast<uint32_t>(value)); }
@@ -158,15 +166,19 @@ public:
 
 private:
   /// Before `op`: waits for the pending wgmma groups it reads (all of them before control
-  /// flow, terminators and calls; emitBarrier waits for all too).
+  /// flow, terminators and calls; emitBarrier waits down to its count). wgmma_waits.cpp has
+  /// these and the loop-carried groups.
   void settleWgmma(const ir::Operation &op);
   /// Waits until the oldest `groups` pending wgmma groups are complete and ties their results'
   /// registers to the wait, so no use moves above it.
   void waitForWgmma(size_t groups);
   void lowerBlock(const ir::Block &block);
   /// Lowers a region's ops up to its terminator and returns the terminator's operands. The
-  /// body of control flow (`controlFlow`) waits for every wgmma group at its terminator.
-  std::vector<const Registers *> lowerRegionBody(const ir::Block &block, bool controlFlow = true);
+  /// body of control flow (`controlFlow`) waits for every wgmma group at its terminator, but
+  /// for the newest groups a loop may carry (`carried`, see lowerFor).
+  struct CarriedGroups;
+  std::vector<const Registers *> lowerRegionBody(const ir::Block &block, bool controlFlow = true,
+                                                 CarriedGroups *carried = nullptr);
   /// Lowers one op; errors other than CompileError become one naming the op.
   void lowerOp(const ir::Operation &op);
   void dispatchOp(const ir::Operation &op);
@@ -186,9 +198,31 @@ private:
   std::map<const ir::Value *, Registers> values_;
   std::map<const ir::Value *, RegisterMaker> lazyValues_;
   std::map<const ir::Value *, SharedOperand> sharedOperands_;
+  /// The wgmma groups a `for` may leave in flight across its back edge (pipelineWgmma): those
+  /// of the products it yields straight from a wgmma dot of its body (once each), oldest
+  /// first. At the header they may be pending (not on the first iteration: waiting for a group
+  /// more than are pending is harmless, wgmma.wait_group counts).
+  struct CarriedGroups {
+    std::vector<unsigned> indices; // among the yielded values
+    /// Phis in the header for each one's register A words (empty when A is in shared memory):
+    /// live until the group's wait, across the back edge too.
+    std::vector<std::vector<llvm::PHINode *>> inputs;
+    std::vector<bool> inFlight; // at the yield: left in flight (else waited for)
+  };
+  /// The groups `loop` may carry, with their input phis created at the insertion point (the
+  /// header, before its branch).
+  CarriedGroups carriedWgmmaGroups(const ir::Operation &loop);
+  /// At the loop's yield: how many of the newest pending groups it carries (their order and
+  /// inputs as the header expects); fills `carried.inFlight`.
+  size_t carriedAtYield(const ir::Operation &yield, CarriedGroups &carried) const;
+  /// Whether `value` has a user not lowered yet (a wait need not tie registers no op reads).
+  bool hasUnloweredUse(const ir::Value *value) const;
+
   bool usesWgmma_ = false;
   bool overlapWgmma_ = true;
   bool fastDivision_ = false;
+  bool pipelineWgmma_ = false;
+  std::set<const ir::Operation *> loweredOps_;
   int smVersion_ = 80;
   struct PendingWgmma {
     const ir::Value *result;

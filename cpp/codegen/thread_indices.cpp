@@ -183,10 +183,12 @@ llvm::Value *KernelLowering::sharedBuffer(const ir::Operation &localAlloc, int64
   return sharedAt(localAlloc, localAlloc.intAttr("offset"), bytes);
 }
 
-void KernelLowering::emitBarrier() {
+void KernelLowering::emitBarrier(size_t wgmmaPending) {
   // Past this barrier other warps may write shared memory our in-flight wgmma still read
-  // (membar placed it for such a pair): wait for them all first.
-  waitForWgmma(pendingWgmma_.size());
+  // (membar placed it for such a pair): wait for them first, all but the newest
+  // `wgmmaPending`, which membar found read nothing written before the next such barrier.
+  if (pendingWgmma_.size() > wgmmaPending)
+    waitForWgmma(pendingWgmma_.size() - wgmmaPending);
   callIntrinsic(llvm::Intrinsic::nvvm_barrier_cta_sync_aligned_all, {}, {i32(0)});
 }
 

@@ -31,6 +31,11 @@ void removeLayoutConversions(ir::Module &module);
 /// materialize_wgmma_operands.cpp).
 void stageThroughSharedMemory(ir::Operation *convert, const EncodingPtr &shared);
 
+/// Whether a conversion into a wgmma A operand moves no data between threads: wgmma reads
+/// that operand from the registers it is in (materialize_wgmma_operands.cpp stages every other
+/// wgmma operand conversion through shared memory).
+bool wgmmaOperandStaysInRegisters(const ir::Operation &convert);
+
 constexpr int kThreadsPerWarp = 32;
 
 /// The module's `num_warps` attribute (default 4).

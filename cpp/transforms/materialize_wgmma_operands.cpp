@@ -34,8 +34,9 @@ LinearLayout tensorLayoutOf(const Type &type) {
   return type.encoding()->toLinearLayout(type.shape());
 }
 
-/// An A operand whose conversion moves no data between threads.
-bool staysInRegisters(const Operation &convert) {
+} // namespace
+
+bool wgmmaOperandStaysInRegisters(const Operation &convert) {
   const auto &operand =
       static_cast<const DotOperandEncoding &>(*convert.result()->type().encoding());
   const Type &source = convert.operand(0)->type();
@@ -45,6 +46,8 @@ bool staysInRegisters(const Operation &convert) {
                                        tensorLayoutOf(convert.result()->type()));
   return plan.kind <= ConversionKind::RegisterPermutation;
 }
+
+namespace {
 
 void materialize(Operation *convert) {
   Value *source = convert->operand(0);
@@ -67,7 +70,8 @@ void materializeWgmmaOperands(Module &module) {
     std::vector<Operation *> converts;
     func->walk([&](Operation *op) {
       if (op->code() == OpCode::ConvertLayout &&
-          isWgmmaOperand(op->result()->type().encoding().get()) && !staysInRegisters(*op))
+          isWgmmaOperand(op->result()->type().encoding().get()) &&
+          !wgmmaOperandStaysInRegisters(*op))
         converts.push_back(op);
     });
     for (Operation *convert : converts)

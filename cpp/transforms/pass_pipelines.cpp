@@ -57,6 +57,7 @@ void configureTgir(Module &module, const PipelineOptionValues &values) {
   setIntegerAttr(module, "tgir", values, "num_stages", 0);
   setIntegerAttr(module, "tgir", values, "wgmma", 0);
   setIntegerAttr(module, "tgir", values, "wgmma_overlap", 0);
+  setIntegerAttr(module, "tgir", values, "wgmma_pipeline", 0);
   auto arch = values.find("arch");
   if (arch != values.end()) {
     if (arch->second.rfind("sm_", 0) != 0)
@@ -88,7 +89,9 @@ ir::PipelineRegistration tgir(ir::PipelineInfo{
      {"num_stages", "default software-pipelining depth of loops (module attribute num_stages)"},
      {"arch", "target, e.g. sm_80 or sm_90a: wgmma only on sm_90a"},
      {"wgmma", "1: wgmma for the dots that fit (sm_90a), 0: mma.sync"},
-     {"wgmma_overlap", "1: a wgmma waits at the first use of its result, 0: right after it"}},
+     {"wgmma_overlap", "1: a wgmma waits at the first use of its result, 0: right after it"},
+     {"wgmma_pipeline", "1: a pipelined loop's wgmma stays in flight across its back edge "
+                        "(with wgmma_overlap), 0: each step waits for its product"}},
     configureTgir});
 
 } // namespace

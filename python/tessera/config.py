@@ -85,6 +85,12 @@ KNOBS: dict[str, Knob[Any]] = {
                           "Let a wgmma dot run on the tensor cores while the ops after it that "
                           "do not need its result execute, waiting at its first use (off: wait "
                           "right after each dot, e.g. to compare). Part of the cache key."),
+    "wgmma_pipeline": Knob("TESSERA_WGMMA_PIPELINE", False, _parse_bool,
+                           "Keep a pipelined loop's wgmma product in flight across iterations "
+                           "(cp.async and TMA rings, sm_90a): a step's copies wait for the "
+                           "previous product only, behind a barrier after the step's product "
+                           "(docs/perf/wgmma_across_iterations.md; needs wgmma_overlap). Off: "
+                           "every step waits for its product. Part of the cache key."),
     "tma": Knob("TESSERA_TMA", False, _parse_bool,
                 "Opt-in Hopper path (sm_90a only; off by default): host TensorDescriptor "
                 "arguments also pass a CUtensorMap and the pipeliner copies their tiles with "

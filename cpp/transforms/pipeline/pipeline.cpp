@@ -30,6 +30,8 @@
 //    reading the slot about to be overwritten: it was read last iteration); issue iteration
 //    k + D; read iteration k's slot where the loads' conversions were.
 // 4. After the loop, wait for the (empty, predicated-off) copies still in flight.
+// With the module's wgmma_pipeline, the copies go after the step's first wgmma product instead
+// (see pipelineLoop; docs/perf/wgmma_across_iterations.md).
 // Copies past the end are predicated off: cp.async then reads nothing and writes zeros into a
 // slot nobody reads again (no peeled epilogue).
 // With the module's `tma` = 1 and descriptor loads that carry their tensor maps, the same plan
@@ -40,13 +42,16 @@
 #include "transforms/pipeline/schedule.h"
 #include "transforms/pipeline/tma.h"
 
+#include "analysis/membar.h"
 #include "ir/builder.h"
 #include "ir/pass_manager.h"
 #include "ir/verify_tma.h"
+#include "layout/dot_operand.h"
 #include "layout/swizzled_shared.h"
 #include "transforms/layout_passes.h"
 
 #include <map>
+#include <set>
 
 namespace tessera::transforms::pipeline {
 
@@ -151,6 +156,36 @@ void readSlotInstead(Operation *before, Value *replaced, Value *ring, Value *slo
   replaced->replaceAllUsesWith(read->result());
 }
 
+/// The first top-level wgmma dot of the loop body that reads a pipelined tile (through one of
+/// the conversions that become reads of its ring), or null. Null too when a wgmma dot of the
+/// body reads a tile computed in the loop that materialize_wgmma_operands will stage through
+/// shared memory at every step: restaging it must wait for the previous step's product (the
+/// one that read it), so no product stays in flight across iterations to gain from.
+Operation *firstRingProduct(const LoopSchedule &schedule) {
+  std::set<const Operation *> ringReads;
+  for (const PipelinedLoad &load : schedule.loads)
+    for (const OperandRead &read : load.reads)
+      ringReads.insert(read.convert);
+  Operation *first = nullptr;
+  for (auto &op : schedule.loop->body().operations()) {
+    if (op->code() != OpCode::Dot || !isWgmmaOperand(op->operand(1)->type().encoding().get()))
+      continue;
+    for (unsigned i = 0; i < 2; ++i) {
+      Operation *source = op->operand(i)->definingOp();
+      if (ringReads.count(source)) {
+        first = first ? first : op.get();
+        continue;
+      }
+      bool stagedEachStep = source && source->isInside(schedule.loop) &&
+                            source->code() == OpCode::ConvertLayout &&
+                            !(i == 0 && wgmmaOperandStaysInRegisters(*source));
+      if (stagedEachStep)
+        return nullptr;
+    }
+  }
+  return first;
+}
+
 /// A descriptor load that no TMA pipeline took (outside a loop, in a loop that is not
 /// pipelined, or pipelined with cp.async) is the plain masked load it always meant: its tensor
 /// map and box coordinates go (codegen lowers a load from its pointers alone).
@@ -230,13 +265,38 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, const Module &module) 
     inside.create(OpCode::MBarrierWait, {barriers, readSlot, phase}, {}, waitAttributes(module));
   else
     inside.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(distance - 1)}});
-  inside.create(OpCode::Barrier, {}, {});
-  Value *aheadIv = binary(inside, OpCode::AddI, body.argument(0), aheadOffset);
+  Operation *barrier = inside.create(OpCode::Barrier, {}, {});
+
+  // Where iteration k + D's copies go. Before step k's product (the barrier above orders
+  // them after every warp's reads of their slot, last step's). With a wgmma product left in
+  // flight across iterations (the module's wgmma_pipeline), right after step k's first
+  // product instead: their slot (k - 1) mod S is the one step k - 1's product read, so they
+  // must wait for that product in every warp, and the loop-top barrier cannot (it would drain
+  // step k - 1's product before step k's is issued). membar puts a second barrier before them
+  // that waits for step k - 1's group only (`wgmma.wait_group 1`: step k's reads slot k mod S,
+  // never the one overwritten), and places the loop-top barrier itself (read after the copies
+  // of slot k landed), leaving the previous product in flight. The prefetch distance stays D:
+  // in the old order too the copies went out only once the previous product was done (the
+  // back edge waited for it) (docs/perf/wgmma_across_iterations.md).
+  // TMA rings too: their loop-top barrier orders nothing else (the mbarrier wait makes the
+  // slot's bytes visible; the barrier membar puts before the copies of every step also orders
+  // each slot's re-arm (expect_tx) after every thread's wait on its previous phase, a step
+  // earlier).
+  Operation *product = analysis::wgmmaPipelining(module) ? firstRingProduct(schedule) : nullptr;
+  Builder issueAt;
+  if (product) {
+    barrier->erase();
+    issueAt.setInsertionPointAfter(product);
+  } else {
+    issueAt.setInsertionPointAfter(barrier);
+  }
+  issueAt.setLocation(loop->location());
+  Value *aheadIv = binary(issueAt, OpCode::AddI, body.argument(0), aheadOffset);
   ahead[body.argument(0)] = aheadIv;
   Value *inRange =
-      binary(inside, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
-  cloneAhead(inside, schedule, ahead, inRange);
-  issue(inside, ahead, writeSlot, inRange);
+      binary(issueAt, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
+  cloneAhead(issueAt, schedule, ahead, inRange);
+  issue(issueAt, ahead, writeSlot, inRange);
 
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
     const PipelinedLoad &pipelined = schedule.loads[i];

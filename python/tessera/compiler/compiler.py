@@ -42,6 +42,9 @@ class CompileOptions:
     wgmma: bool = field(default_factory=lambda: bool(knobs.wgmma))
     # wgmma waits at the first use of a dot's result, not right after it (knobs.wgmma_overlap).
     wgmma_overlap: bool = field(default_factory=lambda: bool(knobs.wgmma_overlap))
+    # A pipelined loop's wgmma group stays in flight across its back edge
+    # (knobs.wgmma_pipeline; docs/perf/wgmma_across_iterations.md).
+    wgmma_pipeline: bool = field(default_factory=lambda: bool(knobs.wgmma_pipeline))
     # Triton's launch options that change the code: a register cap per thread (PTX .maxnreg),
     # contracting a*b+c into fma (off: no fusion in LLVM nor in ptxas, --fmad=false), and
     # debug (tl.device_assert and `assert` in kernels are compiled in only when it is on; the
@@ -222,7 +225,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         module.set_attr("debug", 1)
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,
-                  wgmma=options.wgmma, wgmma_overlap=options.wgmma_overlap)
+                  wgmma=options.wgmma, wgmma_overlap=options.wgmma_overlap,
+                  wgmma_pipeline=options.wgmma_pipeline)
     asm["tgir"] = module.str()
     clock.step("tgir passes")
     # None found: codegen names the default place in its error, if the kernel needs libdevice.

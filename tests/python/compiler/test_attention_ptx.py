@@ -11,6 +11,7 @@ import pytest
 from tessera import interpreter
 from tessera._tessera import ir
 from tessera.compiler import ptxas
+from tessera.config import knobs
 import tessera.ops.flash_attention as fa
 from tessera.errors import OutOfResources
 
@@ -224,5 +225,7 @@ def test_dkdv_reads_its_rows_of_scalars_from_rings():
         assert re.search(r"local_load " + ring + r", %\d+ : .* -> tensor<" + str(block_m) +
                          r"xf32, #slice", unmasked)
     assert not re.search(r"convert_layout [^\n]*scratch_offset", unmasked)
-    assert unmasked.count("barrier") == 1
+    # One barrier per step; two with products in flight across steps (the copies wait behind
+    # a second one for the previous step's products: docs/perf/wgmma_across_iterations.md).
+    assert unmasked.count("barrier") == (2 if knobs.wgmma_pipeline else 1)
     assert not re.search(r" = load ", unmasked)

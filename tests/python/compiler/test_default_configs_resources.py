@@ -8,7 +8,8 @@ is what users read, so the test reads the same figures: ptxas's registers, spill
 memory). Shape classes: every head dim the attention kernels take, for 16-bit (fp16; bf16
 uses the same tiles) and fp32 inputs; masked attention with mask, bias and causal together
 (the most live tiles), dK/dV in each dBias mode; the norms and softmax at a narrow, a
-mid-width and a wide row; matmul's default for fp16.
+mid-width and a wide row; matmul's default for fp16. The kernels knobs.wgmma_pipeline changes
+also with it on.
 """
 from __future__ import annotations
 
@@ -148,3 +149,14 @@ def test_matmul_default(arch):
     a = np.zeros((M, K), np.float16)
     check(tuned_matmul_kernel, (a, a, a, a, M, N, K, K, 1, N, 1, N, 1), arch, "fp16 512^3",
           HAS_BIAS=False, ACTIVATION="")
+
+
+@pytest.mark.parametrize("D", HEAD_DIMS)
+def test_wgmma_pipeline_defaults(D):
+    # knobs.wgmma_pipeline (products in flight across loop iterations) changes the kernels
+    # with pipelined wgmma loops only: 16-bit attention and matmul on sm_90a.
+    with tessera.config.knobs.scope(wgmma_pipeline=True):
+        test_attention_defaults(D, "fp16", "sm_90a")
+        test_masked_attention_defaults(D, "fp16", "sm_90a")
+        if D == HEAD_DIMS[0]:
+            test_matmul_default("sm_90a")

@@ -12,6 +12,7 @@ import tessera
 import tessera.language as tl
 from tessera._tessera import ir, passes
 from tessera.compiler import PIPELINES, compiler
+from tessera.config import knobs
 
 
 @tessera.jit
@@ -47,7 +48,8 @@ def test_python_reads_the_registered_pass_lists():
 def test_stage_options_are_pipeline_options():
     options = {name: set(opts) for name, (_, opts) in registry().items()}
     assert options["tir"] == {"num_warps", "check_offsets"}
-    assert options["tgir"] >= {"num_warps", "num_stages", "arch", "wgmma", "wgmma_overlap"}
+    assert options["tgir"] >= {"num_warps", "num_stages", "arch", "wgmma", "wgmma_overlap",
+                               "wgmma_pipeline"}
 
 
 def test_dump_follows_the_registered_order(monkeypatch, capfd):
@@ -92,8 +94,10 @@ def test_tessera_opt_runs_the_same_pipeline(tmp_path):
     asm = scaled_rows.asm(x, x, 300, 2.0, BLOCK=128, arch="sm_80", num_stages=2)
     path = tmp_path / "k.ir"
     path.write_text(asm["tir"])
-    out = subprocess.run([found[0], str(path), "--pass-pipeline=tgir{num_stages=2 arch=sm_80 "
-                          "wgmma=1 wgmma_overlap=1}"], capture_output=True, text=True, check=True)
+    options = (f"num_stages=2 arch=sm_80 wgmma=1 wgmma_overlap=1 "
+               f"wgmma_pipeline={int(knobs.wgmma_pipeline)}")
+    out = subprocess.run([found[0], str(path), f"--pass-pipeline=tgir{{{options}}}"],
+                         capture_output=True, text=True, check=True)
     assert out.stdout == asm["tgir"]
 
 
