@@ -23,17 +23,12 @@ from .frontend import source_key as source_key_module
 from .frontend.exec_source import remember_exec_source
 from .constexpr_functions import ConstexprFunction, constexpr_function, next_power_of_2  # noqa: F401
 from .jit_source import KernelTextAndWarmup
-from .launch_grid import Grid, call_grid, check_grid
+from .launch_grid import Grid, as_run_call, call_grid, check_grid, run_keyword_hint
 from .launch_options import (LaunchOptions, fast_path_options, parse_options, specialize_flags,
                              split_launch_kwargs)
 from .runtime import descriptor_arguments, tuple_arguments
 from .specialization import argument_key, describe, masked_key
 from .tracebacks import api_boundary
-
-# run()'s own keywords (Triton's): a kernel parameter of either name given by keyword to
-# kernel[grid](...) is moved to its position (see _launch_bracket).
-_RUN_KEYWORDS = ("grid", "warmup")
-
 
 def _check_kernel_function(fn: Any) -> None:
     """A kernel is a ``def`` whose source Python can find (the front end parses it)."""
@@ -186,15 +181,9 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         try:
             values, constexprs = self._bind(*args, **kwargs)
         except TypeError as e:  # missing, unexpected or repeated arguments
-            hint = ""
-            own = [name for name in _RUN_KEYWORDS if name in self.arg_names]
-            if own and any(repr(name) in str(e) for name in own):
-                hint = (f"; in kernel.run() and kernel.warmup() the keywords grid= and warmup= "
-                        f"are the launch's own (as Triton's): pass the kernel's "
-                        f"{' and '.join(repr(n) for n in own)} by position, or launch with "
-                        f"{self.__name__}[grid](...), where every keyword is the kernel's")
             raise TypeError(f"{self.__name__}: {e} (signature: {self.__name__}"
-                            f"{self.signature}){hint}") from None
+                            f"{self.signature}){run_keyword_hint(self.__name__, self.arg_names, e)}"
+                            ) from None
         try:
             keys = tuple(map(argument_key, values))
         except TypeError as e:  # an argument of a kind no kernel can take
@@ -255,6 +244,7 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         names, launched = tuple_arguments.flatten(self.runtime_names, keys, values)
         return tuple(launched), names
 
+    @api_boundary  # the top Tessera frame of a launch: errors show no frame below it
     def _launch_bracket(self, grid: Grid, args: tuple, kwargs: Dict[str, Any]):
         """``kernel[grid](*args, **kwargs)`` when the C++ fast path leaves it to Python
         (cpp/bindings/launch.cpp). The grid came in the brackets, so every keyword is the
@@ -264,27 +254,9 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         return self.run(*args, grid=grid, **kwargs)
 
     def _as_run_call(self, args: tuple, kwargs: Dict[str, Any]) -> Tuple[tuple, Dict[str, Any]]:
-        """(args, kwargs) to pass to :meth:`run`, whose keywords ``grid`` and ``warmup`` are its
-        own: a kernel parameter of either name, given by keyword, moves to its position, the
-        parameters before it taken from the keywords or their defaults."""
-        clash = [name for name in _RUN_KEYWORDS if name in kwargs and name in self.arg_names]
-        if not clash:
-            return args, kwargs
-        last = max(self.arg_names.index(name) for name in clash)
-        for name in clash:
-            if self.arg_names.index(name) < len(args):
-                raise TypeError(f"{self.__name__}: got multiple values for argument '{name}' "
-                                f"(signature: {self.__name__}{self.signature})")
-        positional, kwargs = list(args), dict(kwargs)
-        for param in self.params[len(args):last + 1]:
-            if param.name in kwargs:
-                positional.append(kwargs.pop(param.name))
-            elif param.default is not inspect.Parameter.empty:
-                positional.append(param.default)
-            else:
-                raise TypeError(f"{self.__name__}: missing argument '{param.name}' (signature: "
-                                f"{self.__name__}{self.signature})")
-        return tuple(positional), kwargs
+        """(args, kwargs) for :meth:`run` from a call whose keywords are all the kernel's
+        (launch_grid.as_run_call)."""
+        return as_run_call(self.__name__, self.signature, args, kwargs)
 
     @api_boundary
     def run(self, *args, grid: Grid = None, warmup: bool = False, **kwargs):

@@ -148,6 +148,7 @@ class Autotuner:
         return warmup_configs(self, args, kwargs)
 
     def __getitem__(self, grid):
+        @api_boundary
         def launch(*args, **kwargs):
             # Every keyword of kernel[grid](...) is the kernel's, even one named grid.
             args, kwargs = self.jit_fn._as_run_call(args, kwargs)

@@ -1,6 +1,7 @@
 """Launch options that change the generated code, checked in the PTX and through ptxas without
 a GPU: enable_fp_fusion (a*b+c as one fma, or a rounded multiply then an add, in LLVM and in
-ptxas) and maxnreg (the PTX .maxnreg directive; ptxas keeps the kernel's registers under it)."""
+ptxas; the kernel's own arithmetic only, never libdevice's) and maxnreg (the PTX .maxnreg
+directive; ptxas keeps the kernel's registers under it)."""
 import re
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import tessera
 import tessera.language as tl
 from tessera.compiler import ptxas
+from tessera.language.extra import libdevice
 
 
 @tessera.jit
@@ -45,11 +47,47 @@ def test_enable_fp_fusion_decides_fma(arch):
     assert re.search(r"mul\.rn\.f32", split) and re.search(r"add\.rn\.f32", split)
 
 
+@tessera.jit
+def pow_then_fma(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    y = tl.load(y_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, libdevice.pow(x, y) * x + y, mask=m)
+
+
+def stored_value_definition(ptx: str) -> str:
+    """The instruction that computes the register the kernel stores (its last definition
+    before the store: blocks placed after it reuse registers)."""
+    store = re.search(r"st\.global\.b(?:32|64)\s+\[[^]]+\],\s*(%\w+);", ptx)
+    before = ptx[:store.start()]
+    definitions = re.findall(rf"^\s+([a-z][\w.]*)\s+{re.escape(store.group(1))},", before,
+                             re.M)
+    return definitions[-1]
+
+
+@pytest.mark.parametrize("dtype, bits", [(np.float32, "f32"), (np.float64, "f64")])
+def test_fusion_contracts_the_kernel_but_never_libdevice(dtype, bits):
+    # libdevice's compensated steps must round as written: contracting powf's m1 - 2*m1*rcp
+    # into an fma cost its log2 most of its extra precision (tens of ulp in x**y where
+    # |y * log2 x| nears 128: tests/gpu/test_libdevice.py). Every add/sub/mul of the inlined
+    # library carries .rn (cpp/codegen/libdevice.cpp), which neither LLVM nor ptxas fuses;
+    # the kernel's own pow(x, y) * x + y is still one fma.
+    x = np.zeros(64, dtype)
+    ptx = pow_then_fma.compile(x, x, x, 64, BLOCK=64, arch="sm_90a").asm["ptx"]
+    assert not re.findall(rf"^\s+(?:add|sub|mul)\.{bits}\s", ptx, re.M)
+    assert len(re.findall(rf"^\s+sub\.rn\.{bits}\s", ptx, re.M)) >= 2
+    assert stored_value_definition(ptx) == f"fma.rn.{bits}"
+    split = pow_then_fma.compile(x, x, x, 64, BLOCK=64, arch="sm_90a",
+                                 enable_fp_fusion=False).asm["ptx"]
+    assert stored_value_definition(split) == f"add.rn.{bits}"
+
+
 def test_ptxas_is_told_not_to_fuse_either_when_fusion_is_off(monkeypatch):
     from tessera.compiler import compiler
     seen = []
     monkeypatch.setattr(compiler.ptxas, "assemble",
-                        lambda ptx, arch, options=(): seen.append(tuple(options)))
+                        lambda ptx, arch, options=(), **_: seen.append(tuple(options)))
     fma_kernel.compile(X, X, X, X, 1000, BLOCK=256, arch="sm_90a", enable_fp_fusion=False)
     fma_kernel.compile(X, X, X, X, 1000, BLOCK=256, arch="sm_90a")
     assert seen == [("--fmad=false",), ()]
