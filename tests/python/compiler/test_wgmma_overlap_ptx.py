@@ -11,6 +11,7 @@ buffer's bytes gets one from membar, and that barrier waits)."""
 import re
 
 import numpy as np
+import pytest
 import tessera
 import tessera.language as tl
 from tessera.config import knobs
@@ -41,7 +42,8 @@ def loop_events(overlap: bool, reduce: bool = False, chain: bool = False):
     wait or ex2 collapsed (a wait ties at most 64 registers per statement; ex2 per element)."""
     h = np.zeros((64, 128), np.float16)
     f = np.zeros((128, 64), np.float32)
-    with knobs.scope(wgmma_overlap=overlap):
+    # Products within one step (across steps with knobs.wgmma_pipeline: its own tests).
+    with knobs.scope(wgmma_overlap=overlap, wgmma_pipeline=False):
         compiled = two_products.compile(h, h, h, f, f, np.zeros(128, np.float32), 128,
                                         REDUCE=reduce, CHAIN=chain, num_warps=4,
                                         num_stages=2, arch="sm_90a")
@@ -113,10 +115,11 @@ def delayed_products(q_ptr, k_ptr, v_ptr, out_ptr, N):
     tl.store(out_ptr + rows[:, None] * 64 + rows[None, :], tl.dot(p, v, acc))
 
 
-def delayed_products_ptx() -> str:
+def delayed_products_ptx(pipeline: bool = False) -> str:
     h = np.zeros((256, 64), np.float16)
-    return delayed_products.compile(h, h, h, np.zeros((64, 64), np.float32), 256, num_warps=4,
-                                    num_stages=2, arch="sm_90a").asm["ptx"]
+    with knobs.scope(wgmma_pipeline=pipeline):
+        return delayed_products.compile(h, h, h, np.zeros((64, 64), np.float32), 256,
+                                        num_warps=4, num_stages=2, arch="sm_90a").asm["ptx"]
 
 
 def test_a_row_reduction_runs_beside_the_previous_product():
@@ -135,11 +138,13 @@ def test_a_row_reduction_runs_beside_the_previous_product():
     assert events[:6] == ["commit", "commit", "wait 1", "shfl", "ex2.", "wait 0"], events
 
 
-def test_register_operands_stay_unwritten_until_their_wait():
+@pytest.mark.parametrize("pipeline", [False, True], ids=["drains", "in-flight"])
+def test_register_operands_stay_unwritten_until_their_wait(pipeline):
     # PTX ISA (wgmma.mma_async): A's registers must not change before the wait for the group.
     # The loop's next P (a phi copy into the same register, once LLVM coalesces them) would,
-    # unless the wait uses them.
-    ptx = delayed_products_ptx()
+    # unless the wait uses them. With knobs.wgmma_pipeline, P V stays in flight across the
+    # back edge: its A words are carried (phis) to the wait in the next step.
+    ptx = delayed_products_ptx(pipeline)
     for wgmma in re.finditer(r"wgmma\.mma_async[^{]*\{[^}]*\},\s*\{([^}]*)\}", ptx):
         a_registers = {r.strip() for r in wgmma.group(1).split(",")}
         rest = ptx[wgmma.end():]
