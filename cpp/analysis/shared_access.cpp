@@ -1,6 +1,7 @@
 // Shared-memory byte ranges and ring slots for membar (see shared_access.h).
 #include "analysis/shared_access.h"
 
+#include "analysis/shared_footprint.h"
 #include "layout/mma.h"
 
 #include <algorithm>
@@ -126,6 +127,39 @@ bool isWgmmaDot(const ir::Operation &op) {
     return false;
   const auto *mma = dynamic_cast<const MmaEncoding *>(op.result()->type().encoding().get());
   return mma && mma->isWgmma();
+}
+
+bool drainsWgmmaGroups(const ir::Operation &op) {
+  switch (op.code()) {
+  case OpCode::Reduce:
+  case OpCode::Scan: return scratchBytes(op) > 0;
+  case OpCode::Barrier: return !op.hasAttr("wgmma_pending") || op.intAttr("wgmma_pending") == 0;
+  case OpCode::MBarrierInit:
+  case OpCode::MBarrierInval:
+  case OpCode::Print:
+  case OpCode::Assert: return true;
+  default: return op.numRegions() > 0 || op.hasAttr("scratch_offset") || scratchBytes(op) > 0;
+  }
+}
+
+std::vector<unsigned> carriedWgmmaAccumulators(const ir::Operation &loop) {
+  std::vector<unsigned> carried;
+  const ir::Block &body = loop.regions().front()->front();
+  const std::vector<ir::Value *> &yielded = body.terminator()->operands();
+  for (const auto &op : body.operations()) {
+    if (!isWgmmaDot(*op) || std::count(yielded.begin(), yielded.end(), op->result()) != 1)
+      continue;
+    auto index = static_cast<unsigned>(std::find(yielded.begin(), yielded.end(), op->result()) -
+                                       yielded.begin());
+    const ir::Value *next = body.argument(index + 1);
+    bool chainedOnly =
+        std::all_of(next->users().begin(), next->users().end(), [&](const ir::Operation *user) {
+          return isWgmmaDot(*user) && user->operand(0) != next && user->operand(1) != next;
+        });
+    if (chainedOnly)
+      carried.push_back(index);
+  }
+  return carried;
 }
 
 void addAccess(std::vector<SharedAccess> &set, const SharedAccess &access) {

@@ -81,6 +81,20 @@ SharedAccess forgetLoop(SharedAccess access, const ir::Operation *loop);
 /// asynchronously, until its group is waited for.
 bool isWgmmaDot(const ir::Operation &op);
 
+/// Whether codegen waits for every wgmma group at `op` (a top-level op of a loop body):
+/// control flow, debug output, an op with a barrier of its own (shared scratch, mbarrier
+/// setup), a barrier membar did not let keep any group in flight. Reduce and scan combiners
+/// are straight-line code (only their scratch, across warps, drains).
+bool drainsWgmmaGroups(const ir::Operation &op);
+
+/// The carried values of a `for` whose wgmma group may stay in flight across its back edge:
+/// the indices (among its yielded values, in body order) of the products yielded straight
+/// from a top-level wgmma dot of its body, once, whose next-iteration value is only the
+/// accumulator of wgmma dots (a chained accumulator needs no wait). Another use (attention's
+/// `acc * alpha`) would read the registers of a product ptxas sees in flight across the back
+/// edge, and ptxas then serializes every wgmma of the kernel (C7514).
+std::vector<unsigned> carriedWgmmaAccumulators(const ir::Operation &loop);
+
 /// Adds `access` to `set` unless it is there already (sets of a few accesses: a vector).
 void addAccess(std::vector<SharedAccess> &set, const SharedAccess &access);
 

@@ -93,23 +93,13 @@ void KernelLowering::waitForWgmma(size_t groups) {
 
 namespace {
 
-/// Whether the body of a loop issues a wgmma product before anything waits for every group
-/// (a barrier membar let wait for all, an op with a barrier inside, control flow): only then
-/// does a product left in flight across the back edge run beside the next one. Otherwise (a
-/// tile staged through shared memory the previous product reads, say) it would only keep
-/// its accumulator registers reserved across the loads before that wait.
-bool issuesProductBeforeDraining(const ir::Block &body) {
-  for (const auto &op : body.operations()) {
-    if (isWgmmaDot(*op))
-      return true;
-    bool drains = op->code() == ir::OpCode::Barrier
-                      ? !op->hasAttr("wgmma_pending") || op->intAttr("wgmma_pending") == 0
-                      : op->hasAttr("scratch_offset") || op->code() == ir::OpCode::MBarrierInit ||
-                            op->code() == ir::OpCode::MBarrierInval || !canRunBesideWgmma(*op);
-    if (drains)
-      return false;
-  }
-  return false;
+/// Whether nothing at the top level of a loop's body waits for every wgmma group: else the
+/// product would be waited for there anyway (before the next one is issued, or before the
+/// back edge), and keeping its accumulator reserved across the loop would only cost
+/// registers (a tile staged through shared memory that the previous product reads, say).
+bool keepsProductsInFlight(const ir::Block &body) {
+  return std::none_of(body.operations().begin(), body.operations().end(),
+                      [](const auto &op) { return analysis::drainsWgmmaGroups(*op); });
 }
 
 } // namespace
@@ -117,19 +107,12 @@ bool issuesProductBeforeDraining(const ir::Block &body) {
 KernelLowering::CarriedGroups KernelLowering::carriedWgmmaGroups(const ir::Operation &loop) {
   CarriedGroups carried;
   const ir::Block &body = loop.regions()[0]->front();
-  if (!pipelineWgmma() || !issuesProductBeforeDraining(body))
+  if (!pipelineWgmma() || !keepsProductsInFlight(body))
     return carried;
-  const ir::Operation *yield = body.terminator();
-  for (const auto &op : body.operations()) { // body order: commit order
-    if (!isWgmmaDot(*op))
-      continue;
-    const std::vector<ir::Value *> &yielded = yield->operands();
-    if (std::count(yielded.begin(), yielded.end(), op->result()) != 1)
-      continue;
-    auto index = static_cast<unsigned>(std::find(yielded.begin(), yielded.end(), op->result()) -
-                                       yielded.begin());
-    const auto &mma = static_cast<const MmaEncoding &>(*op->result()->type().encoding());
-    std::vector<llvm::PHINode *> phis(wgmmaRegisterInputCount(*op, mma));
+  for (unsigned index : analysis::carriedWgmmaAccumulators(loop)) { // body order: commit order
+    const ir::Operation &dot = *body.terminator()->operand(index)->definingOp();
+    const auto &mma = static_cast<const MmaEncoding &>(*dot.result()->type().encoding());
+    std::vector<llvm::PHINode *> phis(wgmmaRegisterInputCount(dot, mma));
     for (llvm::PHINode *&phi : phis)
       phi = builder_.CreatePHI(builder_.getInt32Ty(), 2);
     carried.indices.push_back(index);

@@ -157,17 +157,28 @@ void readSlotInstead(Operation *before, Value *replaced, Value *ring, Value *slo
 }
 
 /// The first top-level wgmma dot of the loop body that reads a pipelined tile (through one of
-/// the conversions that become reads of its ring), or null. Null too when a wgmma dot of the
-/// body reads a tile computed in the loop that materialize_wgmma_operands will stage through
-/// shared memory at every step: restaging it must wait for the previous step's product (the
-/// one that read it), so no product stays in flight across iterations to gain from.
+/// the conversions that become reads of its ring), or null. Null too when no product of the
+/// loop can stay in flight across iterations: none is carried as a chained accumulator
+/// (analysis::carriedWgmmaAccumulators: codegen waits for it at the back edge), an op of the
+/// body waits for every group (analysis::drainsWgmmaGroups), or a wgmma dot of the body reads
+/// a tile computed in the loop that materialize_wgmma_operands will stage through shared
+/// memory at every step (restaging it must wait for the previous step's product).
 Operation *firstRingProduct(const LoopSchedule &schedule) {
-  std::set<const Operation *> ringReads;
-  for (const PipelinedLoad &load : schedule.loads)
+  if (analysis::carriedWgmmaAccumulators(*schedule.loop).empty())
+    return nullptr;
+  std::set<const Operation *> ringReads, replaced; // ops the rewrite removes
+  for (const PipelinedLoad &load : schedule.loads) {
+    replaced.insert(load.load);
+    replaced.insert(load.transposes.begin(), load.transposes.end());
+    replaced.insert(load.conversions.begin(), load.conversions.end());
     for (const OperandRead &read : load.reads)
       ringReads.insert(read.convert);
+  }
+  replaced.insert(ringReads.begin(), ringReads.end());
   Operation *first = nullptr;
   for (auto &op : schedule.loop->body().operations()) {
+    if (!replaced.count(op.get()) && analysis::drainsWgmmaGroups(*op))
+      return nullptr; // codegen waits for every group there (keepsProductsInFlight)
     if (op->code() != OpCode::Dot || !isWgmmaOperand(op->operand(1)->type().encoding().get()))
       continue;
     for (unsigned i = 0; i < 2; ++i) {
@@ -258,6 +269,8 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, const Module &module) 
   if (tma)
     loop->addResult(Type::i32());
 
+  // Where iteration k + D's copies go (below), decided on the body as the user wrote it.
+  Operation *product = analysis::wgmmaPipelining(module) ? firstRingProduct(schedule) : nullptr;
   Builder inside;
   inside.setInsertionPoint(body.operations().front().get());
   inside.setLocation(loop->location());
@@ -282,7 +295,6 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, const Module &module) 
   // slot's bytes visible; the barrier membar puts before the copies of every step also orders
   // each slot's re-arm (expect_tx) after every thread's wait on its previous phase, a step
   // earlier).
-  Operation *product = analysis::wgmmaPipelining(module) ? firstRingProduct(schedule) : nullptr;
   Builder issueAt;
   if (product) {
     barrier->erase();
