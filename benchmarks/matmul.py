@@ -112,24 +112,19 @@ def main() -> None:
                         help="also the matmul kernel with knobs.wgmma_pipeline off and on")
     args = parser.parse_args()
     rows = [measure(n, dtype) for dtype in args.dtypes for n in args.sizes]
+    variants = []  # (label, timing function, its flag), each timed on fresh inputs per row
     if args.wgmma_pipeline:
-        for r in rows:
-            dtype = getattr(torch, r["dtype"])
-            a, b = (torch.randn((r["n"], r["n"]), device="cuda", dtype=dtype) for _ in "ab")
-            out = torch.empty_like(a)
-            for label, pipeline in (("pipeline_off", False), ("pipeline_on", True)):
-                ms, meta, error = pipeline_ms(a, b, out, pipeline)
-                r.update({f"{label}_ms": ms, f"{label}_tflops": 2 * r["n"] ** 3 / ms / 1e9,
-                          f"{label}_config": meta, f"{label}_relative_error": error})
+        variants += [("pipeline_off", pipeline_ms, False), ("pipeline_on", pipeline_ms, True)]
     if args.descriptor:
-        for r in rows:
-            dtype = getattr(torch, r["dtype"])
-            a, b = (torch.randn((r["n"], r["n"]), device="cuda", dtype=dtype) for _ in "ab")
-            out = torch.empty_like(a)
-            for label, tma in (("descriptor", False), ("descriptor_tma", True)):
-                ms, meta, error = descriptor_ms(a, b, out, tma)
-                r.update({f"{label}_ms": ms, f"{label}_tflops": 2 * r["n"] ** 3 / ms / 1e9,
-                          f"{label}_config": meta, f"{label}_relative_error": error})
+        variants += [("descriptor", descriptor_ms, False), ("descriptor_tma", descriptor_ms, True)]
+    for r in rows if variants else []:
+        dtype = getattr(torch, r["dtype"])
+        a, b = (torch.randn((r["n"], r["n"]), device="cuda", dtype=dtype) for _ in "ab")
+        out = torch.empty_like(a)
+        for label, timing, flag in variants:
+            ms, meta, error = timing(a, b, out, flag)
+            r.update({f"{label}_ms": ms, f"{label}_tflops": 2 * r["n"] ** 3 / ms / 1e9,
+                      f"{label}_config": meta, f"{label}_relative_error": error})
     device = torch.cuda.get_device_name()
     print(f"matmul on {device} (TFLOP/s, median; ratio = tessera / cuBLAS)")
     print(f"{'dtype':<9} {'n':>6} {'tessera':>8} {'cuBLAS':>8} {'ratio':>7} {'rel err':>8}")
