@@ -3,18 +3,22 @@
 //
 //   op            f32                                      f64
 //   exp           ex2.approx.f32(x * log2(e))              __nv_exp
-//   exp2          ex2.approx.f32                           __nv_exp2
+//   exp2          ex2.approx.ftz.f32                       __nv_exp2
 //   log, log2     __nv_logf, __nv_log2f                    __nv_log, __nv_log2
-//   sqrt          sqrt.approx.f32                          sqrt.rn.f64
+//   sqrt          sqrt.approx.ftz.f32                      sqrt.rn.f64
 //   precise_sqrt  sqrt.rn.f32                              sqrt.rn.f64
-//   rsqrt         rsqrt.approx.f32                         rsqrt.approx.f64
+//   rsqrt         rsqrt.approx.ftz.f32                     rsqrt.approx.f64
 //   sin, cos      __nv_sinf, __nv_cosf                     __nv_sin, __nv_cos
 //   erf, tanh     __nv_erff, __nv_tanhf                    __nv_erf, __nv_tanh
 //   fast_divf     div.full.f32                             div.rn.f64
 //   floor, ceil, absf, absi, fma: LLVM's intrinsics (cvt.rmi/rpi, abs, fma.rn); mulhiui: mul.hi.
 //   extern_elementwise: a call of its symbol (any element types), e.g. libdevice's functions.
-// Like Triton, exp and exp2 keep denormals (ex2.approx.f32, not .ftz) and log/log2 use libdevice:
-// lg2.approx.f32 has an absolute error bound, which near x = 1 is a large relative error.
+// The f32 fast paths are Triton 3.6's (its PTX for sm_90): exp keeps denormals (ex2.approx.f32),
+// while exp2, sqrt and rsqrt flush them (.ftz: a denormal input reads as 0, a denormal result
+// is 0). Without .ftz ptxas wraps each ex2 in a range fix-up (a compare, two multiplies, a
+// select): in an attention's softmax, where exp2 runs on every score, that was 150 of the 580
+// SASS instructions of the loop. log/log2 use libdevice: lg2.approx.f32 has an absolute error
+// bound, which near x = 1 is a large relative error.
 #include "codegen/lower_to_llvm.h"
 
 #include "ir/diagnostics.h"
@@ -120,16 +124,17 @@ llvm::Value *emitMath(KernelLowering &lowering, const ir::Operation &op,
     llvm::Value *scaled = b.CreateFMul(args[0], llvm::ConstantFP::get(type, M_LOG2E));
     return lowering.callIntrinsic(llvm::Intrinsic::nvvm_ex2_approx, {type}, {scaled});
   }
-  case OpCode::Exp2: return intrinsic(llvm::Intrinsic::nvvm_ex2_approx);
+  case OpCode::Exp2: return intrinsic(llvm::Intrinsic::nvvm_ex2_approx_ftz);
   case OpCode::Sqrt:
     return isF64 ? intrinsic(llvm::Intrinsic::sqrt)
-                 : intrinsic(llvm::Intrinsic::nvvm_sqrt_approx_f, false);
+                 : intrinsic(llvm::Intrinsic::nvvm_sqrt_approx_ftz_f, false);
   case OpCode::PreciseSqrt:
     return isF64 ? intrinsic(llvm::Intrinsic::sqrt)
                  : intrinsic(llvm::Intrinsic::nvvm_sqrt_rn_f, false);
   case OpCode::Rsqrt:
-    return intrinsic(
-        isF64 ? llvm::Intrinsic::nvvm_rsqrt_approx_d : llvm::Intrinsic::nvvm_rsqrt_approx_f, false);
+    return intrinsic(isF64 ? llvm::Intrinsic::nvvm_rsqrt_approx_d
+                           : llvm::Intrinsic::nvvm_rsqrt_approx_ftz_f,
+                     false);
   case OpCode::FastDivF: // div.full.f32 (2 ulp), or div.rn where KernelLowering says so
     return isF64 || !lowering.fastDivision()
                ? b.CreateFDiv(args[0], args[1]) // div.rn.f64: there is no faster f64 path

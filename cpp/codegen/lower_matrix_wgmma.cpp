@@ -18,6 +18,7 @@
 #include "ir/diagnostics.h"
 #include "layout/mma.h"
 #include "layout/swizzled_shared.h"
+#include "transforms/constant_folding.h"
 
 #include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -95,9 +96,10 @@ llvm::Value *descriptor(KernelLowering &lowering, const OperandTile &operand,
 
 /// d = a * b + d for one m64nNk16 instruction of the warpgroup. A is a descriptor (`descA`)
 /// or, when `aWords` is not empty, four 32-bit registers (pairs of 16-bit elements).
+/// `accumulate` false: d = a * b (scale-d 0), the accumulator's input registers unused.
 void emitWgmma(KernelLowering &lowering, const std::string &inputType, int n, bool transA,
                bool transB, llvm::Value *descA, const std::vector<llvm::Value *> &aWords,
-               llvm::Value *descB, std::vector<llvm::Value *> &accumulator) {
+               llvm::Value *descB, std::vector<llvm::Value *> &accumulator, bool accumulate) {
   llvm::IRBuilder<> &b = lowering.builder();
   int count = static_cast<int>(accumulator.size());
   bool registerA = !aWords.empty();
@@ -141,10 +143,10 @@ void emitWgmma(KernelLowering &lowering, const std::string &inputType, int n, bo
   argTypes.push_back(b.getInt64Ty());
   argTypes.push_back(b.getInt32Ty());
   args.push_back(descB);
-  args.push_back(lowering.i32(1));
+  args.push_back(lowering.i32(accumulate ? 1 : 0));
   for (llvm::Value *value : accumulator) {
     argTypes.push_back(b.getFloatTy());
-    args.push_back(value);
+    args.push_back(accumulate ? value : llvm::UndefValue::get(b.getFloatTy()));
   }
   auto *type =
       llvm::FunctionType::get(llvm::StructType::get(b.getContext(), resultTypes), argTypes, false);
@@ -277,6 +279,10 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
     return words;
   };
   Registers result = lowering.registersOf(op.operand(2));
+  // A zero accumulator is not read: the first k step computes d = a * b (scale-d 0), so no
+  // register is zeroed, and none is written while an earlier wgmma may still be in flight
+  // (ptxas would serialize the products around such a write, C7514).
+  bool zeroAccumulator = ir::isZeroConstant(op.operand(2));
   std::vector<llvm::Value *> aInputs; // every A word, for the wait to keep live
   auto registersOfTile = [&](int64_t row0, int64_t col0) {
     std::vector<int> regs; // PTX ISA wgmma D fragment: d[i] at row 8 * (i / 2 % 2), column
@@ -293,6 +299,13 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
     return regs;
   };
 
+  // Register A words are packed before the fence: written after it, ptxas would have to
+  // insert a warpgroup.arrive before each wgmma reading them (C7519).
+  std::map<std::pair<int64_t, int64_t>, std::vector<llvm::Value *>> aWordsOf;
+  if (registerA)
+    for (int64_t kk = 0; kk < k; kk += 16)
+      for (int64_t row0 = 0; row0 < m; row0 += rowsPerRep)
+        aWordsOf[{row0, kk}] = aWordsAt(row0, kk);
   lowering.callIntrinsic(llvm::Intrinsic::nvvm_wgmma_fence_sync_aligned, {}, {});
   for (int64_t kk = 0; kk < k; kk += 16)
     for (int64_t row0 = 0; row0 < m; row0 += rowsPerRep)
@@ -303,10 +316,11 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
           accumulator.push_back(result[reg]);
         llvm::Value *descA = registerA ? nullptr : descriptor(lowering, a, {row0, kk}, offsetA);
         std::vector<llvm::Value *> aWords =
-            registerA ? aWordsAt(row0, kk) : std::vector<llvm::Value *>{};
+            registerA ? aWordsOf[{row0, kk}] : std::vector<llvm::Value *>{};
         llvm::Value *descB = descriptor(lowering, b, {kk, col0}, offsetB);
         aInputs.insert(aInputs.end(), aWords.begin(), aWords.end());
-        emitWgmma(lowering, inputType, n, a.mnMajor, b.mnMajor, descA, aWords, descB, accumulator);
+        emitWgmma(lowering, inputType, n, a.mnMajor, b.mnMajor, descA, aWords, descB, accumulator,
+                  !(zeroAccumulator && kk == 0));
         for (size_t i = 0; i < regs.size(); ++i)
           result[regs[i]] = accumulator[i];
       }

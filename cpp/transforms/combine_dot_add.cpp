@@ -20,14 +20,6 @@ namespace tessera::ir {
 
 namespace {
 
-bool isZeroConstant(const Value *value) {
-  const Operation *def = value->definingOp();
-  if (!def || def->code() != OpCode::Constant || !def->hasAttr("value"))
-    return false;
-  std::optional<double> constant = floatValue(def->attr("value"));
-  return constant && *constant == 0.0;
-}
-
 /// The dot among `add`'s operands that can take the other operand as its accumulator.
 Operation *foldableDot(Operation *add, unsigned &other) {
   for (unsigned i = 0; i < 2; ++i) {

@@ -216,6 +216,16 @@ std::optional<uint64_t> integerBits(const Attribute &value, ScalarKind kind) {
   return std::nullopt;
 }
 
+bool isZeroConstant(const Value *value) {
+  const Operation *def = value->definingOp();
+  if (def && def->code() == OpCode::Splat)
+    def = def->operand(0)->definingOp();
+  if (!def || def->code() != OpCode::Constant || !def->hasAttr("value"))
+    return false;
+  std::optional<double> constant = floatValue(def->attr("value"));
+  return constant && *constant == 0.0;
+}
+
 std::optional<double> floatValue(const Attribute &value) {
   if (auto *d = std::get_if<double>(&value))
     return *d;

@@ -20,6 +20,9 @@ std::optional<uint64_t> integerBits(const Attribute &value, ScalarKind kind);
 /// The value of a float constant attribute (double, or an int64_t written without a '.').
 std::optional<double> floatValue(const Attribute &value);
 
+/// Whether `value` is a constant zero (a `constant` of 0 / 0.0 / -0.0, or a splat of one).
+bool isZeroConstant(const Value *value);
+
 /// `value` rounded to the nearest (ties to even) value of a float kind; overflow gives inf.
 /// Returns nullopt for the f8 kinds, whose overflow rules this pass does not model.
 std::optional<double> roundToFloatKind(double value, ScalarKind kind);

@@ -128,6 +128,23 @@ def test_fp16_bf16_round_the_fp32_result(name, dtype):
     assert torch.equal(torch.isinf(y), ~finite)
 
 
+def test_denormals_as_triton():
+    """Triton 3.6's f32 fast paths: exp keeps a denormal result, exp2 flushes it to 0; sqrt
+    and rsqrt read a denormal input as 0 (the .ftz of their instructions)."""
+    cases = {"exp": (-100.0, True), "exp2": (-140.0, False), "sqrt": (1e-40, False),
+             "rsqrt": (1e-40, None)}
+    for name, (value, denormal_kept) in cases.items():
+        x = torch.tensor([value] * 4, dtype=torch.float32, device="cuda")
+        y = torch.full_like(x, float("nan"))
+        unary_kernel[(1,)](x, y, 4, NAME=name, BLOCK=32)
+        if name == "rsqrt":
+            assert torch.all(torch.isinf(y)), y  # 1 / sqrt(0)
+        elif denormal_kept:
+            assert torch.all((y > 0) & (y < torch.finfo(torch.float32).tiny)), (name, y)
+        else:
+            assert torch.all(y == 0), (name, y)
+
+
 @pytest.mark.parametrize("name", ["exp", "log", "sin", "erf", "tanh", "sqrt", "rsqrt"])
 def test_fp64_uses_libdevice(name):
     generator = torch.Generator(device="cuda").manual_seed(7)

@@ -81,8 +81,9 @@ mismatched[(1,)](out, BLOCK=32)""",
     # In[8]: an autotuned kernel timed on the GPU, plotted inline
     """from tessera.testing import Benchmark, do_bench, perf_report
 
+# add_one writes its input: restore_value puts x back after each timed config (as Triton's).
 @tessera.autotune(configs=[tessera.Config({"BLOCK": 256}), tessera.Config({"BLOCK": 1024})],
-                  key=["n"])
+                  key=["n"], restore_value=["x_ptr"])
 @tessera.jit
 def add_one(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)

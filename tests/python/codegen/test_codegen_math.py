@@ -50,8 +50,8 @@ def assemble(ptx: str, arch: str) -> None:
 
 
 # name -> PTX the f32 lowering must contain (libdevice functions are checked as "no call")
-FAST_PATHS = {"exp": "ex2.approx.f32", "exp2": "ex2.approx.f32", "sqrt": "sqrt.approx.f32",
-              "sqrt_rn": "sqrt.rn.f32", "rsqrt": "rsqrt.approx.f32", "floor": "cvt.rmi.f32.f32",
+FAST_PATHS = {"exp": "ex2.approx.f32", "exp2": "ex2.approx.ftz.f32", "sqrt": "sqrt.approx.ftz.f32",
+              "sqrt_rn": "sqrt.rn.f32", "rsqrt": "rsqrt.approx.ftz.f32", "floor": "cvt.rmi.f32.f32",
               "ceil": "cvt.rpi.f32.f32", "abs": "abs.f32"}
 LIBDEVICE = ["log", "log2", "sin", "cos", "erf", "tanh"]
 
@@ -136,7 +136,7 @@ def test_missing_libdevice_is_a_clear_error():
         codegen.generate(module, libdevice_path="/nonexistent/libdevice.10.bc")
     # Kernels without libdevice functions never read it.
     module = ir.parse_module(module.str().replace("erf", "exp2"))
-    assert "ex2.approx.f32" in codegen.generate(
+    assert "ex2.approx.ftz.f32" in codegen.generate(
         module, libdevice_path="/nonexistent/libdevice.10.bc")["ptx"]
 
 
