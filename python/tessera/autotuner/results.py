@@ -99,7 +99,9 @@ def load(key: str) -> Optional[Dict[str, Any]]:
 
 def store(key: str, record: Dict[str, Any]) -> None:
     try:
-        KernelCache(namespace=NAMESPACE).put(key, {FILE: json.dumps(record, indent=1).encode()})
+        # A new tuning replaces an older record (forced, or its best config stopped compiling).
+        KernelCache(namespace=NAMESPACE).put(key, {FILE: json.dumps(record, indent=1).encode()},
+                                             replace=True)
     except OSError as error:  # a read-only or full cache directory must not fail the launch
         _log.warning("could not store the tuning result: %s", error)
 
