@@ -50,15 +50,17 @@ def ops():
     import torch
     global _registered
     if not _registered:
-        _register_norms(torch)
-        _register_matmul(torch)
+        _register_norms()
+        _register_matmul()
         _registered = True
     return torch.ops.tessera
 
 
-def _register_norms(torch) -> None:
+def _register_norms():
+    import torch
+    from torch import Tensor
+
     from . import norms
-    Tensor = torch.Tensor
 
     @torch.library.custom_op("tessera::rms_norm", mutates_args=())
     def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
@@ -123,9 +125,11 @@ def _register_norms(torch) -> None:
     layer_norm.register_autograd(layer_backward, setup_context=layer_setup)
 
 
-def _register_matmul(torch) -> None:
+def _register_matmul():
+    import torch
+    from torch import Tensor
+
     from . import gemm
-    Tensor = torch.Tensor
 
     @torch.library.custom_op("tessera::matmul", mutates_args=())
     def matmul(a: Tensor, b: Tensor, bias: Tensor | None, activation: str) -> Tensor:
