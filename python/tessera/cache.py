@@ -7,7 +7,8 @@
 ``list`` shows each entry with its size, age, whether its checksums hold, and what it is (a
 kernel's name, arch and warps; a tuning's kernel, device and best config). ``clear`` removes
 entries atomically (a concurrent reader sees a whole entry or none) and the debris of writers
-that died: staging directories older than an hour (younger ones may belong to a live writer).
+that died: staging directories and compile lock files older than an hour (younger ones may
+belong to a live writer).
 """
 from __future__ import annotations
 
@@ -87,13 +88,14 @@ def entries(directory: Optional[str], kinds: Sequence[str]) -> Iterator[Entry]:
 
 
 def _debris(directory: Optional[str], kinds: Sequence[str]) -> List[Path]:
-    """Staging (.tmp-*) and trash (.trash-*) directories that writers left behind."""
+    """Staging (.tmp-*) and trash (.trash-*) directories that writers left behind, and the
+    lock files (.lock-*) of compiles (removing one in use costs at most a duplicate compile)."""
     found = []
     for kind in kinds:
         root = KernelCache(directory, namespace=kind).root
         if root.is_dir():
             found += [p for shard in root.iterdir() if shard.is_dir()
-                      for p in shard.iterdir() if p.name.startswith((".tmp-", ".trash-"))]
+                      for p in shard.iterdir() if p.name.startswith((".tmp-", ".trash-", ".lock-"))]
     return found
 
 
@@ -161,7 +163,10 @@ def clear(directory: Optional[str], kinds: Sequence[str], out) -> int:
             continue
         if path.name.startswith(".trash-") or old:
             try:
-                shutil.rmtree(path)
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
                 stale += 1
             except OSError as error:
                 failures.append(f"{path}: {error.strerror or error}")

@@ -29,6 +29,21 @@ def _parse_bool(text: str) -> bool:
                      f"{', '.join(_TRUE_TEXTS)} or {', '.join(t for t in _FALSE_TEXTS if t)}")
 
 
+def _parse_noise(text: str) -> Optional[Tuple[float, int]]:
+    """'AMPLITUDE[:SEED]' (e.g. '2.0' or '2.0:7'): (amplitude, seed); '0' or 'off': None."""
+    value = text.strip().lower()
+    if value in _FALSE_TEXTS:
+        return None
+    amplitude_text, _, seed_text = value.partition(":")
+    try:
+        amplitude, seed = float(amplitude_text), int(seed_text or "0")
+    except ValueError:
+        raise ValueError(f"{text!r} is not 'AMPLITUDE[:SEED]' (e.g. '2.0' or '2.0:7')") from None
+    if not amplitude >= 0.0:
+        raise ValueError(f"{text!r}: the amplitude must be >= 0")
+    return (amplitude, seed) if amplitude > 0.0 else None
+
+
 @dataclass(frozen=True)
 class Knob(Generic[T]):
     name: str
@@ -101,6 +116,21 @@ KNOBS: dict[str, Knob[Any]] = {
     "autotune": Knob("TESSERA_AUTOTUNE", "", str,
                      "'force' tunes again (once per key and process, ignoring results on disk), "
                      "'off' uses the result on disk or the first config; empty = default."),
+    "autotune_distributed": Knob("TESSERA_AUTOTUNE_DISTRIBUTED", True, _parse_bool,
+                                 "When torch.distributed is initialized, every rank of the "
+                                 "process group reaches one tuning decision: the configs are "
+                                 "split over the ranks, timed, gathered, and rank 0 stores "
+                                 "the result (autotuner/distributed.py). Off: each rank tunes "
+                                 "alone (also autotune(distributed=False))."),
+    "autotune_sync_timeout": Knob("TESSERA_AUTOTUNE_SYNC_TIMEOUT", 600.0, float,
+                                  "Seconds a rank waits for the other ranks of its group to "
+                                  "reach the same tuning (same kernel and key) before raising "
+                                  "an error that names them, instead of hanging."),
+    "autotune_noise": Knob("TESSERA_AUTOTUNE_NOISE", None, _parse_noise,
+                           "Testing aid: 'AMPLITUDE[:SEED]' multiplies every measured config "
+                           "time by a factor in [1, 1 + AMPLITUDE), seeded per rank, kernel, "
+                           "key and config (shows ranks disagreeing without the distributed "
+                           "tuning); unset: off."),
     "autotune_progress": Knob("TESSERA_AUTOTUNE_PROGRESS", None, _parse_bool,
                               "Show the autotuner's progress bar on stderr (unset: only when "
                               "stderr is a terminal)."),

@@ -99,22 +99,27 @@ def load(key: str) -> Optional[Dict[str, Any]]:
 
 def store(key: str, record: Dict[str, Any]) -> None:
     try:
-        KernelCache(namespace=NAMESPACE).put(key, {FILE: json.dumps(record, indent=1).encode()})
+        # A new tuning replaces an older record (forced, or its best config stopped compiling).
+        KernelCache(namespace=NAMESPACE).put(key, {FILE: json.dumps(record, indent=1).encode()},
+                                             replace=True)
     except OSError as error:  # a read-only or full cache directory must not fail the launch
         _log.warning("could not store the tuning result: %s", error)
 
 
 def make_record(material: Dict[str, Any], best, timings: Dict[Any, float],
                 failures: Dict[Any, str], seconds: float, compile_seconds: float = 0.0,
-                benchmark_seconds: float = 0.0, compile_workers: int = 0) -> Dict[str, Any]:
+                benchmark_seconds: float = 0.0, compile_workers: int = 0,
+                ranks: int = 1) -> Dict[str, Any]:
     """The JSON record of one tuning (configs by their JSON form): ``tuning_seconds`` in all,
     of which ``compile_seconds`` compiling the configs (in parallel, on ``compile_workers``
-    processes) and ``benchmark_seconds`` timing them."""
+    processes) and ``benchmark_seconds`` timing them; ``ranks``: the torch.distributed ranks
+    that shared the tuning (each timed its share of the configs)."""
     return {"format": 1, "best": best.to_json(), "key": material,
             "timings_ms": [[c.to_json(), t] for c, t in timings.items()],
             "failures": [[c.to_json(), r] for c, r in failures.items()],
             "tuning_seconds": seconds, "compile_seconds": compile_seconds,
-            "benchmark_seconds": benchmark_seconds, "compile_workers": compile_workers}
+            "benchmark_seconds": benchmark_seconds, "compile_workers": compile_workers,
+            "ranks": ranks}
 
 
 def _config_of(form: Any, configs: Sequence[Any]):

@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..runtime import descriptor_arguments, tuple_arguments
 from ..config import knobs
 from . import backend as backends
-from . import resources, results
+from . import distributed, noise, resources, results
 from .configs import Config
 from .heuristics import Heuristics, decorator_chain
 from .progress import Progress
@@ -85,7 +85,8 @@ class Autotuner:
                  pre_hook: Optional[Callable] = None, post_hook: Optional[Callable] = None,
                  do_bench: Optional[Callable] = None, cache_results: bool = True,
                  warmup: Optional[float] = None, rep: Optional[float] = None,
-                 use_cuda_graph: bool = False) -> None:
+                 use_cuda_graph: bool = False, *, distributed: Optional[bool] = None,
+                 process_group: Any = None) -> None:
         chain = decorator_chain(fn)
         if any(isinstance(layer, Autotuner) for layer in chain):
             raise TypeError("@autotune cannot be stacked above another @autotune")
@@ -123,6 +124,12 @@ class Autotuner:
         self.do_bench = do_bench
         self.cache_results = cache_results
         self.backend = backends.TuningBackend()
+        # torch.distributed: tune once for every rank of process_group (None: the world);
+        # distributed=None follows TESSERA_AUTOTUNE_DISTRIBUTED (distributed.py).
+        self.distributed = distributed
+        self.process_group = process_group
+        self.best_config_tuned: Optional[Config] = None  # the last tuning's choice
+        self._bar: Optional[Progress] = None
         self.cache: Dict[tuple, Config] = {}
         self.best_config: Optional[Config] = None
         self.configs_timings: Dict[Config, float] = {}
@@ -203,31 +210,60 @@ class Autotuner:
         # TensorDescriptor arguments: their base tensors tell the device.
         values = descriptor_arguments.flatten(["?"] * len(values), values)[1]
         target = self.backend.target(self.jit_fn, values)
+        group = distributed.tuning_group(self.distributed, self.process_group)
+        if group is not None:  # one decision for every rank of the process group
+            return distributed.choose_together(self, group, key, launch, target, mode)
         material, disk_key = self._disk_key(key, target)
-        if disk_key is not None and mode != "force":
-            record = results.load(disk_key)
-            best = results.best_of(record, self.configs) if record is not None else None
-            why = self._stored_best_fails(best, launch, target) if best is not None else None
-            if best is not None and why is None:
-                self.configs_timings = results.stored_timings(record, self.configs)
-                self.failed_configs = []
-                self.bench_time = self.compile_time = self.benchmark_time = 0.0
-                return best
-            if why is not None:
-                # The record outlived what made it valid (a changed toolchain, heuristic or
-                # resource limit): a tuning result is an optimisation, so tune again.
-                warnings.warn(f"{self.__name__}: the stored tuning result's best config ({best}) "
-                              f"no longer compiles ({why}); tuning again", RuntimeWarning,
-                              stacklevel=4)
+        best = self._stored(disk_key, launch, target, mode)
+        if best is not None:
+            return best
         if mode == "off":
             return self._first(launch)
-        best, timings, failures = self._tune(launch, target)
-        if disk_key is not None:
-            results.store(disk_key, results.make_record(
-                material, best, timings, failures, self.bench_time,
-                compile_seconds=self.compile_time, benchmark_seconds=self.benchmark_time,
-                compile_workers=self.compile_workers))
+        start = time.perf_counter()
+        candidates = self.prune_configs(launch.kwargs, dict(zip(self.arg_names, launch.args)))
+        timings, failures = self._measure(launch, target, candidates,
+                                          list(range(len(candidates))),
+                                          distributed.key_text(self.__name__, key))
+        best = self._conclude(candidates, timings, failures, start)
+        self._store(material, disk_key)
         return best
+
+    def _stored(self, disk_key: Optional[str], launch: _Launch, target,
+                mode: str) -> Optional[Config]:
+        """The best config of the tuning record on disk, loaded for the launch that follows;
+        None when there is none, ``force`` ignores it, or it no longer compiles."""
+        if disk_key is None or mode == "force":
+            return None
+        record = results.load(disk_key)
+        best = results.best_of(record, self.configs) if record is not None else None
+        if best is None:
+            return None
+        why = self._stored_best_fails(best, launch, target)
+        if why is not None:
+            # The record outlived what made it valid (a changed toolchain, heuristic or
+            # resource limit): a tuning result is an optimisation, so tune again.
+            warnings.warn(f"{self.__name__}: the stored tuning result's best config ({best}) "
+                          f"no longer compiles ({why}); tuning again", RuntimeWarning,
+                          stacklevel=5)
+            return None
+        self._adopt(best, results.stored_timings(record, self.configs))
+        return best
+
+    def _adopt(self, best: Config, timings: Dict[Config, float]) -> None:
+        """Takes a decision made elsewhere (a record on disk, or group rank 0's)."""
+        self.configs_timings = timings
+        self.failed_configs = []
+        self.bench_time = self.compile_time = self.benchmark_time = 0.0
+
+    def _store(self, material: Optional[dict], disk_key: Optional[str], ranks: int = 1) -> None:
+        """Writes the last tuning's record (best config, every timing and failure)."""
+        if disk_key is None or material is None or self.best_config_tuned is None:
+            return
+        results.store(disk_key, results.make_record(
+            material, self.best_config_tuned, self.configs_timings, dict(self.failed_configs),
+            self.bench_time, compile_seconds=self.compile_time,
+            benchmark_seconds=self.benchmark_time, compile_workers=self.compile_workers,
+            ranks=ranks))
 
     def _untimed(self, launch: _Launch) -> Config:
         """The interpreter's choice: the first config, said once per kernel (CPU timings say
@@ -320,31 +356,34 @@ class Autotuner:
                                    values, constexprs, self.jit_fn._specialization(keys),
                                    options, target)
 
-    def _tune(self, launch: _Launch, target) -> Tuple[Config, Dict, Dict]:
-        """(best config, {config: ms}, {config: why it failed}) for this launch's key."""
-        start = time.perf_counter()
-        candidates = self.prune_configs(launch.kwargs, dict(zip(self.arg_names, launch.args)))
-        failures: Dict[Config, str] = {}
+    def _measure(self, launch: _Launch, target, candidates: List[Config],
+                 indices: Sequence[int], key_text: str) -> Tuple[Dict[int, float],
+                                                                  Dict[int, str]]:
+        """Compiles (all at once) and times the candidates at ``indices``:
+        ({index: ms}, {index: why it failed}). Sets compile_time, compile_workers and
+        benchmark_time."""
+        failures: Dict[int, str] = {}
         jobs: List[backends.CompileJob] = []
-        job_of: Dict[Config, int] = {}
+        job_of: Dict[int, int] = {}
         index_of_key: Dict[tuple, int] = {}
-        for config in candidates:
+        for index in indices:
+            config = candidates[index]
             try:
                 job = self._job(config, launch.args, launch.kwargs, target)
                 hash(job.kernel_key)
             except Exception as error:  # noqa: BLE001 - e.g. a heuristic or binding error
-                failures[config] = backends.failure_reason(error)
+                failures[index] = backends.failure_reason(error)
                 continue
             reason = resources.why_not_fit(resources.Resources(32 * job.options.num_warps),
                                            target.properties)
             if reason is not None:
-                failures[config] = f"pruned before compiling: {reason}"
+                failures[index] = f"pruned before compiling: {reason}"
                 continue
             if job.kernel_key not in index_of_key:  # configs that compile to one kernel
                 index_of_key[job.kernel_key] = len(jobs)
                 jobs.append(job)
-            job_of[config] = index_of_key[job.kernel_key]
-        bar = Progress(self.__name__)
+            job_of[index] = index_of_key[job.kernel_key]
+        self._bar = bar = Progress(self.__name__)
         compiled = [0]
 
         def on_compiled(_index, _outcome):
@@ -360,35 +399,45 @@ class Autotuner:
         self.compile_time = time.perf_counter() - compile_start
         self.compile_workers = len({o.worker for o in outcomes}) if outcomes else 0
         built = []
-        for config, index in job_of.items():
-            outcome = outcomes[index]
+        for index, job_index in job_of.items():
+            outcome = outcomes[job_index]
             if outcome.failure is None:
-                built.append((config, jobs[index], outcome))
+                built.append((index, candidates[index], jobs[job_index], outcome))
             else:
                 prefix = "pruned before compiling: " if outcome.pruned else ""
-                failures[config] = prefix + outcome.failure
+                failures[index] = prefix + outcome.failure
         bench_start = time.perf_counter()
-        timings = self._bench_all(launch, built, failures, bar)
+        timings = self._bench_all(launch, built, failures, bar, key_text)
         self.benchmark_time = time.perf_counter() - bench_start
+        return timings, failures
+
+    def _conclude(self, candidates: List[Config], timings: Dict[int, float],
+                  failures: Dict[int, str], start: float) -> Config:
+        """The fastest of ``timings`` (ties: the lower candidate index, the rule every rank
+        applies, distributed.fastest); records the timings and failures and logs them."""
         self.bench_time = time.perf_counter() - start
-        if timings:
-            chosen = min(timings, key=timings.get)
-            bar.close(f"best ({chosen}) {timings[chosen]:.4f} ms of {len(timings)} timed "
+        bar = getattr(self, "_bar", None) or Progress(self.__name__)
+        self._bar = None
+        best_index = distributed.fastest(timings) if timings else None
+        if best_index is not None:
+            chosen = candidates[best_index]
+            bar.close(f"best ({chosen}) {timings[best_index]:.4f} ms of {len(timings)} timed "
                       f"configs in {self.bench_time:.1f}s ({self._time_split()})")
         else:
             bar.close()
-        self.configs_timings = dict(timings)
-        self.failed_configs = [(c, failures[c]) for c in candidates if c in failures]
+        self.configs_timings = {candidates[i]: timings[i] for i in sorted(timings)}
+        self.failed_configs = [(candidates[i], failures[i]) for i in sorted(failures)]
         for config, reason in self.failed_configs:
             level = logging.INFO if "pruned" in reason or "resources" in reason else logging.WARNING
             _log.log(level, "%s: config (%s) skipped: %s", self.__name__, config, reason)
-        if not timings:
+        if best_index is None:
             reasons = "\n".join(f"  {c}: {r}" for c, r in self.failed_configs)
             raise RuntimeError(f"{self.__name__}: no config could run:\n{reasons}")
-        best = min(timings, key=timings.get)
+        best = self.best_config_tuned = candidates[best_index]
         _log.info("%s: tuned %d configs in %.2fs (%s); best (%s) %.4f ms", self.__name__,
-                  len(candidates), self.bench_time, self._time_split(), best, timings[best])
-        return best, timings, failures
+                  len(candidates), self.bench_time, self._time_split(), best,
+                  timings[best_index])
+        return best
 
     def _time_split(self) -> str:
         """Where the last tuning's time went: "compiling 1.2s on 8 processes, timing 0.4s"."""
@@ -396,27 +445,30 @@ class Autotuner:
         return (f"compiling {self.compile_time:.2f}s on {workers} "
                 f"process{'es' if workers != 1 else ''}, timing {self.benchmark_time:.2f}s")
 
-    def _bench_all(self, launch: _Launch, built: List[tuple], failures: Dict[Config, str],
-                   bar: Progress) -> Dict[Config, float]:
-        """Times each (config, job, outcome) of ``built``; a config that fails to load or
-        launch goes to ``failures``."""
-        timings: Dict[Config, float] = {}
+    def _bench_all(self, launch: _Launch, built: List[tuple], failures: Dict[int, str],
+                   bar: Progress, key_text: str) -> Dict[int, float]:
+        """Times each (index, config, job, outcome) of ``built``: {index: ms}, perturbed by
+        TESSERA_AUTOTUNE_NOISE when set; a config that fails to load or launch goes to
+        ``failures``."""
+        timings: Dict[int, float] = {}
         installed = set()
         named = launch.named
         self._restore_copies = {name: _snapshot(named[name]) for name in self.restore_value}
         try:
-            for done, (config, job, outcome) in enumerate(built, 1):
+            for done, (index, config, job, outcome) in enumerate(built, 1):
                 try:
                     if id(job) not in installed:
                         installed.add(id(job))
                         self.backend.install(job, outcome)
                     call = self._kernel_call(launch, config)
-                    timings[config] = self.backend.bench(call, config, self.do_bench)
+                    ms = self.backend.bench(call, config, self.do_bench)
+                    timings[index] = noise.perturb(ms, key_text, index)
                 except Exception as error:  # noqa: BLE001 - a config that cannot launch
-                    failures[config] = backends.failure_reason(error)
-                best = min(timings, key=timings.get) if timings else None
+                    failures[index] = backends.failure_reason(error)
+                best = distributed.fastest(timings) if timings else None
                 bar.update("timed", done, len(built),
-                           f"{timings[best]:.4f} ms ({best})" if best else None)
+                           f"{timings[best]:.4f} ms ({built_config(built, best)})"
+                           if best is not None else None)
         finally:
             # The launch that follows starts from the arguments as the caller gave them.
             for name, saved in self._restore_copies.items():
@@ -451,6 +503,11 @@ class Autotuner:
             _restore(kwargs[name], saved)
 
 
+def built_config(built: List[tuple], index: int) -> Config:
+    """The config of candidate ``index`` among (index, config, job, outcome) tuples."""
+    return next(config for i, config, _, _ in built if i == index)
+
+
 def _benchmarker(warmup: Optional[float], rep: Optional[float], use_cuda_graph: bool):
     """The timing function of ``autotune(warmup=, rep=, use_cuda_graph=)``: as Triton, these
     (deprecated there) choose do_bench with those budgets, or do_bench_cudagraph; by default
@@ -474,7 +531,8 @@ def autotune(configs: Sequence[Config], key: Sequence[str],
              pre_hook: Optional[Callable] = None, post_hook: Optional[Callable] = None,
              do_bench: Optional[Callable] = None, cache_results: bool = True,
              warmup: Optional[float] = None, rep: Optional[float] = None,
-             use_cuda_graph: bool = False):
+             use_cuda_graph: bool = False, *, distributed: Optional[bool] = None,
+             process_group: Any = None):
     """Decorator: tune a @jit kernel over ``configs`` for each value of the ``key`` arguments.
 
     As ``triton.autotune``; ``cache_results`` (default on, unlike Triton) keeps results on
@@ -483,6 +541,13 @@ def autotune(configs: Sequence[Config], key: Sequence[str],
     ``do_bench(fn, quantiles=...)`` times one config; ``warmup``/``rep`` (ms) or
     ``use_cuda_graph`` choose testing.do_bench / do_bench_cudagraph instead (deprecated in
     Triton, with the same meaning).
+
+    Under ``torch.distributed`` (torchrun), every rank of ``process_group`` (default: the
+    world) reaches one decision: the configs are split over the ranks, timed on each rank's
+    GPU, gathered, the fastest chosen by one rule, and group rank 0 stores it (autotuner/
+    distributed.py; docs/distributed.md). All ranks must then launch the same autotuned
+    kernels with the same keys in the same order, as for any collective.
+    ``distributed=False`` (or TESSERA_AUTOTUNE_DISTRIBUTED=0) tunes each rank alone.
 
     Example::
 
@@ -497,5 +562,5 @@ def autotune(configs: Sequence[Config], key: Sequence[str],
     def decorate(fn):
         return Autotuner(fn, configs, key, prune_configs_by, reset_to_zero, restore_value,
                          pre_hook, post_hook, do_bench, cache_results, warmup, rep,
-                         use_cuda_graph)
+                         use_cuda_graph, distributed=distributed, process_group=process_group)
     return decorate

@@ -163,7 +163,9 @@ def flush() -> None:
     for index in _FILES.values():
         if index.dirty and index.key is not None:
             index.dirty = False
-            _cache().put(index.key, {_FILE: json.dumps(index.functions).encode()})
+            # The file's index grows as its functions are indexed: replace the older one.
+            _cache().put(index.key, {_FILE: json.dumps(index.functions).encode()},
+                         replace=True)
 
 
 def _sha(text: str) -> str:

@@ -12,6 +12,11 @@ import numpy as np
 import tessera
 import tessera.language as tl
 
+from . import torch_ops
+
+
+LEAKY_SLOPE = 0.01  # leaky_relu's, for the backward (torch_ops.py); the kernel spells it out
+
 
 @tessera.jit
 def leaky_relu(x):
@@ -99,7 +104,9 @@ def matmul(a, b, bias=None, activation: str = "", out=None):
         out: written when given: (M, N), any strides.
 
     Returns:
-        ``out``: (M, N) in a's dtype (or out's).
+        ``out``: (M, N) in a's dtype (or out's). Differentiable in a, b and bias for torch
+        tensors (through the ``tessera::matmul`` custom op, also under torch.compile; the
+        backward is two more matmuls: torch_ops.py).
 
     Example::
 
@@ -110,6 +117,13 @@ def matmul(a, b, bias=None, activation: str = "", out=None):
         bias = torch.randn(4096, device="cuda", dtype=torch.float16)
         c = matmul(a, b, bias, activation="leaky_relu")
     """
+    if out is None and torch_ops.wants_op(a, b, bias):  # autograd or torch.compile: the op
+        return torch_ops.ops().matmul(a, b, bias, activation)
+    return matmul_forward(a, b, bias, activation, out)
+
+
+def matmul_forward(a, b, bias=None, activation: str = "", out=None):
+    """:func:`matmul`'s launch, never through the custom op (what the op runs)."""
     M, K = a.shape
     K2, N = b.shape
     if K != K2:

@@ -12,6 +12,8 @@ import numpy as np
 import tessera
 import tessera.language as tl
 
+from . import torch_ops
+
 
 @tessera.jit
 def rms_norm_fwd(x_ptr, w_ptr, y_ptr, n_rows, n_cols, eps,
@@ -180,7 +182,7 @@ def backward_programs(kernel, args: tuple, config: dict, n_rows: int, n_cols: in
     not 8, and a second wave of equally long programs would double the time)."""
     resident = 8  # the interpreter: a few programs, so that each walks several row blocks
     x = args[1]
-    if not isinstance(x, np.ndarray):
+    if getattr(x, "is_cuda", False):  # NumPy arrays and CPU tensors run in the interpreter
         key = (kernel.fn.__name__, str(x.dtype), x.device.index, n_rows % 16 == 0,
                n_cols % 16 == 0, tuple(sorted(config.items())))
         if key not in _resident_programs:
@@ -230,7 +232,8 @@ def rms_norm(x, w, eps: float = 1e-6, out=None):
         out: written when given (like x).
 
     Returns:
-        ``y``: like x (shape and dtype).
+        ``y``: like x (shape and dtype). Differentiable in x and w for torch tensors (through
+        the ``tessera::rms_norm`` custom op, also under torch.compile: torch_ops.py).
 
     Example::
 
@@ -240,6 +243,13 @@ def rms_norm(x, w, eps: float = 1e-6, out=None):
         w = torch.ones(512, device="cuda", dtype=torch.bfloat16)
         y = rms_norm(x, w, 1e-6)  # torch.nn.functional.rms_norm(x, (512,), w, 1e-6)
     """
+    if out is None and torch_ops.wants_op(x, w):  # autograd or torch.compile: the custom op
+        return torch_ops.ops().rms_norm(x, w, eps)
+    return rms_norm_forward(x, w, eps, out)
+
+
+def rms_norm_forward(x, w, eps: float = 1e-6, out=None):
+    """:func:`rms_norm`'s launch, never through the custom op (what the op runs)."""
     n_rows, n_cols = rows_and_cols(x)
     out = empty(x, x.shape) if out is None else out
     config = tile_config(n_cols)
@@ -289,7 +299,8 @@ def layer_norm(x, w, b, eps: float = 1e-5, out=None):
         out: written when given (like x).
 
     Returns:
-        ``y``: like x (shape and dtype).
+        ``y``: like x (shape and dtype). Differentiable in x, w and b for torch tensors
+        (through the ``tessera::layer_norm`` custom op, also under torch.compile).
 
     Example::
 
@@ -299,6 +310,13 @@ def layer_norm(x, w, b, eps: float = 1e-5, out=None):
         w, b = torch.ones(512, device="cuda"), torch.zeros(512, device="cuda")
         y = layer_norm(x, w, b, 1e-5)  # F.layer_norm(x, (512,), w, b, 1e-5)
     """
+    if out is None and torch_ops.wants_op(x, w, b):  # autograd or torch.compile: the op
+        return torch_ops.ops().layer_norm(x, w, b, eps)
+    return layer_norm_forward(x, w, b, eps, out)
+
+
+def layer_norm_forward(x, w, b, eps: float = 1e-5, out=None):
+    """:func:`layer_norm`'s launch, never through the custom op (what the op runs)."""
     n_rows, n_cols = rows_and_cols(x)
     out = empty(x, x.shape) if out is None else out
     config = tile_config(n_cols)

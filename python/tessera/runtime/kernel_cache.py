@@ -6,8 +6,14 @@ every file. Guarantees:
 
 * Writes are atomic: an entry is written complete into a temporary directory beside its final
   place, then renamed into place; readers see a whole entry or none.
-* Several processes writing one key at once never leave a torn entry: whichever rename lands
-  last wins, and each candidate is complete.
+* One writer wins per entry: a writer that finds a complete entry (its checksums hold) already
+  in place keeps it and drops its own (``put(..., replace=True)``, used for tuning records, a
+  newer decision, replaces it instead). Several processes writing one key at once never leave
+  a torn entry, and once an entry is there readers never see it vanish.
+* ``with cache.lock(key):`` takes an exclusive ``fcntl.flock`` lock file per key, so that ranks
+  and processes sharing the directory compile a missing kernel once: the others wait, then
+  find it (runtime/launcher.py ``build``). A lock is released when its holder exits, however
+  it exits; where locking is impossible (no fcntl, a read-only directory) it is a no-op.
 * A read verifies every checksum; a missing, truncated or corrupted file is a miss (the caller
   compiles again and writes the entry anew), never bad data.
 * The cache is an optimisation: when it cannot be written (a read-only directory, a cache
@@ -28,6 +34,7 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -35,10 +42,11 @@ import json
 import os
 import re
 import shutil
+import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
 from ..config import knobs
 
@@ -46,6 +54,9 @@ _MANIFEST = "__entry__.json"
 _FORMAT = 1
 _KEY = re.compile(r"^[0-9a-f]{16,128}$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# How long `lock` waits for another process's compile of the same key before compiling anyway
+# (a duplicate compile is only wasted time; a wait without end would be a hang).
+LOCK_WAIT_SECONDS = 600.0
 
 
 def _canonical(value: Any) -> Any:
@@ -133,16 +144,19 @@ class KernelCache:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None  # missing or unreadable: a miss, and the caller rewrites the entry
 
-    def put(self, key: str, files: Mapping[str, bytes]) -> Optional[Path]:
-        """Writes the entry atomically (replacing any existing one) and returns its path, or
-        None (with a warning, once per directory) when the cache cannot be written. The
-        remote backend, when one is configured, gets the entry too."""
-        path = self._put_local(key, files)
+    def put(self, key: str, files: Mapping[str, bytes], replace: bool = False) -> Optional[Path]:
+        """Writes the entry atomically and returns its path, or None (with a warning, once per
+        directory) when the cache cannot be written. A complete entry already there is kept
+        (the first writer wins: the same key compiles to the same files) unless ``replace``;
+        a damaged one is always replaced. The remote backend, when one is configured, gets
+        the entry too."""
+        path = self._put_local(key, files, replace)
         from . import remote_cache
         remote_cache.put(key, files)
         return path
 
-    def _put_local(self, key: str, files: Mapping[str, bytes]) -> Optional[Path]:
+    def _put_local(self, key: str, files: Mapping[str, bytes],
+                   replace: bool = False) -> Optional[Path]:
         entry = self.entry_path(key)
         for name, data in files.items():
             if not _FILE_NAME.match(name) or name == _MANIFEST:
@@ -164,13 +178,38 @@ class KernelCache:
                 manifest["files"][name] = {"sha256": _sha256(data), "size": len(data)}
             # The manifest goes in last: an entry without it is never read.
             _write_file(draft / _MANIFEST, json.dumps(manifest, indent=1).encode())
-            _install(draft, entry)
+            _install(draft, entry,
+                     keep_existing=lambda: not replace and self._get_local(key) is not None)
         except OSError as error:
             _warn_unwritable(self.root, error)
             return None
         finally:
             shutil.rmtree(draft, ignore_errors=True)  # absent when it was installed
         return entry
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[bool]:
+        """Holds an exclusive lock on ``key`` across processes (``fcntl.flock`` on
+        ``<shard>/.lock-<key>``) for a block; yields whether it is held (False: no locking
+        here, or LOCK_WAIT_SECONDS passed). Callers check the cache again inside the block:
+        the process they waited for may have written the entry."""
+        try:
+            import fcntl
+        except ImportError:  # not POSIX
+            yield False
+            return
+        path = self.entry_path(key).parent / f".lock-{key}"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:  # a read-only cache: compile without the lock
+            yield False
+            return
+        try:
+            held = _acquire(handle, fcntl)
+            yield held
+        finally:
+            os.close(handle)  # closing releases the lock
 
     def remove(self, key: str) -> bool:
         """Deletes the entry if present (atomically: it is renamed away first). Returns whether
@@ -207,13 +246,31 @@ def _write_file(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-def _install(draft: Path, entry: Path) -> None:
-    """Renames the complete draft directory to ``entry``, replacing an existing entry.
+def _acquire(handle: int, fcntl: Any) -> bool:
+    """flock(LOCK_EX) on ``handle``, polled so that it gives up after LOCK_WAIT_SECONDS."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    pause = 0.002
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        except OSError:  # a file system without flock (some network mounts)
+            return False
 
-    rename(2) of a directory onto a non-empty one fails, so an existing entry is first renamed
-    to a trash name (atomic) and deleted. Between the two renames readers see a miss. When two
-    writers race, each one's rename either lands (its complete entry is the one kept until the
-    next writer) or finds the other's entry in place, which is then replaced in the same way.
+
+def _install(draft: Path, entry: Path, keep_existing: Callable[[], bool]) -> None:
+    """Renames the complete draft directory to ``entry``; an entry already there is kept when
+    ``keep_existing()`` says so (a complete entry: the first writer wins), else replaced.
+
+    rename(2) of a directory onto a non-empty one fails, so an entry to replace is first renamed
+    to a trash name (atomic) and deleted; between the two renames readers see a miss. When two
+    writers race, each one's rename either lands or finds the other's entry in place, which is
+    then kept or replaced in the same way.
     """
     for _ in range(16):
         try:
@@ -225,6 +282,8 @@ def _install(draft: Path, entry: Path) -> None:
                 continue
             if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
+        if keep_existing():
+            return  # the draft is deleted by the caller
         trash = entry.parent / f".trash-{entry.name}-{os.getpid()}-{uuid.uuid4().hex}"
         try:
             os.rename(entry, trash)

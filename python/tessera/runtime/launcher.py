@@ -9,6 +9,7 @@ specialization and process; a second process finds the cubin on disk and does no
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -17,6 +18,7 @@ from pathlib import Path
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..config import knobs
 from . import descriptor_arguments, driver
 from .kernel_cache import KernelCache, cache_key
 
@@ -189,10 +191,18 @@ def build(jit_fn, specialization, constexprs: Dict[str, Any], options,
     cache = KernelCache()
     disk_key = kernel_cache_key(jit_fn, specialization, constexprs, options)
     entry = cache.get(disk_key)
-    if entry is not None:
-        return json.loads(entry["metadata.json"]), entry.get("kernel.cubin") or entry["kernel.ptx"]
-    compiled = compile_and_store(jit_fn, specialization, constexprs, options, tile_ir)
-    return dict(compiled.metadata), compiled.asm.get("cubin") or compiled.asm["ptx"]
+    if entry is None:
+        # Ranks and processes sharing the cache compile a missing kernel once: the others wait
+        # on the key's lock file, then read what the first one wrote (always_compile: no
+        # reads, so no waiting either).
+        lock = cache.lock(disk_key) if not knobs.always_compile else contextlib.nullcontext()
+        with lock:
+            entry = cache.get(disk_key)
+            if entry is None:
+                compiled = compile_and_store(jit_fn, specialization, constexprs, options,
+                                             tile_ir)
+                return dict(compiled.metadata), compiled.asm.get("cubin") or compiled.asm["ptx"]
+    return json.loads(entry["metadata.json"]), entry.get("kernel.cubin") or entry["kernel.ptx"]
 
 
 def compile_and_store(jit_fn, specialization, constexprs: Dict[str, Any], options,

@@ -84,7 +84,8 @@ def test_a_damaged_tuning_file_is_detected_and_tuned_again(isolated_cache, damag
     elif damage == "truncate":
         path.write_bytes(data[: len(data) // 2])
     else:   # checksums hold, content is not a record
-        KernelCache(namespace="tuning").put(path.parent.name, {"tuning.json": b"[1, 2]"})
+        KernelCache(namespace="tuning").put(path.parent.name, {"tuning.json": b"[1, 2]"},
+                                            replace=True)
     again = fresh_kernel()
     launch(again)
     assert len(again.backend.benched) == len(CONFIGS)

@@ -69,13 +69,20 @@ def test_draft_directory_without_manifest_is_never_read(cache, tmp_path):
 
 
 def test_always_compile_bypasses_reads_only(cache):
-    cache.put(KEY, _files("c"))
     knobs.always_compile = True
     try:
+        assert cache.put(KEY, _files("c")) is not None  # writes still land
         assert cache.get(KEY) is None
-        cache.put(KEY, _files("d"))  # writes still land
     finally:
         knobs.reset("always_compile")
+    assert cache.get(KEY) == _files("c")
+
+
+def test_the_first_complete_entry_wins_unless_replaced(cache):
+    cache.put(KEY, _files("c"))
+    cache.put(KEY, _files("d"))                     # a second writer keeps the first entry
+    assert cache.get(KEY) == _files("c")
+    cache.put(KEY, _files("d"), replace=True)       # a newer decision (tuning records)
     assert cache.get(KEY) == _files("d")
 
 
