@@ -12,6 +12,9 @@
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
+#include <algorithm>
+#include <map>
+
 namespace tessera::codegen {
 
 namespace {
@@ -195,6 +198,47 @@ Registers lowerMakeRange(KernelLowering &lowering, const ir::Operation &op) {
   return registers;
 }
 
+/// For each register of `op`'s result, the register whose value it takes: itself, or an
+/// earlier register of the same thread holding an element of the same run of equal values
+/// (axis info's constancy, runs aligned to their length). The op is computed once per run
+/// (Triton's deduplication of elementwise ops): a mask `start + offs < n` whose runs span a
+/// thread's columns costs one compare per run, not per column. Layouts are linear over
+/// XOR, so an element's run, its coordinate >> log2(run length) per dim, is the register's
+/// part of that coordinate XOR the thread's part: two registers share a run in every thread
+/// exactly when their own parts agree above the run length's bits.
+std::vector<int> runRepresentatives(KernelLowering &lowering, const ir::Operation &op,
+                                    int numRegs) {
+  std::vector<int> representative(numRegs);
+  for (int reg = 0; reg < numRegs; ++reg)
+    representative[reg] = reg;
+  const ir::Type &type = op.result()->type();
+  bool pure = op.code() != ir::OpCode::ExternElementwise || op.flagAttr("pure");
+  if (!type.isTensor() || !pure || numRegs < 2 || op.flagAttr("check_overflow"))
+    return representative;
+  const std::vector<int64_t> &constancy =
+      lowering.axisInfo().get(const_cast<ir::Value *>(op.result())).constancy;
+  if (std::all_of(constancy.begin(), constancy.end(), [](int64_t c) { return c <= 1; }))
+    return representative;
+  const LinearLayout &layout = lowering.layoutOf(type, op);
+  if (layout.getInDimSize(kRegisterDim) != numRegs ||
+      static_cast<size_t>(layout.getNumOutDims()) != constancy.size())
+    return representative;
+  std::map<std::vector<int32_t>, int> first; // run key -> its first register
+  for (int reg = 0; reg < numRegs; ++reg) {
+    std::vector<int32_t> key;
+    int d = 0;
+    for (const auto &[dim, coordinate] : layout.apply({{kRegisterDim, reg}})) {
+      int shift = 0; // log2 of the run length (a power of two, axis_info.h)
+      while ((int64_t(2) << shift) <= constancy[d])
+        ++shift;
+      key.push_back(coordinate >> shift);
+      ++d;
+    }
+    representative[reg] = first.emplace(key, reg).first->second;
+  }
+  return representative;
+}
+
 } // namespace
 
 bool hasElementLowering(ir::OpCode code) {
@@ -244,7 +288,12 @@ void lowerElementwiseOp(KernelLowering &lowering, const ir::Operation &op) {
   bool checked = op.flagAttr("check_overflow"); // transforms/check_offsets.cpp (debug)
   llvm::Value *overflowed = nullptr;
   Registers result;
+  std::vector<int> representative = runRepresentatives(lowering, op, numRegs);
   for (int reg = 0; reg < numRegs; ++reg) {
+    if (representative[reg] != reg) { // an element of a run computed already
+      result.push_back(result[representative[reg]]);
+      continue;
+    }
     std::vector<llvm::Value *> args;
     for (const ir::Value *operand : op.operands())
       args.push_back(lowering.registersOf(operand)[reg]);

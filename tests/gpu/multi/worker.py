@@ -74,7 +74,16 @@ def tuned_choices():
     from tessera.autotuner import Autotuner
     from tessera.autotuner.distributed import key_text
     return {key_text(o.__name__, key): str(config) for o in gc.get_objects()
-            if isinstance(o, Autotuner) for key, config in o.cache.items()}
+            if _is_autotuner(o, Autotuner) for key, config in o.cache.items()}
+
+
+def _is_autotuner(o, cls) -> bool:
+    """isinstance that survives the dead weak proxies gc.get_objects() can return (torch
+    keeps some): asking one for its class raises ReferenceError."""
+    try:
+        return isinstance(o, cls)
+    except ReferenceError:
+        return False
 
 
 # --------------------------------------------------------------------------- tune
@@ -175,8 +184,13 @@ def run_train(args) -> dict:
             report[name] = {
                 "losses": losses, "reference_losses": ref_losses,
                 "loss_error": max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses)),
-                "grad_error": max(_relative(g, r) for step, ref in zip(grads, ref_grads)
-                                  for g, r in zip(step, ref))}
+                # The first step's gradients come from the same parameters on both sides:
+                # they differ only by the reduction (the bound applies). Later steps start
+                # from parameters that already differ by that much, so their errors are
+                # reported, not bounded.
+                "grad_error": max(_relative(g, r) for g, r in zip(grads[0], ref_grads[0])),
+                "grad_error_per_step": [max(_relative(g, r) for g, r in zip(step, ref))
+                                        for step, ref in zip(grads, ref_grads)]}
     choices = gather(tuned_choices())
     return {"variants": report, "bounds": {"loss": LOSS_BOUND, "grad": GRAD_BOUND},
             "tuned_kernels": len(choices[0]),
