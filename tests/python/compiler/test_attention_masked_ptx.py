@@ -13,7 +13,7 @@ from tessera._tessera import ir
 from tessera.compiler import ptxas
 import tessera.ops.flash_attention as fa
 import tessera.ops.masked_attention as ma
-from tessera.ops.masked_attention.blocks import masked_candidates
+from tessera.ops.masked_attention.blocks import launch_options, masked_candidates
 from tessera.ops.masked_attention.forward import prepare
 
 KERNELS = {"fwd": ma.attention_masked_fwd_kernel, "dkdv": ma.attention_masked_bwd_dkdv_kernel,
@@ -42,13 +42,12 @@ def arguments(name, q, k, v, o, lse, delta, do, grads, mask, bias, dbias, causal
             scale * fa.LOG2E, *common, *strides, *st(grads[0]), *bs, *ms)
 
 
-def compile_masked(name, args, D, causal, arch, dbias_mode=0):
-    block_m, block_n, num_warps, num_stages = masked_candidates(name, args[0], arch)[0]
+def compile_masked(name, args, D, causal, arch, dbias_mode=0, bias_kind=ma.ROWS.value):
+    options = launch_options(masked_candidates(name, args[0], arch)[0])
     extra = {"DBIAS": dbias_mode} if name == "dkdv" else {}
-    return KERNELS[name].compile(*args, D=D, BLOCK_M=block_m, BLOCK_N=block_n, SUPER=ma.SUPER,
-                                 CAUSAL=causal, HAS_MASK=True, HAS_BIAS=True, RELOAD=False,
-                                 num_warps=num_warps, num_stages=num_stages, arch=arch,
-                                 **extra), (block_m, block_n)
+    return KERNELS[name].compile(*args, D=D, SUPER=ma.SUPER, CAUSAL=causal, HAS_MASK=True,
+                                 HAS_BIAS=bias_kind, RELOAD=False, arch=arch, **options,
+                                 **extra), (options["BLOCK_M"], options["BLOCK_N"])
 
 
 def case(rng, S, D, H=2):

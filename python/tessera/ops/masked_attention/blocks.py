@@ -24,6 +24,10 @@ from ..flash_attention.configs import (CONFIGS, WGMMA_CONFIGS, _arch, _is_fp32,
                                        _strides, candidates)
 
 SUPER = 128  # query rows and keys per entry of the live-block table
+# The kernels' HAS_MASK / HAS_BIAS: 0 (none), ROWS (a value per query and key) or KEYS (one row
+# of keys shared by every query: Sq dim 1, read once per key tile and broadcast in registers).
+ROWS = tl.constexpr(1)
+KEYS = tl.constexpr(2)
 _FLOATS = ("float16", "bfloat16", "float32")
 
 
@@ -126,6 +130,13 @@ def list_strides(mask, H: int) -> tuple:
     return (Hm if Bm > 1 else 0), (1 if Hm > 1 else 0)
 
 
+def layout_of(x) -> int:
+    """HAS_MASK / HAS_BIAS for a mask or bias `x` (B|1, Hq|1, Sq|1, Sk), or None."""
+    if x is None:
+        return 0
+    return KEYS.value if x.shape[2] == 1 else ROWS.value
+
+
 def check(fn: str, q, k, v, mask, bias) -> None:
     """q (B, Hq, Sq, D), k and v (B, Hkv, Sk, D) with Hkv dividing Hq; mask bool and bias
     float16/bfloat16/float32, each (B|1, Hq|1, Sq|1, Sk)."""
@@ -166,7 +177,13 @@ def check(fn: str, q, k, v, mask, bias) -> None:
 # dK/dV at D = 128 on mma.sync: 32 x 64 on 8 warps spilled 4 bytes with the per-column
 # dBias; 16 x 64 (the same keys per program, half the queries per step) spills none.
 # dQ fp32 at D = 16: 64 x 32 on 4 warps spilled 4 bytes on sm_80; on 8 warps none.
-MASKED_DEFAULTS = {("dq", 128, True, False): (128, 32, 8, 2),
+# fwd and dQ at D = 64 on wgmma: the dense tiles with registers capped at 128 (PTX .maxnreg), so
+# two 8-warp blocks share an SM as the dense kernels' 124 registers allow (one block's softmax
+# overlaps the other's products); uncapped they need 150-166 for the partial tiles' mask and
+# bias. ptxas: 0 spills in every mask, bias and causal mode. A fifth element is the cap.
+MASKED_DEFAULTS = {("fwd", 64, True, False): (128, 64, 8, 2, 128),
+                   ("dq", 64, True, False): (128, 32, 8, 2, 128),
+                   ("dq", 128, True, False): (128, 32, 8, 2),
                    ("dkdv", 64, True, False): (32, 128, 8, 2),
                    ("dkdv", 64, False, False): (32, 64, 4, 3),
                    ("dkdv", 128, True, False): (16, 64, 4, 2),
@@ -192,6 +209,14 @@ def masked_candidates(kernel: str, x, arch: str | None = None) -> list:
     return found
 
 
+def launch_options(config: tuple) -> dict:
+    """The launch options of a (BLOCK_M, BLOCK_N, num_warps, num_stages[, maxnreg]) tuple."""
+    options = dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), config))
+    if len(config) > 4:
+        options["maxnreg"] = config[4]
+    return options
+
+
 def autotuned(kernel: str, fn, reset=(), keys=()):
     """`fn` autotuned over the dense attention kernels' candidates for `kernel` (the masked
     kernels keep their structure), keyed on lengths, head dim, causal and which inputs exist;
@@ -201,7 +226,8 @@ def autotuned(kernel: str, fn, reset=(), keys=()):
                                 + [t for (name, *_), t in MASKED_DEFAULTS.items()
                                    if name == kernel]))
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
-                                 num_stages=t[3]) for t in tuples}
+                                 num_stages=t[3], maxnreg=t[4] if len(t) > 4 else None)
+               for t in tuples}
 
     def for_this_launch(_configs, nargs, **kwargs):
         return [configs[t] for t in masked_candidates(kernel, nargs["q_ptr"])]
@@ -212,5 +238,5 @@ def autotuned(kernel: str, fn, reset=(), keys=()):
                             prune_configs_by={"early_config_prune": for_this_launch})(fn)
 
 
-__all__ = ["SUPER", "mask_blocks_kernel", "block_table", "block_lists", "list_strides",
+__all__ = ["SUPER", "ROWS", "KEYS", "layout_of", "launch_options", "mask_blocks_kernel", "block_table", "block_lists", "list_strides",
            "broadcast_strides", "as_bytes", "check", "autotuned", "_is_fp32"]
