@@ -115,11 +115,44 @@ def block_table(mask, q_shape, Sk: int, causal: bool):
 def block_lists(mask, q_shape, Sk: int, causal: bool, transposed: bool = False) -> tuple:
     """(indices, counts): per (mask head, query 128-block) the key 128-blocks to visit, full
     ones first; `transposed`: then also (indices, counts) per key 128-block of the query
-    128-blocks (for dK, dV), from the same table."""
-    table = block_table(mask, q_shape, Sk, causal)
-    if transposed:
-        return (*_lists(table), *_lists(_transpose(table)))
-    return _lists(table)
+    128-blocks (for dK, dV), from the same table. A torch mask's table and lists are kept
+    while the mask lives and is not written (its version counter), so the forward and the
+    backward, and every later call with the same mask, read the mask once (as a
+    FlexAttention BlockMask built once)."""
+    entry = _cached(mask, q_shape[2], Sk, causal)
+    if "table" not in entry:
+        entry["table"] = block_table(mask, q_shape, Sk, causal)
+    if "rows" not in entry:
+        entry["rows"] = _lists(entry["table"])
+    if transposed and "cols" not in entry:
+        entry["cols"] = _lists(_transpose(entry["table"]))
+    return (*entry["rows"], *entry["cols"]) if transposed else entry["rows"]
+
+
+_TABLES: dict = {}  # cache key -> {"table", "rows", "cols"} (see _cached)
+
+
+def _cached(mask, Sq: int, Sk: int, causal: bool) -> dict:
+    """The cache entry of a torch mask (or of no mask, per device) for these lengths; a fresh
+    dict, not kept, for NumPy masks and tensors without a version counter (inference mode)."""
+    if mask is None:
+        return {}
+    if isinstance(mask, np.ndarray):
+        return {}
+    try:
+        version = mask._version
+    except (AttributeError, RuntimeError):  # inference tensors count no versions
+        return {}
+    import weakref
+    key = (id(mask), Sq, Sk, causal)
+    state = (version, mask.data_ptr(), tuple(mask.shape), tuple(mask.stride()))
+    found = _TABLES.get(key)
+    if found is not None and found[0]() is mask and found[1] == state:
+        return found[2]
+    entry: dict = {}
+    ref = weakref.ref(mask, lambda _, key=key: _TABLES.pop(key, None))
+    _TABLES[key] = (ref, state, entry)
+    return entry
 
 
 def list_strides(mask, H: int) -> tuple:
@@ -174,6 +207,8 @@ def check(fn: str, q, k, v, mask, bias) -> None:
 # mask and bias tiles (253 registers, no spills); the dense candidates need 255 and spill.
 # dK/dV at D = 64 on wgmma: every wgmma candidate spills 12-92 bytes; 32 x 128 on 8 warps
 # (the 64 x 128 default with half the queries per step) needs 226-233 registers.
+# dK/dV at D = 64 on mma.sync: 32 x 64 on 4 warps spilled 4 bytes with the per-element dBias
+# once the mask tiles were read in the scores' layout; on 8 warps 168-173 registers, none.
 # dK/dV at D = 128 on mma.sync: 32 x 64 on 8 warps spilled 4 bytes with the per-column
 # dBias; 16 x 64 (the same keys per program, half the queries per step) spills none.
 # dQ fp32 at D = 16: 64 x 32 on 4 warps spilled 4 bytes on sm_80; on 8 warps none.
@@ -185,7 +220,7 @@ MASKED_DEFAULTS = {("fwd", 64, True, False): (128, 64, 8, 2, 128),
                    ("dq", 64, True, False): (128, 32, 8, 2, 128),
                    ("dq", 128, True, False): (128, 32, 8, 2),
                    ("dkdv", 64, True, False): (32, 128, 8, 2),
-                   ("dkdv", 64, False, False): (32, 64, 4, 3),
+                   ("dkdv", 64, False, False): (32, 64, 8, 3),
                    ("dkdv", 128, True, False): (16, 64, 4, 2),
                    ("dkdv", 128, False, False): (16, 64, 8, 2),
                    ("dq", 16, False, True): (64, 32, 8, 2),
@@ -238,5 +273,6 @@ def autotuned(kernel: str, fn, reset=(), keys=()):
                             prune_configs_by={"early_config_prune": for_this_launch})(fn)
 
 
-__all__ = ["SUPER", "ROWS", "KEYS", "layout_of", "launch_options", "mask_blocks_kernel", "block_table", "block_lists", "list_strides",
-           "broadcast_strides", "as_bytes", "check", "autotuned", "_is_fp32"]
+__all__ = ["SUPER", "ROWS", "KEYS", "layout_of", "launch_options", "mask_blocks_kernel",
+           "block_table", "block_lists", "list_strides", "broadcast_strides", "as_bytes", "check",
+           "autotuned", "_is_fp32"]
