@@ -150,8 +150,11 @@ def _cached(mask, Sq: int, Sk: int, causal: bool) -> dict:
     if found is not None and found[0]() is mask and found[1] == state:
         return found[2]
     entry: dict = {}
-    ref = weakref.ref(mask, lambda _, key=key: _TABLES.pop(key, None))
-    _TABLES[key] = (ref, state, entry)
+
+    def forget(_ref) -> None:  # the mask is gone: so is its table
+        _TABLES.pop(key, None)
+
+    _TABLES[key] = (weakref.ref(mask, forget), state, entry)
     return entry
 
 
