@@ -13,7 +13,7 @@ from tessera._tessera import ir
 from tessera.compiler import ptxas
 import tessera.ops.flash_attention as fa
 import tessera.ops.masked_attention as ma
-from tessera.ops.masked_attention.blocks import masked_candidates
+from tessera.ops.masked_attention.blocks import launch_options, masked_candidates
 from tessera.ops.masked_attention.forward import prepare
 
 KERNELS = {"fwd": ma.attention_masked_fwd_kernel, "dkdv": ma.attention_masked_bwd_dkdv_kernel,
@@ -42,13 +42,12 @@ def arguments(name, q, k, v, o, lse, delta, do, grads, mask, bias, dbias, causal
             scale * fa.LOG2E, *common, *strides, *st(grads[0]), *bs, *ms)
 
 
-def compile_masked(name, args, D, causal, arch, dbias_mode=0):
-    block_m, block_n, num_warps, num_stages = masked_candidates(name, args[0], arch)[0]
+def compile_masked(name, args, D, causal, arch, dbias_mode=0, bias_kind=ma.ROWS.value):
+    options = launch_options(masked_candidates(name, args[0], arch)[0])
     extra = {"DBIAS": dbias_mode} if name == "dkdv" else {}
-    return KERNELS[name].compile(*args, D=D, BLOCK_M=block_m, BLOCK_N=block_n, SUPER=ma.SUPER,
-                                 CAUSAL=causal, HAS_MASK=True, HAS_BIAS=True, RELOAD=False,
-                                 num_warps=num_warps, num_stages=num_stages, arch=arch,
-                                 **extra), (block_m, block_n)
+    return KERNELS[name].compile(*args, D=D, SUPER=ma.SUPER, CAUSAL=causal, HAS_MASK=True,
+                                 HAS_BIAS=bias_kind, RELOAD=False, arch=arch, **options,
+                                 **extra), (options["BLOCK_M"], options["BLOCK_N"])
 
 
 def case(rng, S, D, H=2):
@@ -124,3 +123,22 @@ def test_live_block_table_kernel_compiles_without_spills(arch):
     if ptxas.find_ptxas() is None:
         pytest.skip("ptxas not found: PTX not assembled")
     assert kernel.metadata["spill_stores"] == 0
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_mask_and_bias_tiles_read_from_their_rings_in_the_scores_layout(arch):
+    # A bias per (query, key) and a mask, causal: both tiles are copied by cp.async and read
+    # back straight into the scores' #mma layout; no conversion inside the key loops (only
+    # P's into its dot-operand layout), so no trip through shared memory and no barrier.
+    rng = np.random.default_rng(4)
+    q, k, v, do, mask, _ = case(rng, 256, 64)
+    bias = rng.standard_normal((1, 2, 256, 256)).astype(np.float16)
+    lse = np.zeros(q.shape[:3], np.float32)
+    args = arguments("fwd", q, k, v, q, lse, lse, do, (q, q, q), mask, bias, None, True, 0.1)
+    kernel, _ = compile_masked("fwd", args, 64, True, arch)
+    body = [line for line in kernel.asm["tgir"].splitlines() if line.startswith(" " * 6)]
+    moved = [line for line in body if "convert_layout" in line and "#dot_op" not in line]
+    assert not moved, moved
+    reads = [line for line in body if "local_load" in line and re.search(r"x\d+xi8", line)]
+    assert reads and all("#mma" in line.split("->")[-1] for line in reads), reads
+    assert len(re.findall(r"cp\.async\.(ca|cg)", kernel.asm["ptx"])) > 0

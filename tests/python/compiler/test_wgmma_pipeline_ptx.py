@@ -25,6 +25,7 @@ import tessera.ops.flash_attention as fa
 from test_attention_masked_ptx import arguments as masked_arguments
 from test_attention_masked_ptx import case as masked_case
 from test_attention_masked_ptx import compile_masked
+from tessera.ops.masked_attention import KEYS
 from test_attention_masked_ptx import \
     test_compiled_ir_runs_in_the_interpreter as masked_attention_in_interpreter
 from test_attention_ptx import compile_attention
@@ -243,7 +244,8 @@ def test_masked_attention_writes_nothing_an_inflight_product_reads(name, D):
     args = masked_arguments(name, q, k, v, q, lse, lse, do, (q, q, q), mask, bias, dbias, True,
                             0.1)
     with knobs.scope(wgmma_pipeline=True):
-        kernel, _ = compile_masked(name, args, D, True, "sm_90a", dbias_mode=2)
+        kernel, _ = compile_masked(name, args, D, True, "sm_90a", dbias_mode=2,
+                                   bias_kind=KEYS.value)  # its bias is (1, H, 1, S)
     assert_no_hazard(kernel.asm["tgir"])
     assert_no_spills(kernel)
 

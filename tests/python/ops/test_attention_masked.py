@@ -234,3 +234,56 @@ def test_byte_and_flop_model(interpret):
     assert backward_flops == 5 / 2 * flops
     with_bias, _ = model(q, q, table, mask=None, bias=np.zeros((1, H, 1, S), np.float32))
     assert with_bias == moved + H * S * 4
+
+
+def test_dead_tiles_are_never_read(interpret):
+    # Key blocks 1 and 3 are dead for every query, and query block 2 sees no key: their K, V,
+    # bias (and Q, dO) hold NaN, which any read would carry into the outputs.
+    rng = np.random.default_rng(12)
+    Sq, Sk, D = 300, 450, 16
+    mask = rng.random((1, 1, Sq, Sk)) < 0.7
+    for kb in (1, 3):
+        mask[..., :, kb * SUPER:(kb + 1) * SUPER] = False
+    mask[..., 2 * SUPER:, :] = False
+    q, do = (rng.standard_normal((1, 2, Sq, D)).astype(np.float32) for _ in range(2))
+    k, v = (rng.standard_normal((1, 2, Sk, D)).astype(np.float32) for _ in range(2))
+    bias = rng.standard_normal((1, 2, 1, Sk)).astype(np.float32)
+    clean = [x.copy() for x in (q, k, v, do, bias)]
+    for x in (k, v, bias):
+        for kb in (1, 3):
+            x[..., kb * SUPER:(kb + 1) * SUPER, :] = np.nan if x is not bias else 0
+    bias[..., SUPER:2 * SUPER] = np.nan
+    bias[..., 3 * SUPER:] = np.nan
+    q[..., 2 * SUPER:, :] = np.nan
+    do[..., 2 * SUPER:, :] = np.nan
+    table = block_table(mask, q.shape, Sk, False)[0]
+    assert (table > 0).sum() == 2 * 2 and (table[:, [1, 3]] == 0).all() and (table[2] == 0).all()
+    o, lse = attention_masked_forward(q, k, v, mask, bias, False, 0.25)
+    dq, dk, dv, dbias = attention_masked_backward(q, k, v, o, lse, do, mask, bias, False, 0.25,
+                                                  bias_grad=True)
+    ref = reference(*(x.astype(np.float64) for x in clean[:4]), mask, clean[4], False, 0.25)
+    live_q = slice(0, 2 * SUPER)
+    assert relative_error(o[..., live_q, :], ref[0][..., live_q, :]) < 5e-3
+    assert (o[..., 2 * SUPER:, :] == 0).all() and (dq[..., 2 * SUPER:, :] == 0).all()
+    for got, want in ((dk, ref[2]), (dv, ref[3])):
+        assert np.isfinite(got).all() and relative_error(got, want) < 1e-2
+    assert np.isfinite(dbias).all()
+    assert relative_error(dbias, ref[4].sum(axis=2, keepdims=True)) < 1e-2
+
+
+def test_live_tile_table_is_kept_per_mask_and_version(interpret):
+    torch = pytest.importorskip("torch")
+    from tessera.ops.masked_attention import blocks
+    mask = torch.rand((1, 1, 200, 200), generator=torch.Generator().manual_seed(0)) < 0.5
+    mask[..., :128, 128:] = False
+    first = blocks.block_lists(mask, (1, 1, 200, 16), 200, False)
+    both = blocks.block_lists(mask, (1, 1, 200, 16), 200, False, transposed=True)
+    assert both[0] is first[0] and both[1] is first[1]  # the forward's lists, reused
+    assert int(both[1][0, 0, 0]) + int(both[1][0, 0, 1]) == 1  # block (0, 1) is dead
+    mask[..., :128, 128:] = True  # written: the table is made again
+    again = blocks.block_lists(mask, (1, 1, 200, 16), 200, False)
+    assert again[0] is not first[0]
+    assert int(again[1][0, 0, 0]) + int(again[1][0, 0, 1]) == 2
+    key = next(k for k in blocks._TABLES if k[0] == id(mask))
+    del mask, first, both, again
+    assert key not in blocks._TABLES  # dropped with its mask

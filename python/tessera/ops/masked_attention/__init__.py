@@ -8,11 +8,11 @@ and query rows through 0 strides; key/value heads may be grouped (Hkv divides Hq
 """
 from .backward import (attention_masked_backward, attention_masked_bwd_dkdv_kernel,
                        attention_masked_bwd_dq_kernel)
-from .blocks import SUPER, block_lists, block_table, mask_blocks_kernel
+from .blocks import KEYS, ROWS, SUPER, block_lists, block_table, mask_blocks_kernel
 from .forward import attention_masked_forward, attention_masked_fwd_kernel
 from .torch_op import attention_masked
 
 __all__ = ["attention_masked", "attention_masked_forward", "attention_masked_backward",
            "attention_masked_fwd_kernel", "attention_masked_bwd_dkdv_kernel",
            "attention_masked_bwd_dq_kernel", "mask_blocks_kernel", "block_table",
-           "block_lists", "SUPER"]
+           "block_lists", "SUPER", "ROWS", "KEYS"]

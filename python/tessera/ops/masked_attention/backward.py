@@ -27,7 +27,7 @@ from ..flash_attention.backward import attention_bwd_preprocess_kernel
 from ..flash_attention.configs import (LOG2E, _empty, _last_dim_contiguous, _strides,
                                        preprocess_block, reload_tiles)
 from ..flash_attention.forward import load_rows, offsets_of, rows_of
-from .blocks import SUPER, autotuned, check
+from .blocks import SUPER, autotuned, check, layout_of
 from .forward import prepare, scores
 
 
@@ -258,8 +258,8 @@ def attention_masked_backward(q, k, v, o, lse, do, mask=None, bias=None, causal:
     mask_arg, bias_arg, lists, NQ, NK, list_b, list_h, bs, ms = prepare(
         q, k, mask, bias, causal, backward=True)
     strides = (*_strides(q)[:3], *_strides(k)[:3], *_strides(v)[:3], *_strides(do)[:3])
-    flags = dict(D=D, SUPER=SUPER, CAUSAL=causal, HAS_MASK=mask is not None,
-                 HAS_BIAS=bias is not None, RELOAD=reload_tiles(q))
+    flags = dict(D=D, SUPER=SUPER, CAUSAL=causal, HAS_MASK=layout_of(mask),
+                 HAS_BIAS=layout_of(bias), RELOAD=reload_tiles(q))
     _tuned_dkdv[(lambda meta: (tessera.cdiv(Sk, meta["BLOCK_N"]), B * Hkv))](
         q, k, v, do, dk, dv, lse, delta, bias_arg, mask_arg, dbias, *lists[2:], sm_scale,
         sm_scale * LOG2E, H, H // Hkv, Sq, Sk, NQ, NK, list_b, list_h, *strides,

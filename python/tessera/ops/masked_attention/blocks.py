@@ -24,6 +24,10 @@ from ..flash_attention.configs import (CONFIGS, WGMMA_CONFIGS, _arch, _is_fp32,
                                        _strides, candidates)
 
 SUPER = 128  # query rows and keys per entry of the live-block table
+# The kernels' HAS_MASK / HAS_BIAS: 0 (none), ROWS (a value per query and key) or KEYS (one row
+# of keys shared by every query: Sq dim 1, read once per key tile and broadcast in registers).
+ROWS = tl.constexpr(1)
+KEYS = tl.constexpr(2)
 _FLOATS = ("float16", "bfloat16", "float32")
 
 
@@ -111,11 +115,47 @@ def block_table(mask, q_shape, Sk: int, causal: bool):
 def block_lists(mask, q_shape, Sk: int, causal: bool, transposed: bool = False) -> tuple:
     """(indices, counts): per (mask head, query 128-block) the key 128-blocks to visit, full
     ones first; `transposed`: then also (indices, counts) per key 128-block of the query
-    128-blocks (for dK, dV), from the same table."""
-    table = block_table(mask, q_shape, Sk, causal)
-    if transposed:
-        return (*_lists(table), *_lists(_transpose(table)))
-    return _lists(table)
+    128-blocks (for dK, dV), from the same table. A torch mask's table and lists are kept
+    while the mask lives and is not written (its version counter), so the forward and the
+    backward, and every later call with the same mask, read the mask once (as a
+    FlexAttention BlockMask built once)."""
+    entry = _cached(mask, q_shape[2], Sk, causal)
+    if "table" not in entry:
+        entry["table"] = block_table(mask, q_shape, Sk, causal)
+    if "rows" not in entry:
+        entry["rows"] = _lists(entry["table"])
+    if transposed and "cols" not in entry:
+        entry["cols"] = _lists(_transpose(entry["table"]))
+    return (*entry["rows"], *entry["cols"]) if transposed else entry["rows"]
+
+
+_TABLES: dict = {}  # cache key -> {"table", "rows", "cols"} (see _cached)
+
+
+def _cached(mask, Sq: int, Sk: int, causal: bool) -> dict:
+    """The cache entry of a torch mask (or of no mask, per device) for these lengths; a fresh
+    dict, not kept, for NumPy masks and tensors without a version counter (inference mode)."""
+    if mask is None:
+        return {}
+    if isinstance(mask, np.ndarray):
+        return {}
+    try:
+        version = mask._version
+    except (AttributeError, RuntimeError):  # inference tensors count no versions
+        return {}
+    import weakref
+    key = (id(mask), Sq, Sk, causal)
+    state = (version, mask.data_ptr(), tuple(mask.shape), tuple(mask.stride()))
+    found = _TABLES.get(key)
+    if found is not None and found[0]() is mask and found[1] == state:
+        return found[2]
+    entry: dict = {}
+
+    def forget(_ref) -> None:  # the mask is gone: so is its table
+        _TABLES.pop(key, None)
+
+    _TABLES[key] = (weakref.ref(mask, forget), state, entry)
+    return entry
 
 
 def list_strides(mask, H: int) -> tuple:
@@ -124,6 +164,13 @@ def list_strides(mask, H: int) -> tuple:
         return 0, 0
     Bm, Hm = mask.shape[:2]
     return (Hm if Bm > 1 else 0), (1 if Hm > 1 else 0)
+
+
+def layout_of(x) -> int:
+    """HAS_MASK / HAS_BIAS for a mask or bias `x` (B|1, Hq|1, Sq|1, Sk), or None."""
+    if x is None:
+        return 0
+    return KEYS.value if x.shape[2] == 1 else ROWS.value
 
 
 def check(fn: str, q, k, v, mask, bias) -> None:
@@ -163,12 +210,20 @@ def check(fn: str, q, k, v, mask, bias) -> None:
 # mask and bias tiles (253 registers, no spills); the dense candidates need 255 and spill.
 # dK/dV at D = 64 on wgmma: every wgmma candidate spills 12-92 bytes; 32 x 128 on 8 warps
 # (the 64 x 128 default with half the queries per step) needs 226-233 registers.
+# dK/dV at D = 64 on mma.sync: 32 x 64 on 4 warps spilled 4 bytes with the per-element dBias
+# once the mask tiles were read in the scores' layout; on 8 warps 168-173 registers, none.
 # dK/dV at D = 128 on mma.sync: 32 x 64 on 8 warps spilled 4 bytes with the per-column
 # dBias; 16 x 64 (the same keys per program, half the queries per step) spills none.
 # dQ fp32 at D = 16: 64 x 32 on 4 warps spilled 4 bytes on sm_80; on 8 warps none.
-MASKED_DEFAULTS = {("dq", 128, True, False): (128, 32, 8, 2),
+# fwd and dQ at D = 64 on wgmma: the dense tiles with registers capped at 128 (PTX .maxnreg), so
+# two 8-warp blocks share an SM as the dense kernels' 124 registers allow (one block's softmax
+# overlaps the other's products); uncapped they need 150-166 for the partial tiles' mask and
+# bias. ptxas: 0 spills in every mask, bias and causal mode. A fifth element is the cap.
+MASKED_DEFAULTS = {("fwd", 64, True, False): (128, 64, 8, 2, 128),
+                   ("dq", 64, True, False): (128, 32, 8, 2, 128),
+                   ("dq", 128, True, False): (128, 32, 8, 2),
                    ("dkdv", 64, True, False): (32, 128, 8, 2),
-                   ("dkdv", 64, False, False): (32, 64, 4, 3),
+                   ("dkdv", 64, False, False): (32, 64, 8, 3),
                    ("dkdv", 128, True, False): (16, 64, 4, 2),
                    ("dkdv", 128, False, False): (16, 64, 8, 2),
                    ("dq", 16, False, True): (64, 32, 8, 2),
@@ -192,6 +247,14 @@ def masked_candidates(kernel: str, x, arch: str | None = None) -> list:
     return found
 
 
+def launch_options(config: tuple) -> dict:
+    """The launch options of a (BLOCK_M, BLOCK_N, num_warps, num_stages[, maxnreg]) tuple."""
+    options = dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"), config))
+    if len(config) > 4:
+        options["maxnreg"] = config[4]
+    return options
+
+
 def autotuned(kernel: str, fn, reset=(), keys=()):
     """`fn` autotuned over the dense attention kernels' candidates for `kernel` (the masked
     kernels keep their structure), keyed on lengths, head dim, causal and which inputs exist;
@@ -201,7 +264,8 @@ def autotuned(kernel: str, fn, reset=(), keys=()):
                                 + [t for (name, *_), t in MASKED_DEFAULTS.items()
                                    if name == kernel]))
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
-                                 num_stages=t[3]) for t in tuples}
+                                 num_stages=t[3], maxnreg=t[4] if len(t) > 4 else None)
+               for t in tuples}
 
     def for_this_launch(_configs, nargs, **kwargs):
         return [configs[t] for t in masked_candidates(kernel, nargs["q_ptr"])]
@@ -212,5 +276,6 @@ def autotuned(kernel: str, fn, reset=(), keys=()):
                             prune_configs_by={"early_config_prune": for_this_launch})(fn)
 
 
-__all__ = ["SUPER", "mask_blocks_kernel", "block_table", "block_lists", "list_strides",
-           "broadcast_strides", "as_bytes", "check", "autotuned", "_is_fp32"]
+__all__ = ["SUPER", "ROWS", "KEYS", "layout_of", "launch_options", "mask_blocks_kernel",
+           "block_table", "block_lists", "list_strides", "broadcast_strides", "as_bytes", "check",
+           "autotuned", "_is_fp32"]

@@ -16,8 +16,8 @@ import tessera.language as tl
 
 from ..flash_attention.configs import LOG2E, _empty, _strides, reload_tiles
 from ..flash_attention.forward import load_rows, offsets_of, rows_of
-from .blocks import (SUPER, as_bytes, autotuned, block_lists, broadcast_strides, check,
-                     list_strides)
+from .blocks import (ROWS, SUPER, as_bytes, autotuned, block_lists, broadcast_strides,
+                     check, layout_of, list_strides)
 
 
 @tessera.jit
@@ -26,19 +26,39 @@ def scores(qk, qk_scale, bias_head, mask_head, rows, cols, Sq, Sk, stride_bm, st
            HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr):
     """Base-2 scores of a tile of queries `rows` x keys `cols` (either may be the column
     vector: the backward's tiles are transposed): qk · qk_scale (+ bias · log2 e); PARTIAL:
-    -inf where the pair is not visible (outside Sq x Sk, masked out or, causal, j > i)."""
-    inside = (rows < Sq) & (cols < Sk)
+    -inf where the pair is not visible (outside Sq x Sk, masked out or, causal, j > i).
+
+    HAS_BIAS / HAS_MASK: 0 none, ROWS (1) one value per (query, key), KEYS (2) one row of
+    keys shared by every query (Sq dim 1: a key bias, a padding mask), read as a 1 x N (or
+    N x 1) tile and broadcast in registers instead of re-reading the row for every query.
+    A full tile (not PARTIAL) is inside Sq x Sk: its bias is read without bounds."""
     s = qk * qk_scale
     if HAS_BIAS:
-        bias = tl.load(bias_head + rows * stride_bm + cols * stride_bn, mask=inside, other=0.0)
+        bias_ptrs = bias_head + cols * stride_bn
+        if HAS_BIAS == ROWS:
+            bias_ptrs = bias_ptrs + rows * stride_bm
+        if PARTIAL:
+            if HAS_BIAS == ROWS:
+                bias = tl.load(bias_ptrs, mask=(rows < Sq) & (cols < Sk), other=0.0)
+            else:
+                bias = tl.load(bias_ptrs, mask=cols < Sk, other=0.0)
+        else:
+            bias = tl.load(bias_ptrs)
         s = s + bias.to(tl.float32) * 1.4426950408889634
     if PARTIAL:
-        keep = inside
+        keep = (rows < Sq) & (cols < Sk)
+        if HAS_MASK:
+            # Read within the bounds alone, causal or not: a predicate constant along 16-byte
+            # runs lets the pipeliner copy the tile with cp.async (j <= i is not).
+            mask_ptrs = mask_head + cols * stride_mn
+            if HAS_MASK == ROWS:
+                mask_ptrs = mask_ptrs + rows * stride_mm
+                bits = tl.load(mask_ptrs, mask=keep, other=0)
+            else:
+                bits = tl.load(mask_ptrs, mask=cols < Sk, other=0)
+            keep = keep & (bits != 0)
         if CAUSAL:
             keep = keep & (cols <= rows)
-        if HAS_MASK:
-            bits = tl.load(mask_head + rows * stride_mm + cols * stride_mn, mask=keep, other=0)
-            keep = keep & (bits != 0)
         s = tl.where(keep, s, float("-inf"))
     return s
 
@@ -63,7 +83,9 @@ def masked_fwd_steps(acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, b
                    stride_bm, stride_bn, stride_mm, stride_mn, PARTIAL, HAS_BIAS, HAS_MASK,
                    CAUSAL)
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows that saw no key yet
+        m_use = m_new
+        if PARTIAL or HAS_BIAS:  # rows that saw no key yet (a full tile without bias sees)
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = tl.exp2(m_i - m_use)
         p = tl.exp2(s - m_use[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
@@ -185,6 +207,6 @@ def forward_launch(q, k, v, mask, bias, causal, sm_scale, out, lse) -> tuple:
     args = (q, k, v, bias_arg, mask_arg, out, lse, *lists, sm_scale * LOG2E, H,
             H // k.shape[1], Sq, k.shape[2], NQ, NK, list_b, list_h, *_strides(q)[:3],
             *_strides(k)[:3], *_strides(v)[:3], *_strides(out)[:3], *bs, *ms)
-    kwargs = dict(D=D, SUPER=SUPER, CAUSAL=causal, HAS_MASK=mask is not None,
-                  HAS_BIAS=bias is not None, RELOAD=reload_tiles(q))
+    kwargs = dict(D=D, SUPER=SUPER, CAUSAL=causal, HAS_MASK=layout_of(mask),
+                  HAS_BIAS=layout_of(bias), RELOAD=reload_tiles(q))
     return (lambda meta: (tessera.cdiv(Sq, meta["BLOCK_M"]), B * H)), args, kwargs

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .blocks import SUPER, masked_candidates
+from .blocks import KEYS, SUPER, launch_options, masked_candidates
 
 
 def _count(table) -> tuple:
@@ -65,11 +65,11 @@ def report_cases(S: int = 4096, D: int = 128, live: float = 0.5, heads: int = 8)
         table = block_table(mask, q.shape, S, False)
     st = tuple(s // 2 for s in q.strides[:3])
     common = (heads, 1, S, S, NQ, NK, lb, lh)
-    flags = dict(D=D, SUPER=SUPER, CAUSAL=False, HAS_MASK=True, HAS_BIAS=True, RELOAD=False)
+    flags = dict(D=D, SUPER=SUPER, CAUSAL=False, HAS_MASK=True, HAS_BIAS=KEYS.value,
+                 RELOAD=False)
     from tessera.report import static_arch
     arch = static_arch.get() or "sm_90a"
-    tiles = {name: dict(zip(("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"),
-                            masked_candidates(name, q, arch)[0]))
+    tiles = {name: launch_options(masked_candidates(name, q, arch)[0])
              for name in ("fwd", "dkdv", "dq")}
     fwd = model(q, q, table, mask, bias)
     bwd = model(q, q, table, mask, bias, backward=True)
