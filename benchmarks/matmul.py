@@ -7,11 +7,14 @@ with CUDA events (median, L2 flushed before each run, compile and tuning outside
 TFLOP/s = 2·n³ / time. Prints a table and, with --json OUT, writes every number.
 
     python benchmarks/matmul.py --json matmul.json [--sizes 4096 8192] [--dtypes float16]
-        [--descriptor]
+        [--descriptor] [--warp-specialize] [--wgmma-pipeline]
 
 --descriptor adds the host-TensorDescriptor matmul of scripts/descriptor_matmul.py (each of its
 configs, the best kept), with loads through cp.async and through TMA (sm_90a), to measure the
 TMA path against the pointer path and cuBLAS in the same run.
+
+--warp-specialize adds the descriptor matmul by TMA with a producer warpgroup
+(TESSERA_WARP_SPECIALIZE: docs/perf/warp_specialization.md) beside its plain TMA pipeline.
 
 --wgmma-pipeline adds tessera.ops.matmul's kernel compiled with knobs.wgmma_pipeline off and on
 (products in flight across loop iterations: docs/perf/wgmma_across_iterations.md), each of
@@ -50,8 +53,9 @@ def measure(n: int, dtype_name: str) -> dict:
             "config": str(getattr(gemm.tuned_matmul_kernel, "best_config", ""))}
 
 
-def descriptor_ms(a, b, out, tma: bool) -> tuple:
-    """Best median time of the descriptor matmul over its configs, loads by TMA or cp.async."""
+def descriptor_ms(a, b, out, tma) -> tuple:
+    """Best median time of the descriptor matmul over its configs, loads by TMA (``tma`` True),
+    by TMA from a producer warpgroup (``tma`` == "warp_specialize") or by cp.async."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
     import descriptor_matmul as dm
     from tessera.config import knobs
@@ -59,7 +63,7 @@ def descriptor_ms(a, b, out, tma: bool) -> tuple:
     best = (float("inf"), None, float("nan"))
     for meta in dm.CONFIGS:
         grid = ((n + meta["BM"] - 1) // meta["BM"], (n + meta["BN"] - 1) // meta["BN"])
-        with knobs.scope(tma=tma):
+        with knobs.scope(tma=bool(tma), warp_specialize=tma == "warp_specialize"):
             descs = dm.descriptors(a, b, out, meta)
             run = lambda: dm.descriptor_matmul_kernel[grid](*descs, n, **meta)  # noqa: E731
             out.fill_(float("nan"))
@@ -108,6 +112,8 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
     parser.add_argument("--descriptor", action="store_true",
                         help="also the descriptor matmul, by cp.async and by TMA")
+    parser.add_argument("--warp-specialize", action="store_true",
+                        help="also the descriptor matmul by TMA with a producer warpgroup")
     parser.add_argument("--wgmma-pipeline", action="store_true",
                         help="also the matmul kernel with knobs.wgmma_pipeline off and on")
     args = parser.parse_args()
@@ -117,6 +123,10 @@ def main() -> None:
         variants += [("pipeline_off", pipeline_ms, False), ("pipeline_on", pipeline_ms, True)]
     if args.descriptor:
         variants += [("descriptor", descriptor_ms, False), ("descriptor_tma", descriptor_ms, True)]
+    if args.warp_specialize:  # beside the same kernel's plain TMA pipeline
+        if not args.descriptor:
+            variants += [("descriptor_tma", descriptor_ms, True)]
+        variants += [("descriptor_ws", descriptor_ms, "warp_specialize")]
     for r in rows if variants else []:
         dtype = getattr(torch, r["dtype"])
         a, b = (torch.randn((r["n"], r["n"]), device="cuda", dtype=dtype) for _ in "ab")
@@ -131,7 +141,8 @@ def main() -> None:
     for r in rows:
         print(f"{r['dtype']:<9} {r['n']:>6} {r['tessera_tflops']:>8.1f} {r['torch_tflops']:>8.1f} "
               f"{r['ratio']:>7.1%} {r['relative_error']:>8.1e}")
-        for label in ("pipeline_off", "pipeline_on", "descriptor", "descriptor_tma"):
+        for label in ("pipeline_off", "pipeline_on", "descriptor", "descriptor_tma",
+                      "descriptor_ws"):
             if f"{label}_ms" in r:
                 print(f"  {label:<15} {r[f'{label}_tflops']:>8.1f} TFLOP/s "
                       f"({r['torch_ms'] / r[f'{label}_ms']:.1%} of cuBLAS), rel err "

@@ -67,14 +67,15 @@ TMA_DTYPES = ["float16", "bfloat16"]
 SHIFT_SHAPE, SHIFTS, SHIFT_CONFIG = (200, 136, 72), [8, 24], 2
 
 
-def launch_matmul(a, b, c, meta, tma, shift=None):
+def launch_matmul(a, b, c, meta, tma, shift=None, warp_specialize=False):
     """c = a @ b by the host-descriptor matmul (the shifted one for ``shift``), launched as
-    ``kernel[grid](...)`` with TESSERA_TMA set to ``tma``; a, b, c are torch tensors."""
+    ``kernel[grid](...)`` with TESSERA_TMA set to ``tma`` and TESSERA_WARP_SPECIALIZE to
+    ``warp_specialize``; a, b, c are torch tensors."""
     from tessera.config import knobs
     m, k = a.shape
     n = b.shape[1]
     grid = (tessera.cdiv(m, meta["BM"]), tessera.cdiv(n, meta["BN"]))
-    with knobs.scope(tma=tma):
+    with knobs.scope(tma=tma, warp_specialize=warp_specialize):
         if shift is None:
             descriptor_matmul_kernel[grid](*descriptors(a, b, c, meta), k, **meta)
         else:

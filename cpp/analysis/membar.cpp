@@ -268,8 +268,12 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
   }
   case OpCode::TmaLoad:
     // As async_copy, but its bytes become visible through the slot's mbarrier, which every
-    // reader waits on (mbarrier_wait): no barrier is owed after it.
-    write(op, state, insert);
+    // reader waits on (mbarrier_wait): no barrier is owed after it. A `released` copy is owed
+    // none before it either: its issuing thread waited for every warp to release the slot
+    // (the ring's empty mbarriers, after each warp's last read and wgmma of it); the ring's
+    // bytes were last used by anything else before the barriers' init (its bar.sync).
+    if (!op.hasAttr("released"))
+      write(op, state, insert);
     return;
   case OpCode::MBarrierInit: // ends in a bar.sync of its own (lower_tma.cpp), which waits
     passBarrier(state, 0);   // for every wgmma group
@@ -279,7 +283,10 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
     state.writes.add(bufferRange(op.operand(0)));
     return;
   case OpCode::MBarrierExpectTx: // mbarriers order themselves
-  case OpCode::MBarrierWait: return;
+  case OpCode::MBarrierWait:
+  case OpCode::MBarrierArrive: return;
+  case OpCode::WarpSpecialize: // the producer's code: other warps, ordered by mbarriers alone
+    return;
   case OpCode::AsyncCommitGroup:
     state.asyncGroups.push_back(state.asyncUncommitted);
     state.asyncUncommitted.clear();

@@ -133,7 +133,9 @@ bool drainsWgmmaGroups(const ir::Operation &op) {
   switch (op.code()) {
   case OpCode::Reduce:
   case OpCode::Scan: return scratchBytes(op) > 0;
-  case OpCode::Barrier: return !op.hasAttr("wgmma_pending") || op.intAttr("wgmma_pending") == 0;
+  case OpCode::Barrier:
+  case OpCode::MBarrierArrive:
+    return !op.hasAttr("wgmma_pending") || op.intAttr("wgmma_pending") == 0;
   case OpCode::MBarrierInit:
   case OpCode::MBarrierInval:
   case OpCode::Print:

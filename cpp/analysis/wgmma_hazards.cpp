@@ -107,7 +107,9 @@ void HazardFinder::visit(ir::Operation &op, std::vector<Group> &groups) {
       groups.push_back(std::move(group));
     }
     return;
-  case OpCode::Barrier: { // plan step 3
+  case OpCode::WarpSpecialize: return; // the producer's warps issue no wgmma
+  case OpCode::MBarrierArrive:         // a warp releases a slot once its groups but N retired
+  case OpCode::Barrier: {              // plan step 3
     auto keep = static_cast<size_t>(
         std::max<int64_t>(op.hasAttr("wgmma_pending") ? op.intAttr("wgmma_pending") : 0, 0));
     if (groups.size() > keep)

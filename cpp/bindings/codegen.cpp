@@ -36,6 +36,7 @@ void bindCodegen(py::module_ &m) {
         out["kernel_name"] = result.kernelName;
         out["shared_bytes"] = result.sharedBytes;
         out["num_warps"] = result.numWarps;
+        out["total_num_warps"] = result.numWarps + result.producerWarps;
         py::list steps;
         for (const auto &[name, seconds] : result.stepSeconds)
           steps.append(py::make_tuple(name, seconds));
@@ -47,7 +48,8 @@ void bindCodegen(py::module_ &m) {
       py::arg("maxnreg") = 0, py::arg("keep_unoptimized_ir") = true,
       "Compiles the module's kernel to PTX. Returns a dict with llvm_ir (optimized), "
       "unoptimized_llvm_ir (empty unless keep_unoptimized_ir), ptx, kernel_name, "
-      "shared_bytes, num_warps and step_seconds ([(step, wall seconds)]). libdevice_path: "
+      "shared_bytes, num_warps, total_num_warps (with a producer warpgroup: the block's "
+      "warps) and step_seconds ([(step, wall seconds)]). libdevice_path: "
       "libdevice.10.bc for the math ops that need it (empty: the CUDA default). maxnreg: "
       "the PTX .maxnreg register cap (0: none). Raises "
       "ir.CompileError naming the op's location for anything unsupported.");

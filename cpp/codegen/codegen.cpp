@@ -109,9 +109,18 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   const bool tensorCores = hasDot(func);
   lowering.setFastDivision(!tensorCores);
   lowering.lowerFunction(func);
-  if (options.maxnreg > 0) // NVPTX prints it as the kernel's .maxnreg directive
+  result.producerWarps = lowering.producerWarps();
+  int maxnreg = options.maxnreg;
+  if (result.producerWarps > 0) {
+    // setmaxnreg needs the kernel's register count fixed at launch (PTX ISA): what every
+    // thread of the block can have at once, in multiples of 8, within the option's cap.
+    int threads = (result.numWarps + result.producerWarps) * 32;
+    int fits = std::min(255, 65536 / threads) / 8 * 8;
+    maxnreg = maxnreg > 0 ? std::min(maxnreg, fits) : fits;
+  }
+  if (maxnreg > 0) // NVPTX prints it as the kernel's .maxnreg directive
     if (llvm::Function *kernel = llvmModule.getFunction(result.kernelName))
-      kernel->addFnAttr("nvvm.maxnreg", std::to_string(options.maxnreg));
+      kernel->addFnAttr("nvvm.maxnreg", std::to_string(maxnreg));
   result.sharedBytes = lowering.sharedBytes();
   clock.step("lower");
   if (options.keepUnoptimizedIR)

@@ -40,8 +40,11 @@ struct CodegenResult {
   std::string kernelName;
   /// Dynamic shared memory the kernel needs at launch, in bytes.
   int sharedBytes = 0;
-  /// Warps per CTA: launch with numWarps * 32 threads.
+  /// The kernel's warps (the num_warps every layout covers).
   int numWarps = 4;
+  /// Warps a warp_specialize op adds after them (0 without one): launch with
+  /// (numWarps + producerWarps) * 32 threads.
+  int producerWarps = 0;
   /// Wall seconds of each step, in order ("lower", "link", "optimize", "print", "emit", ...):
   /// where a compile's time goes (docs/perf/compile_time.md).
   std::vector<std::pair<std::string, double>> stepSeconds;

@@ -13,6 +13,7 @@
 #include "layout/swizzled_shared.h"
 
 #include <llvm/IR/InlineAsm.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 
 namespace tessera::codegen {
 
@@ -41,10 +42,11 @@ llvm::Value *barrierAddress(KernelLowering &lowering, const ir::Operation &op, u
   return b.CreateAdd(base, b.CreateMul(slot, lowering.i32(8)));
 }
 
-/// i32 1 in thread 0 of the CTA where `predicate` (may be null) holds, else 0.
+/// i32 1 in the issuing thread (thread 0 of the CTA, or the first producer thread inside a
+/// warp_specialize region) where `predicate` (may be null) holds, else 0.
 llvm::Value *leader(KernelLowering &lowering, llvm::Value *predicate) {
   llvm::IRBuilder<> &b = lowering.builder();
-  llvm::Value *first = b.CreateICmpEQ(lowering.threadId(), lowering.i32(0));
+  llvm::Value *first = b.CreateICmpEQ(lowering.threadId(), lowering.i32(lowering.issuerThread()));
   if (predicate)
     first = b.CreateAnd(first, predicate);
   return b.CreateZExt(first, b.getInt32Ty());
@@ -115,12 +117,15 @@ void lowerTmaLoad(KernelLowering &lowering, const ir::Operation &op) {
 /// A wait bounded by `timeout_ns` (debug builds, transforms/pipeline/tma.h): spins on
 /// try_wait while %globaltimer says less than the timeout has passed; past it, every waiting
 /// thread fails an assert naming the wait (the launch reports cudaErrorAssert, not a hang).
+/// Threads where `waits` is 0 skip it.
 void lowerBoundedWait(KernelLowering &lowering, const ir::Operation &op, llvm::Value *barrier,
-                      llvm::Value *phase) {
+                      llvm::Value *phase, llvm::Value *waits) {
   llvm::IRBuilder<> &b = lowering.builder();
-  auto *type = llvm::FunctionType::get(b.getInt32Ty(),
-                                       {b.getInt32Ty(), b.getInt32Ty(), b.getInt64Ty()}, false);
+  auto *type = llvm::FunctionType::get(
+      b.getInt32Ty(), {b.getInt32Ty(), b.getInt32Ty(), b.getInt64Ty(), b.getInt32Ty()}, false);
   const char *text = "{ .reg .pred done, waiting; .reg .u64 start, now; "
+                     "setp.eq.u32 done, $4, 0; "
+                     "@done bra TESSERA_MBAR_DONE_${:uid}; "
                      "mov.u64 start, %globaltimer; "
                      "TESSERA_MBAR_WAIT_${:uid}: "
                      "mbarrier.try_wait.parity.shared::cta.b64 done, [$1], $2; "
@@ -129,28 +134,55 @@ void lowerBoundedWait(KernelLowering &lowering, const ir::Operation &op, llvm::V
                      "setp.lt.u64 waiting, now, $3; "
                      "@waiting bra TESSERA_MBAR_WAIT_${:uid}; "
                      "TESSERA_MBAR_DONE_${:uid}: selp.u32 $0, 0, 1, done; }";
-  llvm::Value *timedOut =
-      b.CreateCall(llvm::InlineAsm::get(type, text, "=r,r,r,l", /*hasSideEffects=*/true),
-                   {barrier, phase, b.getInt64(static_cast<uint64_t>(op.intAttr("timeout_ns")))});
+  llvm::Value *timedOut = b.CreateCall(
+      llvm::InlineAsm::get(type, text, "=r,r,r,l,r", /*hasSideEffects=*/true),
+      {barrier, phase, b.getInt64(static_cast<uint64_t>(op.intAttr("timeout_ns"))), waits});
   emitAssertFailure(lowering, b.CreateICmpNE(timedOut, lowering.i32(0)),
                     "mbarrier wait timed out after " +
                         std::to_string(op.intAttr("timeout_ns") / 1000000) +
-                        " ms: a pipelined TMA copy never completed (expected bytes, phase or "
-                        "coordinates wrong)",
+                        " ms: a pipelined TMA copy never completed or a ring slot was never "
+                        "released (expected bytes, phase or coordinates wrong)",
                     op.location());
 }
 
+/// Every thread waits, or with a predicate operand only the issuing thread, where it holds
+/// (the wait for a slot's release before its copies).
 void lowerWait(KernelLowering &lowering, const ir::Operation &op) {
   llvm::Value *slot = lowering.registersOf(op.operand(1))[0];
   llvm::Value *barrier = barrierAddress(lowering, op, 0, slot);
   llvm::Value *phase = lowering.registersOf(op.operand(2))[0];
+  llvm::Value *waits =
+      op.numOperands() == 4 ? leader(lowering, lowering.registersOf(op.operand(3))[0]) : nullptr;
   if (op.hasAttr("timeout_ns"))
-    return lowerBoundedWait(lowering, op, barrier, phase);
+    return lowerBoundedWait(lowering, op, barrier, phase, waits ? waits : lowering.i32(1));
+  if (waits)
+    return emitAsm(lowering,
+                   "{ .reg .pred p, done; setp.ne.b32 p, $0, 0; "
+                   "@!p bra TESSERA_MBAR_SKIP_${:uid}; TESSERA_MBAR_WAIT_${:uid}: "
+                   "mbarrier.try_wait.parity.shared::cta.b64 done, [$1], $2; "
+                   "@!done bra TESSERA_MBAR_WAIT_${:uid}; TESSERA_MBAR_SKIP_${:uid}: }",
+                   "r,r,r", {waits, barrier, phase});
   emitAsm(lowering,
           "{ .reg .pred done; TESSERA_MBAR_WAIT_${:uid}: "
           "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1; "
           "@!done bra TESSERA_MBAR_WAIT_${:uid}; }",
           "r,r", {barrier, phase});
+}
+
+/// Each warp releases a slot: its wgmma groups but the newest `wgmma_pending` retired (the
+/// older ones read the slot), its lanes' reads done (bar.warp.sync), lane 0 arrives once
+/// (release semantics: the issuing thread's wait acquires every warp's reads).
+void lowerArrive(KernelLowering &lowering, const ir::Operation &op) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  lowering.retireWgmma(lowering.pipelineWgmma() && op.hasAttr("wgmma_pending")
+                           ? static_cast<size_t>(op.intAttr("wgmma_pending"))
+                           : 0);
+  lowering.callIntrinsic(llvm::Intrinsic::nvvm_bar_warp_sync, {}, {lowering.i32(-1)});
+  llvm::Value *slot = lowering.registersOf(op.operand(1))[0];
+  llvm::Value *arrives = b.CreateAnd(b.CreateICmpEQ(lowering.laneId(), lowering.i32(0)),
+                                     lowering.registersOf(op.operand(2))[0]);
+  emitAsm(lowering, std::string(kIfLeader) + "@p mbarrier.arrive.shared::cta.b64 _, [$1]; }", "r,r",
+          {b.CreateZExt(arrives, b.getInt32Ty()), barrierAddress(lowering, op, 0, slot)});
 }
 
 void lowerInval(KernelLowering &lowering, const ir::Operation &op) {
@@ -173,6 +205,7 @@ bool lowerTmaOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::TmaLoad: lowerTmaLoad(lowering, op); return true;
   case ir::OpCode::MBarrierWait: lowerWait(lowering, op); return true;
   case ir::OpCode::MBarrierInval: lowerInval(lowering, op); return true;
+  case ir::OpCode::MBarrierArrive: lowerArrive(lowering, op); return true;
   default: return false;
   }
 }

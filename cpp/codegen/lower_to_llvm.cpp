@@ -147,7 +147,13 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
   auto *function = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage,
                                           ptxSymbolName(func.stringAttr("sym_name")), module_);
   function->setCallingConv(llvm::CallingConv::PTX_Kernel);
-  function->addFnAttr("nvvm.maxntid", std::to_string(numWarps_ * 32));
+  producerWarps_ = 0;
+  for (const auto &op : body.operations()) // a producer warpgroup after the num_warps warps
+    if (op->code() == ir::OpCode::WarpSpecialize)
+      producerWarps_ = static_cast<int>(op->intAttr("producer_warps"));
+  issuerThread_ = 0;
+  consumersOnly_ = false;
+  function->addFnAttr("nvvm.maxntid", std::to_string((numWarps_ + producerWarps_) * 32));
   std::vector<int64_t> divisibility;
   if (func.hasAttr("divisibility"))
     divisibility = func.arrayAttr("divisibility");
@@ -256,8 +262,10 @@ const std::array<LoweringRule, ir::kNumOpCodes> &KernelLowering::loweringTable()
          OpCode::AsyncCommitGroup, OpCode::AsyncWait, OpCode::Barrier},
         "lowerTensorCoreOp", lowerTensorCoreOnly);
     set({OpCode::MBarrierInit, OpCode::MBarrierExpectTx, OpCode::TmaLoad, OpCode::MBarrierWait,
-         OpCode::MBarrierInval},
+         OpCode::MBarrierInval, OpCode::MBarrierArrive},
         "lowerTmaOp", lowerTmaOnly);
+    set({OpCode::WarpSpecialize}, "lowerWarpSpecialize",
+        [](KernelLowering &l, const ir::Operation &op) { l.lowerWarpSpecialize(op); });
     set({OpCode::Constant, OpCode::ProgramId, OpCode::NumPrograms, OpCode::MakeRange,
          OpCode::InlineAsm},
         "lowerElementwiseOp", lowerElementwiseOp);

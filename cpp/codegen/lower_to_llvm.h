@@ -153,7 +153,24 @@ public:
   /// bar.sync 0: every thread of the CTA, after waiting until at most `wgmmaPending` wgmma
   /// groups are in flight (membar's `wgmma_pending` of a barrier op; 0, every group, for the
   /// barriers inside an op's lowering).
+  /// After a warp_specialize op (the producer warps left), a named barrier of the consumer
+  /// threads instead: `bar.sync 1, num_warps * 32`.
   void emitBarrier(size_t wgmmaPending = 0);
+  /// Waits until at most `keep` wgmma groups are in flight (an mbarrier_arrive's
+  /// `wgmma_pending`: the slot it releases was read by the older ones).
+  void retireWgmma(size_t keep) {
+    if (pendingWgmma_.size() > keep)
+      waitForWgmma(pendingWgmma_.size() - keep);
+  }
+  /// The thread that issues TMA copies and arrives with expect_tx: thread 0, or the first
+  /// producer thread inside a warp_specialize region (lower_warp_specialize.cpp).
+  int issuerThread() const { return issuerThread_; }
+  /// Lowers a warp_specialize op: the producer warps run its region and exit, the consumer
+  /// warps go on (lower_warp_specialize.cpp).
+  void lowerWarpSpecialize(const ir::Operation &op);
+  /// Producer warps the kernel adds to its num_warps (0 unless it has a warp_specialize op):
+  /// the block has num_warps + producerWarps() warps.
+  int producerWarps() const { return producerWarps_; }
   llvm::Value *callIntrinsic(llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Type *> types,
                              llvm::ArrayRef<llvm::Value *> args);
   llvm::Value *i32(int64_t value) { return builder_.getInt32(static_cast<uint32_t>(value)); }
@@ -219,6 +236,9 @@ private:
   bool hasUnloweredUse(const ir::Value *value) const;
 
   bool usesWgmma_ = false;
+  int issuerThread_ = 0;
+  int producerWarps_ = 0;
+  bool consumersOnly_ = false; // past the role split: barriers name the consumers
   bool overlapWgmma_ = true;
   bool fastDivision_ = false;
   bool pipelineWgmma_ = false;

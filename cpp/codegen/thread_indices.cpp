@@ -189,7 +189,11 @@ void KernelLowering::emitBarrier(size_t wgmmaPending) {
   // `wgmmaPending`, which membar found read nothing written before the next such barrier.
   if (pendingWgmma_.size() > wgmmaPending)
     waitForWgmma(pendingWgmma_.size() - wgmmaPending);
-  callIntrinsic(llvm::Intrinsic::nvvm_barrier_cta_sync_aligned_all, {}, {i32(0)});
+  if (consumersOnly_) // the producer warps have left: barrier 1 of the consumer threads
+    callIntrinsic(llvm::Intrinsic::nvvm_barrier_cta_sync_aligned_count, {},
+                  {i32(1), i32(numWarps_ * 32)});
+  else
+    callIntrinsic(llvm::Intrinsic::nvvm_barrier_cta_sync_aligned_all, {}, {i32(0)});
 }
 
 } // namespace tessera::codegen

@@ -308,7 +308,7 @@ RuleTable makeRuleTable() {
        OpCode::AsyncCommitGroup, OpCode::AsyncWait, OpCode::Barrier},
       "verifyTensorCoreOp", verifyTensorCoreOp);
   set({OpCode::MBarrierInit, OpCode::MBarrierExpectTx, OpCode::TmaLoad, OpCode::MBarrierWait,
-       OpCode::MBarrierInval},
+       OpCode::MBarrierInval, OpCode::MBarrierArrive, OpCode::WarpSpecialize},
       "verifyTmaOp", verifyTmaOp);
   set({OpCode::Exp, OpCode::Exp2, OpCode::Log, OpCode::Log2, OpCode::Sqrt, OpCode::PreciseSqrt,
        OpCode::Rsqrt, OpCode::Sin, OpCode::Cos, OpCode::Erf, OpCode::Tanh, OpCode::Floor,

@@ -44,6 +44,32 @@ bool isTensorMap(const Value *value) {
   return !type.isTensor() && type.isPointer() && type.pointee() == Type::scalar(ScalarKind::I8);
 }
 
+/// The producer region of a warp-specialized kernel: at the top level of the func (the role
+/// split happens once, at kernel entry), one block without arguments ending in `yield`, a
+/// warpgroup of producer warps and register counts setmaxnreg takes (24..256, multiples of 8).
+void verifyWarpSpecialize(const Operation &op) {
+  expectCounts(op, 0, 0, 0);
+  const Operation *parent = op.parentOp();
+  if (!parent || parent->code() != OpCode::Func)
+    emitError(op, "warp_specialize must be at the top level of the func");
+  const Block *body = op.numRegions() == 1 ? &op.regions()[0]->front() : nullptr;
+  const Operation *end = body ? body->terminator() : nullptr;
+  if (!body || body->numArguments() != 0 || !end || end->code() != OpCode::Yield ||
+      end->numOperands() != 0)
+    emitError(op, "warp_specialize has one region, without arguments, ending in an empty yield");
+  auto intOr0 = [&](const char *name) { return op.hasAttr(name) ? op.intAttr(name) : 0; };
+  if (intOr0("producer_warps") != 4)
+    emitError(op, "warp_specialize needs producer_warps = 4 (one warpgroup: setmaxnreg is "
+                  "per warpgroup)");
+  for (const char *name : {"producer_registers", "consumer_registers"}) {
+    int64_t registers = intOr0(name);
+    if (registers < 24 || registers > 256 || registers % 8 != 0)
+      emitError(op, std::string("warp_specialize needs ") + name +
+                        " in 24..256, a multiple of 8 (setmaxnreg), got " +
+                        std::to_string(registers));
+  }
+}
+
 } // namespace
 
 unsigned plainLoadOperands(const Operation &op) {
@@ -102,11 +128,22 @@ void verifyTmaOp(const Operation &op) {
     break;
   }
   case OpCode::MBarrierWait:
-    expectCounts(op, 3, 3, 0);
+    expectCounts(op, 3, 4, 0);
     expectBarriers(op, 0);
     expectScalar(op, 1, Type::i32(), "the slot");
     expectScalar(op, 2, Type::i32(), "the phase");
+    if (op.numOperands() == 4)
+      expectScalar(op, 3, Type::i1(), "the predicate");
     break;
+  case OpCode::MBarrierArrive:
+    expectCounts(op, 3, 3, 0);
+    expectBarriers(op, 0);
+    expectScalar(op, 1, Type::i32(), "the slot");
+    expectScalar(op, 2, Type::i1(), "the predicate");
+    if (op.hasAttr("wgmma_pending") && op.intAttr("wgmma_pending") < 0)
+      emitError(op, "mbarrier_arrive needs wgmma_pending >= 0");
+    break;
+  case OpCode::WarpSpecialize: verifyWarpSpecialize(op); break;
   case OpCode::MBarrierInval:
     expectCounts(op, 1, 1, 0);
     expectBarriers(op, 0);

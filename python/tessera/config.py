@@ -111,6 +111,13 @@ KNOBS: dict[str, Knob[Any]] = {
                 "arguments also pass a CUtensorMap and the pipeliner copies their tiles with "
                 "TMA (cp.async.bulk.tensor) into mbarrier-tracked rings. Not yet passed on a "
                 "GPU (docs/perf/hopper.md). Read at each launch; part of the cache key."),
+    "warp_specialize": Knob("TESSERA_WARP_SPECIALIZE", False, _parse_bool,
+                            "With TESSERA_TMA on sm_90a: every TMA-pipelined loop that can "
+                            "be gets a producer warpgroup that issues its copies while the "
+                            "kernel's warps compute (tl.range(warp_specialize=True) asks for "
+                            "one loop); ineligible loops keep the plain TMA pipeline "
+                            "(docs/perf/warp_specialization.md). Read at each launch; part of "
+                            "the cache key."),
     "always_compile": Knob("TESSERA_ALWAYS_COMPILE", False, _parse_bool,
                            "Ignore the on-disk cache and compile every kernel again."),
     "autotune": Knob("TESSERA_AUTOTUNE", "", str,

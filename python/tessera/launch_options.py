@@ -47,13 +47,16 @@ class LaunchOptions:
     # TESSERA_TMA when the launch is made: it changes the kernel's parameters (tensor maps),
     # so a launch with the knob flipped must not find the kernel compiled the other way.
     tma: bool = False
+    # TESSERA_WARP_SPECIALIZE when the launch is made (a producer warpgroup: another block).
+    warp_specialize: bool = False
 
     def compile_options(self, arch: str):
         """The CompileOptions of this launch for ``arch``."""
         from .compiler import CompileOptions
         return CompileOptions(num_warps=self.num_warps, num_stages=self.num_stages, arch=arch,
                               maxnreg=self.maxnreg, enable_fp_fusion=self.enable_fp_fusion,
-                              debug=self.debug, tma=self.tma)
+                              debug=self.debug, tma=self.tma,
+                              warp_specialize=self.warp_specialize)
 
 
 def _check_int(kernel: str, name: str, value: Any, low: int, high: int) -> int:
@@ -86,7 +89,8 @@ def parse_options(kernel: str, given: Dict[str, Any], jit_debug: Optional[bool])
         debug = jit_debug
     return LaunchOptions(num_warps, num_stages, maxnreg,
                          True if fusion is None else bool(fusion),
-                         bool(debug) or bool(knobs.debug), bool(knobs.tma))
+                         bool(debug) or bool(knobs.debug), bool(knobs.tma),
+                         bool(knobs.warp_specialize))
 
 
 def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dict[str, Any],

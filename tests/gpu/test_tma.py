@@ -39,9 +39,9 @@ def test_driver_encodes_the_maps(dtype, block):
     assert tm.host_address(desc) % 64 == 0
 
 
-def run_matmul(a, b, meta, tma):
+def run_matmul(a, b, meta, tma, warp_specialize=False):
     c = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=a.dtype)
-    dm.launch_matmul(a, b, c, meta, tma)
+    dm.launch_matmul(a, b, c, meta, tma, warp_specialize=warp_specialize)
     torch.cuda.synchronize()
     return c
 
@@ -58,6 +58,22 @@ def test_tma_matmul_matches_torch_and_cp_async(dtype, shape, meta):
     ref = a.double() @ b.double()
     assert relative_error(with_tma.double(), ref) < 5e-3
     assert torch.equal(with_tma, run_matmul(a, b, meta, False))
+
+
+@pytest.mark.parametrize("dtype", dm.TMA_DTYPES)
+@pytest.mark.parametrize("shape", dm.TMA_SHAPES, ids=dm.TMA_SHAPE_IDS)
+@pytest.mark.parametrize("meta", dm.CONFIGS, ids=dm.CONFIG_IDS)
+def test_warp_specialized_matmul_matches_torch_and_tma(dtype, shape, meta):
+    # A producer warpgroup issues the copies (TESSERA_WARP_SPECIALIZE): the same products in
+    # the same order, so bitwise equal to the unspecialized TMA kernel (and to float64).
+    m, n, k = shape
+    torch.manual_seed(m * n + k + 1)
+    a = torch.randn(m, k, device="cuda", dtype=getattr(torch, dtype))
+    b = torch.randn(k, n, device="cuda", dtype=getattr(torch, dtype))
+    specialized = run_matmul(a, b, meta, True, warp_specialize=True)
+    ref = a.double() @ b.double()
+    assert relative_error(specialized.double(), ref) < 5e-3
+    assert torch.equal(specialized, run_matmul(a, b, meta, True))
 
 
 @pytest.mark.parametrize("shift", dm.SHIFTS)

@@ -41,6 +41,7 @@
 // tensor map: it is the plain masked load.
 #include "transforms/pipeline/schedule.h"
 #include "transforms/pipeline/tma.h"
+#include "transforms/pipeline/warp_specialize.h"
 
 #include "analysis/membar.h"
 #include "ir/builder.h"
@@ -210,7 +211,58 @@ void dropUnusedTensorMaps(Operation &func) {
   });
 }
 
-void pipelineLoop(const LoopSchedule &schedule, bool tma, const Module &module) {
+/// Where each warp releases the TMA slot it read (mbarrier_arrive on the ring's empty
+/// barriers), so that the issuing thread may overwrite it. With `product` (a step's first
+/// ring product, left in flight across the back edge): right after it, the previous step's
+/// slot, once that step's products retired (all groups but this step's so far), from the
+/// second step on; returns the arrive. Else before the yield: this step's slot, every product
+/// retired (the yield waits for them anyway).
+Operation *releaseSlots(Operation *loop, Operation *product, Value *empty, Value *readSlot,
+                        int numStages) {
+  Block &body = loop->body();
+  Builder at;
+  at.setLocation(loop->location());
+  if (!product) {
+    at.setInsertionPoint(body.terminator());
+    return at.create(OpCode::MBarrierArrive, {empty, readSlot, at.constantInt(1, Type::i1())}, {},
+                     {{"wgmma_pending", int64_t(0)}});
+  }
+  int64_t issued = 0; // this step's wgmma groups up to the product: they stay in flight
+  for (auto &op : body.operations()) {
+    issued += analysis::isWgmmaDot(*op) ? 1 : 0;
+    if (op.get() == product)
+      break;
+  }
+  at.setInsertionPointAfter(product);
+  Value *first = binary(at, OpCode::CmpI, readSlot, constant(at, 0, Type::i32()),
+                        {{"predicate", std::string("eq")}});
+  Value *previous = binary(at, OpCode::SubI, readSlot, constant(at, 1, Type::i32()));
+  previous = at.create(OpCode::Select, {first, constant(at, numStages - 1, Type::i32()), previous},
+                       {Type::i32()})
+                 ->result();
+  Value *notFirstStep = binary(at, OpCode::CmpI, body.argument(0), loop->operand(0),
+                               {{"predicate", std::string("ne")}});
+  return at.create(OpCode::MBarrierArrive, {empty, previous, notFirstStep}, {},
+                   {{"wgmma_pending", issued}});
+}
+
+/// The rings and the TMA barriers of a loop: before it, or, for a warp-specialized loop, at
+/// the func's entry before the producer (warp_specialize.h).
+struct Rings {
+  std::vector<Value *> slots;
+  Value *full = nullptr, *empty = nullptr;
+};
+
+Rings createRings(Builder &builder, const LoopSchedule &schedule, bool tma, const Module &module) {
+  Rings rings{allocateRings(builder, schedule)};
+  if (tma) { // tma.h: the full barriers, then the empty ones (one arrival per reading warp)
+    rings.full = createBarriers(builder, schedule.numStages, 1);
+    rings.empty = createBarriers(builder, schedule.numStages, moduleWarps(module));
+  }
+  return rings;
+}
+
+void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, const Module &module) {
   Operation *loop = schedule.loop;
   Block &body = loop->body();
   Operation *yield = body.terminator();
@@ -221,94 +273,117 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, const Module &module) 
   Builder builder;
   builder.setInsertionPoint(loop);
   builder.setLocation(loop->location());
-  std::vector<Value *> rings = allocateRings(builder, schedule);
-  Value *barriers = tma ? createBarriers(builder, numStages) : nullptr; // tma.h
-  auto issue = [&](Builder &at, const Mapping &mapping, Value *slot, Value *inRange) {
+  Rings made;
+  if (specialized) { // the producer copies every iteration (warp_specialize.h): no prologue
+    Block &entry = loop->parentBlock()->parentOp()->body();
+    Builder atEntry;
+    atEntry.setInsertionPoint(entry.operations().front().get());
+    atEntry.setLocation(loop->location());
+    made = createRings(atEntry, schedule, true, module);
+    buildProducer(atEntry, schedule, made.slots, made.full, made.empty, module);
+  } else {
+    made = createRings(builder, schedule, tma, module);
+  }
+  const std::vector<Value *> &rings = made.slots;
+  Value *barriers = made.full, *empty = made.empty;
+  auto issue = [&](Builder &at, const Mapping &mapping, Value *slot, Value *inRange,
+                   Value *emptyPhase) {
     if (tma)
-      issueTmaCopies(at, schedule, rings, barriers, mapping, slot, inRange);
+      issueTmaCopies(at, schedule, rings, barriers, mapping, slot, inRange,
+                     emptyPhase ? empty : nullptr, emptyPhase, waitAttributes(module));
     else
       issueCopies(at, schedule, rings, mapping, slot, inRange);
   };
 
   // Plan step 2: iterations 0 .. D-1; `state` ends holding the carried values of iteration D.
+  // Their slots are fresh: no wait for a release (the barriers' init ordered earlier uses of
+  // the ring's bytes, with its bar.sync).
   Mapping state;
   for (unsigned carried : schedule.aheadCarried)
     state[body.argument(carried + 1)] = loop->operand(3 + carried);
   Value *iv = lower;
-  for (int j = 0; j < distance; ++j) {
+  for (int j = 0; j < distance && !specialized; ++j) {
     if (j > 0)
       iv = binary(builder, OpCode::AddI, iv, step);
     Mapping mapping = state;
     mapping[body.argument(0)] = iv;
     Value *inRange = binary(builder, OpCode::CmpI, iv, upper, {{"predicate", std::string("slt")}});
     cloneAhead(builder, schedule, mapping, inRange);
-    issue(builder, mapping, constant(builder, j, Type::i32()), inRange);
+    issue(builder, mapping, constant(builder, j, Type::i32()), inRange, nullptr);
     for (unsigned carried : schedule.aheadCarried)
       state[body.argument(carried + 1)] = mapped(mapping, yield->operand(carried));
   }
   Value *aheadOffset = binary(builder, OpCode::MulI, constant(builder, distance, ivType), step);
 
-  // Plan step 3: the new carried values.
+  // Plan step 3: the new carried values: the ahead ones, the read slot, [the write slot],
+  // [TMA: the read slot's phase parity, [the write slot's empty-barrier parity]].
   std::vector<Value *> operands = loop->operands();
   Mapping ahead;
-  for (unsigned carried : schedule.aheadCarried) {
+  for (unsigned carried : specialized ? std::vector<unsigned>{} : schedule.aheadCarried) {
     Value *argument = body.argument(carried + 1);
     operands.push_back(state.at(argument));
     ahead[argument] = body.addArgument(argument->type());
     loop->addResult(argument->type());
   }
-  operands.push_back(constant(builder, 0, Type::i32()));
-  operands.push_back(constant(builder, distance, Type::i32()));
-  if (tma) // the parity of the read slot's current phase
-    operands.push_back(constant(builder, 0, Type::i32()));
-  loop->setOperands(operands);
-  Value *readSlot = body.addArgument(Type::i32()), *writeSlot = body.addArgument(Type::i32());
-  loop->addResult(Type::i32());
-  loop->addResult(Type::i32());
-  Value *phase = tma ? body.addArgument(Type::i32()) : nullptr;
-  if (tma)
+  auto carry = [&](int64_t init) {
+    operands.push_back(constant(builder, init, Type::i32()));
     loop->addResult(Type::i32());
+    return body.addArgument(Type::i32());
+  };
+  Value *readSlot = carry(0);
+  Value *writeSlot = specialized ? nullptr : carry(distance);
+  Value *phase = tma ? carry(0) : nullptr;
+  // A fresh barrier's wait for parity 1 returns at once (the phase "before" the first): the
+  // first write of each slot needs no release.
+  Value *emptyPhase = tma && !specialized ? carry(1) : nullptr;
+  loop->setOperands(operands);
 
   // Where iteration k + D's copies go (below), decided on the body as the user wrote it.
   Operation *product = analysis::wgmmaPipelining(module) ? firstRingProduct(schedule) : nullptr;
   Builder inside;
   inside.setInsertionPoint(body.operations().front().get());
   inside.setLocation(loop->location());
-  if (tma)
+  Operation *barrier = nullptr;
+  if (tma) // the slot's bytes landed; no barrier: the copies wait for the slot's release
     inside.create(OpCode::MBarrierWait, {barriers, readSlot, phase}, {}, waitAttributes(module));
-  else
+  else {
     inside.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(distance - 1)}});
-  Operation *barrier = inside.create(OpCode::Barrier, {}, {});
+    barrier = inside.create(OpCode::Barrier, {}, {});
+  }
+  Operation *release = tma ? releaseSlots(loop, product, empty, readSlot, numStages) : nullptr;
 
-  // Where iteration k + D's copies go. Before step k's product (the barrier above orders
-  // them after every warp's reads of their slot, last step's). With a wgmma product left in
-  // flight across iterations (the module's wgmma_pipeline), right after step k's first
+  // Where iteration k + D's copies go. Before step k's product (cp.async: the barrier above
+  // orders them after every warp's reads of their slot, last step's). With a wgmma product
+  // left in flight across iterations (the module's wgmma_pipeline), right after step k's first
   // product instead: their slot (k - 1) mod S is the one step k - 1's product read, so they
   // must wait for that product in every warp, and the loop-top barrier cannot (it would drain
-  // step k - 1's product before step k's is issued). membar puts a second barrier before them
-  // that waits for step k - 1's group only (`wgmma.wait_group 1`: step k's reads slot k mod S,
-  // never the one overwritten), and places the loop-top barrier itself (read after the copies
-  // of slot k landed), leaving the previous product in flight. The prefetch distance stays D:
-  // in the old order too the copies went out only once the previous product was done (the
-  // back edge waited for it) (docs/perf/wgmma_across_iterations.md).
-  // TMA rings too: their loop-top barrier orders nothing else (the mbarrier wait makes the
-  // slot's bytes visible; the barrier membar puts before the copies of every step also orders
-  // each slot's re-arm (expect_tx) after every thread's wait on its previous phase, a step
-  // earlier).
-  Builder issueAt;
-  if (product) {
-    barrier->erase();
-    issueAt.setInsertionPointAfter(product);
-  } else {
-    issueAt.setInsertionPointAfter(barrier);
+  // step k - 1's product before step k's is issued). cp.async: membar puts a second barrier
+  // before them that waits for step k - 1's group only (`wgmma.wait_group 1`: step k's reads
+  // slot k mod S, never the one overwritten), and places the loop-top barrier itself (read
+  // after the copies of slot k landed), leaving the previous product in flight. TMA: each
+  // warp releases slot k - 1 after its wait_group 1 (releaseSlots) and the issuing thread
+  // waits for the release. The prefetch distance stays D: in the old order too the copies
+  // went out only once the previous product was done (the back edge waited for it)
+  // (docs/perf/wgmma_across_iterations.md).
+  if (!specialized) {
+    Builder issueAt;
+    if (product) {
+      if (barrier)
+        barrier->erase();
+      issueAt.setInsertionPointAfter(tma ? release : product);
+    } else if (barrier) {
+      issueAt.setInsertionPointAfter(barrier);
+    } else {
+      issueAt.setInsertionPointAfter(body.operations().front().get()); // the full wait
+    }
+    issueAt.setLocation(loop->location());
+    Value *aheadIv = binary(issueAt, OpCode::AddI, body.argument(0), aheadOffset);
+    ahead[body.argument(0)] = aheadIv;
+    Value *inRange =
+        binary(issueAt, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
+    cloneAhead(issueAt, schedule, ahead, inRange);
+    issue(issueAt, ahead, writeSlot, inRange, emptyPhase);
   }
-  issueAt.setLocation(loop->location());
-  Value *aheadIv = binary(issueAt, OpCode::AddI, body.argument(0), aheadOffset);
-  ahead[body.argument(0)] = aheadIv;
-  Value *inRange =
-      binary(issueAt, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
-  cloneAhead(issueAt, schedule, ahead, inRange);
-  issue(issueAt, ahead, writeSlot, inRange);
 
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
     const PipelinedLoad &pipelined = schedule.loads[i];
@@ -335,26 +410,29 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, const Module &module) 
   Builder atYield;
   atYield.setInsertionPoint(yield);
   std::vector<Value *> yielded = yield->operands();
-  for (unsigned carried : schedule.aheadCarried)
-    yielded.push_back(mapped(ahead, yield->operand(carried)));
+  if (!specialized)
+    for (unsigned carried : schedule.aheadCarried)
+      yielded.push_back(mapped(ahead, yield->operand(carried)));
   Value *nextRead = nextSlot(atYield, readSlot, numStages);
   yielded.push_back(nextRead);
-  yielded.push_back(nextSlot(atYield, writeSlot, numStages));
-  if (tma) { // the phase flips when the read slot wraps around
-    Value *wraps = binary(atYield, OpCode::CmpI, nextRead, constant(atYield, 0, Type::i32()),
-                          {{"predicate", std::string("eq")}});
-    Value *flip = atYield.create(OpCode::ExtUI, {wraps}, {Type::i32()})->result();
-    yielded.push_back(binary(atYield, OpCode::XOrI, phase, flip));
-  }
+  Value *nextWrite = writeSlot ? nextSlot(atYield, writeSlot, numStages) : nullptr;
+  if (writeSlot)
+    yielded.push_back(nextWrite);
+  if (tma) // the phase flips when the read slot wraps around
+    yielded.push_back(nextPhase(atYield, phase, nextRead));
+  if (emptyPhase) // and the write slot's, when it does
+    yielded.push_back(nextPhase(atYield, emptyPhase, nextWrite));
   yield->setOperands(yielded);
 
   // Plan step 4.
   Builder after;
   after.setInsertionPointAfter(loop);
-  if (tma)
+  if (tma) {
     after.create(OpCode::MBarrierInval, {barriers}, {});
-  else
+    after.create(OpCode::MBarrierInval, {empty}, {});
+  } else {
     after.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(0)}});
+  }
 }
 
 } // namespace
@@ -373,8 +451,11 @@ void pipelineLoops(Module &module) {
       bool tma = schedule.isPipelined() && tmaRejection(schedule, module).empty();
       if (tmaAsked && !tma) // the cp.async plan, with its own conditions on the loads
         schedule = scheduleLoop(loop, stages, false);
+      // A loop that asks for it (or every loop, the module's warp_specialize) gets a producer
+      // warpgroup where specializationRejection accepts it, else the plan above.
+      bool specialized = tma && specializationRejection(schedule, module).empty();
       if (schedule.isPipelined())
-        pipelineLoop(schedule, tma, module);
+        pipelineLoop(schedule, tma, specialized, module);
     }
     dropUnusedTensorMaps(*func);
   }

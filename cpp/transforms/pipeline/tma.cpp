@@ -76,20 +76,35 @@ std::map<std::string, Attribute> waitAttributes(const Module &module) {
   return {{"timeout_ns", kDebugWaitTimeoutNs}};
 }
 
-Value *createBarriers(Builder &builder, int numStages) {
+Value *createBarriers(Builder &builder, int numStages, int64_t arrivals) {
   auto encoding = std::make_shared<SharedEncoding>(1, 1, 1, std::vector<int>{0});
   int64_t count = 1; // shared tiles have power-of-two extents: spare barriers stay unused
   while (count < numStages)
     count *= 2;
   Type type = Type::tensor({count}, Type::i64(), encoding);
   Value *barriers = builder.create(OpCode::LocalAlloc, {}, {type})->result();
-  builder.create(OpCode::MBarrierInit, {barriers}, {}, {{"count", int64_t(1)}});
+  builder.create(OpCode::MBarrierInit, {barriers}, {}, {{"count", arrivals}});
   return barriers;
 }
 
+Value *nextPhase(Builder &builder, Value *phase, Value *nextSlot) {
+  Value *wraps = builder
+                     .create(OpCode::CmpI, {nextSlot, builder.constantInt(0, Type::i32())},
+                             {Type::i1()}, {{"predicate", std::string("eq")}})
+                     ->result();
+  Value *flip = builder.create(OpCode::ExtUI, {wraps}, {Type::i32()})->result();
+  return builder.create(OpCode::XOrI, {phase, flip}, {Type::i32()})->result();
+}
+
+int64_t moduleWarps(const Module &module) { return module.intAttrOr("num_warps", 4); }
+
 void issueTmaCopies(Builder &builder, const LoopSchedule &schedule,
                     const std::vector<Value *> &rings, Value *barriers,
-                    const std::map<Value *, Value *> &mapping, Value *slot, Value *inRange) {
+                    const std::map<Value *, Value *> &mapping, Value *slot, Value *inRange,
+                    Value *empty, Value *emptyPhase, std::map<std::string, Attribute> waitAttrs) {
+  if (empty)
+    builder.create(OpCode::MBarrierWait, {empty, slot, emptyPhase, inRange}, {},
+                   std::move(waitAttrs));
   int64_t bytes = 0;
   for (const PipelinedLoad &pipelined : schedule.loads)
     bytes += tileBytes(*pipelined.load);
@@ -100,7 +115,10 @@ void issueTmaCopies(Builder &builder, const LoopSchedule &schedule,
                                   inRange};
     for (unsigned c = 4; c < load->numOperands(); ++c)
       operands.push_back(mappedValue(mapping, load->operand(c)));
-    builder.create(OpCode::TmaLoad, operands, {})->setLocation(load->location());
+    std::map<std::string, Attribute> attrs;
+    if (empty)
+      attrs["released"] = int64_t(1);
+    builder.create(OpCode::TmaLoad, operands, {}, std::move(attrs))->setLocation(load->location());
   }
 }
 

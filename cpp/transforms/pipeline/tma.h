@@ -26,14 +26,27 @@ constexpr int64_t kDebugWaitTimeoutNs = 10'000'000'000;
 /// for debugging (its `debug` = 1, TESSERA_DEBUG), else none (an unbounded wait).
 std::map<std::string, ir::Attribute> waitAttributes(const ir::Module &module);
 
-/// The ring of mbarriers (one per slot), initialized with one arrival per phase.
-ir::Value *createBarriers(ir::Builder &builder, int numStages);
+/// A ring of mbarriers (one per slot), initialized with `count` arrivals per phase: 1 for the
+/// "full" barriers (the issuing thread's expect_tx), the reading warps for the "empty" ones.
+ir::Value *createBarriers(ir::Builder &builder, int numStages, int64_t count);
 
 /// One stage's copies into `slot`: the expected bytes of every load's tile, then one tma_load
 /// per load, all predicated on `inRange`. `mapping` maps the loop's values to the iteration's.
+/// With `empty` (the ring's empty barriers) the issuing thread first waits, where `inRange`
+/// holds, for the phase of parity `emptyPhase` of empty[slot]: every warp released the slot
+/// (mbarrier_arrive after its last read); the copies are then `released` (membar owes them no
+/// barrier: the mbarriers order the slot's reads before them).
 void issueTmaCopies(ir::Builder &builder, const LoopSchedule &schedule,
                     const std::vector<ir::Value *> &rings, ir::Value *barriers,
                     const std::map<ir::Value *, ir::Value *> &mapping, ir::Value *slot,
-                    ir::Value *inRange);
+                    ir::Value *inRange, ir::Value *empty = nullptr, ir::Value *emptyPhase = nullptr,
+                    std::map<std::string, ir::Attribute> waitAttrs = {});
+
+/// The phase parity a wait expects next: `phase` flipped when `nextSlot` wrapped around to 0
+/// (a barrier's phase completes once per trip around the ring).
+ir::Value *nextPhase(ir::Builder &builder, ir::Value *phase, ir::Value *nextSlot);
+
+/// The module's warps (its num_warps, 4 if absent): the arrivals of an empty barrier's phase.
+int64_t moduleWarps(const ir::Module &module);
 
 } // namespace tessera::transforms::pipeline

@@ -97,7 +97,8 @@ def why_not_fit(resources: Resources, props) -> Optional[str]:
 def from_metadata(metadata: Dict[str, Any]) -> Resources:
     """The exact needs of a compiled kernel: codegen's shared bytes, ptxas's registers."""
     shared = max(int(metadata.get("shared_bytes", 0) or 0), 0)
-    return Resources(threads=32 * int(metadata["num_warps"]), shared_bytes=shared,
+    warps = metadata.get("total_num_warps", metadata["num_warps"])  # with a producer warpgroup
+    return Resources(threads=32 * int(warps), shared_bytes=shared,
                      registers=int(metadata.get("registers", 0) or 0))
 
 

@@ -54,6 +54,9 @@ class CompileOptions:
     debug: bool = field(default_factory=lambda: bool(knobs.debug))
     # The opt-in Hopper path (knobs.tma): TMA copies of descriptor tiles, on sm_90a only.
     tma: bool = field(default_factory=lambda: bool(knobs.tma))
+    # With tma: every eligible TMA loop gets a producer warpgroup (knobs.warp_specialize;
+    # docs/perf/warp_specialization.md).
+    warp_specialize: bool = field(default_factory=lambda: bool(knobs.warp_specialize))
 
     def key(self) -> str:
         return repr(dataclasses.astuple(self))
@@ -221,6 +224,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     clock.step("front end + tir passes")
     if tma:  # the pipeliner's TMA variant (transforms/pipeline/tma.h); absent: unchanged IR
         module.set_attr("tma", 1)
+        if options.warp_specialize:  # transforms/pipeline/warp_specialize.h
+            module.set_attr("warp_specialize", 1)
     if options.debug:  # debug builds: mbarrier waits bounded, failing an assert (tma.h)
         module.set_attr("debug", 1)
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
@@ -246,6 +251,10 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         "arch": options.arch,
         "signature": dict(signature),
     }
+    if generated["total_num_warps"] != generated["num_warps"]:
+        # A producer warpgroup after the num_warps warps (warp specialization): the launch's
+        # block has total_num_warps warps; num_warps keeps the launch option's meaning.
+        metadata["total_num_warps"] = generated["total_num_warps"]
     tensormaps = [list(f.attrs.get("tensormaps", [])) for f in module.functions()]
     if any(tensormaps):  # the launch passes the descriptors' CUtensorMaps (TESSERA_TMA)
         metadata["tensormaps"] = tensormaps[0]

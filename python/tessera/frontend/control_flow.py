@@ -356,6 +356,8 @@ class ControlFlowMixin:
         attrs = {key: int(value) for key, value in (("num_stages", loop.num_stages),
                                                     ("loop_unroll_factor", loop.loop_unroll_factor))
                  if value is not None}
+        if getattr(loop, "warp_specialize", False):  # the pipeliner's producer warpgroup
+            attrs["warp_specialize"] = 1
         inits = [liveins[n] for n in carried]
         init_handles = _handles(inits)
         for_op = self.builder.create("for", [lb.handle, ub.handle, stride.handle] + init_handles,

@@ -21,6 +21,7 @@ from . import math as math_handlers  # noqa: F401  (registers exp, log, sqrt, er
 from . import atomic  # noqa: F401  (registers atomic_rmw and atomic_cas)
 from . import libdevice  # noqa: F401  (registers extern_elementwise: libdevice)
 from . import tma  # noqa: F401  (registers tma_load and the mbarrier ops)
+from . import warp_roles
 from .errors import AssertionFault, KernelAssertionError, KernelRuntimeError, OpFault
 from .handlers import HANDLERS, handles
 from .memory import AccessError, AddressSpace
@@ -171,7 +172,12 @@ def run_plan(plan: FuncPlan, grid: Tuple[int, ...], args: List, memory: AddressS
         try:
             for pid in itertools.product(*(range(n) for n in state.grid)):
                 state.pid = pid
-                state.run_block(plan.body, args)
+                try:
+                    state.run_block(plan.body, args)
+                except BaseException:
+                    warp_roles.end_program(state, failed=True)
+                    raise
+                warp_roles.end_program(state, failed=False)  # its producer ended too
                 done += 1
                 if progress.enabled and done % CHECK_EVERY == 0:
                     progress.tick(done)

@@ -1,5 +1,6 @@
 """Interpreter handlers of the TMA and mbarrier ops (``tma_load``, ``mbarrier_init``,
-``mbarrier_expect_tx``, ``mbarrier_wait``, ``mbarrier_inval``; ops.def) and the binding of
+``mbarrier_expect_tx``, ``mbarrier_wait``, ``mbarrier_arrive``, ``mbarrier_inval``,
+``warp_specialize``: warp_roles.py; ops.def) and the binding of
 tensor-map arguments, registered in handlers.HANDLERS.
 
 A tensor-map argument is given its host ``TensorDescriptor``: its base is mapped like any
@@ -21,6 +22,7 @@ from typing import Any, List
 
 import numpy as np
 
+from . import warp_roles
 from .errors import OpFault
 from .handlers import handles
 from .plan import OpInfo
@@ -127,14 +129,51 @@ def _tma_load(info: OpInfo):
 
 @handles("mbarrier_wait")
 def _wait(info: OpInfo):
-    def mbarrier_wait(state, barriers, slot, phase):
+    def mbarrier_wait(state, barriers, slot, phase, pred=True):
+        if not pred:  # the issuing thread's wait for a release, predicated off
+            return
         slot = int(slot)
-        phases, _, _ = _fields(_check_ready(barriers, slot, "mbarrier_wait"))
-        if phases % 2 == int(phase) % 2:
+
+        def completed() -> bool:
+            phases, _, _ = _fields(_check_ready(barriers, slot, "mbarrier_wait"))
+            return phases % 2 != int(phase) % 2
+
+        roles = warp_roles.current(state)
+        if roles is not None:  # a warp-specialized program: the other role may complete it
+            return roles.wait(completed, f"mbarrier_wait on mbarrier {slot} for parity "
+                                         f"{int(phase)}")
+        if not completed():
+            phases, _, _ = _fields(_check_ready(barriers, slot, "mbarrier_wait"))
             raise OpFault(f"mbarrier_wait on mbarrier {slot} for parity {int(phase)} would "
                           f"never return: {phases} phases completed, so the current phase has "
                           "that parity and nothing else will complete it")
     return mbarrier_wait
+
+
+@handles("mbarrier_arrive")
+def _arrive(info: OpInfo):
+    def mbarrier_arrive(state, barriers, slot, pred):
+        # Every reading warp arrives at once here (one thread of control): the phase of an
+        # empty barrier (count = the warps) completes.
+        if not pred:
+            return
+        slot = int(slot)
+        phases, arrived, pending = _fields(_check_ready(barriers, slot, "mbarrier_arrive"))
+        if arrived or pending:
+            raise OpFault(f"mbarrier_arrive on mbarrier {slot}: its phase already had its "
+                          "arrivals")
+        barriers[slot] = _READY + (phases + 1) * _PHASE
+    return mbarrier_arrive
+
+
+@handles("warp_specialize")
+def _warp_specialize(info: OpInfo):
+    region = info.blocks[0]
+
+    def warp_specialize(state):
+        warp_roles.start(state, region)  # runs when the consumers first wait (warp_roles.py)
+        return ()
+    return warp_specialize
 
 
 @handles("mbarrier_inval")

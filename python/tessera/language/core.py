@@ -650,8 +650,10 @@ class range:
     becomes an IR ``for``. ``num_stages`` is a hint for the software pipeliner (honoured);
     ``loop_unroll_factor`` is recorded on the loop. Triton's other hints are accepted and
     change nothing here: ``disallow_acc_multi_buffer`` (Tessera never multi-buffers a dot's
-    accumulator), ``flatten`` (nested loops are not flattened) and ``warp_specialize``
-    (Tessera has no warp specialization). Example:
+    accumulator) and ``flatten`` (nested loops are not flattened). ``warp_specialize`` gives
+    a TMA-pipelined loop (TESSERA_TMA, sm_90a) a producer warpgroup that issues its copies
+    (docs/perf/warp_specialization.md); a loop that cannot be specialized keeps the plain
+    pipeline. Example:
     ``for k in tl.range(0, K, BLOCK_K, num_stages=3):``."""
 
     def __init__(self, arg1: Any, arg2: Any = None, step: Any = None,

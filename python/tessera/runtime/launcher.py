@@ -34,6 +34,12 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 _NOT_COMPILING = ("interpreter", "ops", "autotuner", "testing")
 
 
+
+def block_warps(metadata) -> int:
+    """The warps of the launch's block: num_warps, plus a producer warpgroup when the kernel is
+    warp-specialized (metadata ``total_num_warps``; docs/perf/warp_specialization.md)."""
+    return int(metadata.get("total_num_warps", metadata["num_warps"]))
+
 def python_sources_digest(package: Path = _PACKAGE) -> str:
     """SHA-256 of the package's Python sources that feed compilation (each file's path
     relative to ``package`` and its bytes): any edit of one makes a new build id."""
@@ -254,7 +260,7 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
     if tensor_maps:  # the parameter names, tensor maps included, for the launcher's errors
         names = descriptor_arguments.flatten(present, values_of_present, True)[0]
     launcher = driver.KernelLauncher(kinds, function,
-                                     num_warps=metadata["num_warps"],
+                                     num_warps=block_warps(metadata),
                                      shared_bytes=metadata.get("shared_bytes", 0))
     launchable = Launchable(kernel, launcher, device, framework, names, metadata)
     if len(names) != len(present):

@@ -75,7 +75,13 @@ def check_tma_matmul(kernel, meta):
         first = expects[stage]
         end = expects[stage + 1] if stage + 1 < stages else len(ptx)
         assert sum(first < c < end for c in copies) == 1 + b_boxes
-    assert len(waits) == 1 and expects[stages - 2] < waits[0]
+    # In the loop: the wait for the read slot's bytes, then the issuing thread's wait for the
+    # write slot's release (its empty mbarrier); no bar.sync: each warp releases the slot it
+    # read with one arrive once its wgmma retired.
+    assert len(waits) == 2 and expects[stages - 2] < waits[0] < waits[1] < expects[-1]
+    arrives = positions(ptx, r"mbarrier\.arrive\.shared::cta\.b64")
+    assert len(arrives) == 1 and waits[0] < arrives[0] < min(invals)
+    assert not positions(ptx[waits[0]:arrives[0]], r"bar\.sync")
     if knobs.wgmma_pipeline:  # the step's copies after its product, which stays in flight
         assert waits[0] < min(wgmma) < expects[-1]  # (docs/perf/wgmma_across_iterations.md)
     else:
@@ -85,7 +91,8 @@ def check_tma_matmul(kernel, meta):
     tgir = kernel.asm["tgir"]
     barriers = re.search(r"local_alloc \{offset = (\d+)\} : \(\) -> tensor<(\d+)xi64", tgir)
     assert barriers and int(barriers.group(2)) >= stages
-    assert re.search(r"mbarrier_wait %\d+, %\d+, %\d+", tgir)
+    assert re.search(r"mbarrier_wait %\d+, %\d+, %\d+ ", tgir)  # the read slot's
+    assert re.search(r"mbarrier_wait %\d+, %\d+, %\d+, %\d+ ", tgir)  # a release's
     if ptxas.find_ptxas() is not None:
         assert kernel.metadata["spill_stores"] == 0 and kernel.metadata["registers"] > 0
     assert kernel.metadata["tensormaps"] == [5, 11, 17]  # after each descriptor's strides
@@ -173,9 +180,10 @@ def test_debug_builds_bound_the_wait_and_assert():
     kernel = compile_matmul(dm.CONFIGS[0], debug=True)
     assert re.search(r"mbarrier_wait [^\n]*\{timeout_ns = 10000000000\}", kernel.asm["tgir"])
     ptx = kernel.asm["ptx"]
-    assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx)) == 1
-    wait = ptx.index("mbarrier.try_wait.parity")
-    assert ptx.rindex("%globaltimer", 0, wait) < wait < ptx.index("call.uni __assertfail", wait)
+    assert len(re.findall(r"mbarrier\.try_wait\.parity", ptx)) == 2  # full, then empty
+    for wait in positions(ptx, r"mbarrier\.try_wait\.parity"):
+        assert ptx.rindex("%globaltimer", 0, wait) < wait < ptx.index("call.uni __assertfail",
+                                                                      wait)
     assert "mbarrier wait timed out" in kernel.asm["llir"]
     if ptxas.find_ptxas() is not None:
         assert kernel.metadata["spill_stores"] == 0
@@ -213,6 +221,7 @@ class FakeGpu:
         self.torch = torch_module
         self.compiled = []  # every CompiledKernel compile_and_store made
         self.launches = []  # (CompiledKernel, kinds, parameter buffer)
+        self.block_warps = []  # per launch: the warps of its block
 
     @staticmethod
     def map_bytes(desc):
@@ -231,11 +240,13 @@ class FakeGpu:
         class Launcher:
             def __init__(self, kinds, function, num_warps, shared_bytes=0):
                 self.kinds, self.kernel = kinds, function
+                self.num_warps = num_warps
                 self.packer = real(kinds, None, num_warps=num_warps)
 
             def launch(self, grid, stream, args):
                 pointers = [a.data_ptr() if isinstance(a, gpu.torch.Tensor) else a for a in args]
                 gpu.launches.append((self.kernel, self.kinds, self.packer.pack(pointers)))
+                gpu.block_warps.append(self.num_warps)  # the launch's block, in warps
         return Launcher
 
 
