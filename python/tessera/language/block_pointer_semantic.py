@@ -289,16 +289,18 @@ def _descriptor_access(sem: Any, desc: "_api.tensor_descriptor", offsets: Any):
 
 def descriptor_load(sem: Any, desc: "_api.tensor_descriptor", offsets: Any) -> tensor:
     """Elements outside the tensor read as the padding (0 or NaN), as Triton's TMA loads."""
+    tensormap = desc.__dict__.get("tensormap")  # under TMA: a parameter's or a device map
+    coords = []  # made before the load that takes them (a constant offset is a new op)
+    if tensormap is not None:
+        coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
+                  for i, o in enumerate(_as_list(offsets))]
     ptrs, bounds = _descriptor_access(sem, desc, offsets)
     result = sem.load(ptrs, bounds, _padding(desc.padding, desc.dtype), "", "", False)
     load = result.handle.defining_op
     load.set_attr(DESCRIPTOR_ATTR, True)
-    tensormap = desc.__dict__.get("tensormap")  # under TMA: a parameter's or a device map
     if tensormap is not None and load.name == "load" and len(load.operands) == 3:
         # The masked load stays its meaning everywhere; the tensor map and the box's
         # coordinates let the pipeliner copy it with TMA instead (transforms/pipeline/tma.h).
-        coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
-                  for i, o in enumerate(_as_list(offsets))]
         load.set_operands(list(load.operands) + [tensormap.handle] + coords)
         load.set_attr("tma", True)
     return result
