@@ -32,7 +32,10 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, HERE)
 import descriptor_matmul as dm  # noqa: E402
-from test_tma_ptx import FakeGpu, check_tma_matmul, fake_gpu  # noqa: E402,F401
+import test_tma_ptx as host_tma  # noqa: E402
+
+check_tma_matmul = host_tma.check_tma_matmul
+fake_gpu = host_tma.fake_gpu  # the faked driver (a module fixture), used here as it is there
 
 HAVE_PTXAS = ptxas.find_ptxas() is not None
 
