@@ -73,8 +73,8 @@ void lowerTensorMapCreate(KernelLowering &lowering, const ir::Operation &op) {
     text += "@p st.global.v4.b32 [$1+" + std::to_string(offset) + "], {z, z, z, z}; ";
   auto replace = [&](const std::string &field, const std::string &type,
                      const std::string &operands) {
-    text += "@p tensormap.replace.tile." + field + ".global.b1024." + type + " [$1], " +
-            operands + "; ";
+    text += "@p tensormap.replace.tile." + field + ".global.b1024." + type + " [$1], " + operands +
+            "; ";
   };
   replace("global_address", "b64", "$2");
   replace("rank", "b32", std::to_string(rank - 1));

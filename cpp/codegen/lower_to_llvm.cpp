@@ -265,8 +265,7 @@ const std::array<LoweringRule, ir::kNumOpCodes> &KernelLowering::loweringTable()
     set({OpCode::MBarrierInit, OpCode::MBarrierExpectTx, OpCode::TmaLoad, OpCode::MBarrierWait,
          OpCode::MBarrierInval},
         "lowerTmaOp", lowerTmaOnly);
-    set({OpCode::GlobalScratch, OpCode::TensorMapCreate}, "lowerTensorMapOp",
-        lowerTensorMapOnly);
+    set({OpCode::GlobalScratch, OpCode::TensorMapCreate}, "lowerTensorMapOp", lowerTensorMapOnly);
     set({OpCode::Constant, OpCode::ProgramId, OpCode::NumPrograms, OpCode::MakeRange,
          OpCode::InlineAsm},
         "lowerElementwiseOp", lowerElementwiseOp);

@@ -89,7 +89,9 @@ def _global_scratch(info: OpInfo):
 @handles("tensormap_create")
 def _tensormap_create(info: OpInfo):
     rank = len(info.attrs["box_dim"])
-    itemsize = info.operands[1].pointee.itemsize
+    pointee = info.operands[1].pointee
+    assert pointee is not None  # the verifier checked: the base is a pointer
+    itemsize = pointee.itemsize
     fill = float("nan") if int(info.attrs["fill_mode"]) == 1 else 0.0
 
     def tensormap_create(state, scratch, base, *dims_and_strides):
