@@ -83,6 +83,17 @@ def launch_matmul(a, b, c, meta, tma, shift=None, warp_specialize=False):
                                                    **meta)
 
 
+def launch_device_matmul(a, b, c, meta, tma):
+    """c = a @ b by the device-descriptor matmul (its maps encoded in the kernel under TMA,
+    in scratch from tessera.set_allocator), launched as ``kernel[grid](...)``."""
+    from tessera.config import knobs
+    m, k = a.shape
+    n = b.shape[1]
+    grid = (tessera.cdiv(m, meta["BM"]), tessera.cdiv(n, meta["BN"]))
+    with knobs.scope(tma=tma):
+        device_descriptor_matmul_kernel[grid](a, b, c, m, n, k, **meta)
+
+
 def descriptor_cases(size=512):
     """(label, kernel, args, meta) of each descriptor matmul, as check_ptx_identical's cases."""
     a = np.zeros((size, size), np.float16)

@@ -6,6 +6,7 @@
 // L(register, lane = tid % 32, warp = tid / 32) (thread_indices.cpp).
 #include "codegen/lower_to_llvm.h"
 #include "codegen/codegen.h"
+#include "codegen/lower_tensormap.h"
 #include "codegen/lower_tma.h"
 #include "codegen/symbol_names.h"
 
@@ -143,6 +144,7 @@ llvm::Function *KernelLowering::lowerFunction(const ir::Operation &func) {
   if (func.hasAttr("tensormaps")) // generic pointers to their byval parameters (lower_tma.h)
     for (int64_t index : func.arrayAttr("tensormaps"))
       paramTypes.at(static_cast<size_t>(index)) = llvm::PointerType::get(context(), 0);
+  addGlobalScratchParameter(func, context(), paramTypes); // last (lower_tensormap.h)
   auto *type = llvm::FunctionType::get(builder_.getVoidTy(), paramTypes, false);
   auto *function = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage,
                                           ptxSymbolName(func.stringAttr("sym_name")), module_);
@@ -227,6 +229,11 @@ void lowerTmaOnly(KernelLowering &lowering, const ir::Operation &op) {
     ir::emitError(op, std::string("codegen: no lowering for op '") + op.name() + "'");
 }
 
+void lowerTensorMapOnly(KernelLowering &lowering, const ir::Operation &op) {
+  if (!lowerTensorMapOp(lowering, op))
+    ir::emitError(op, std::string("codegen: no lowering for op '") + op.name() + "'");
+}
+
 } // namespace
 
 const std::array<LoweringRule, ir::kNumOpCodes> &KernelLowering::loweringTable() {
@@ -266,6 +273,7 @@ const std::array<LoweringRule, ir::kNumOpCodes> &KernelLowering::loweringTable()
         "lowerTmaOp", lowerTmaOnly);
     set({OpCode::WarpSpecialize}, "lowerWarpSpecialize",
         [](KernelLowering &l, const ir::Operation &op) { l.lowerWarpSpecialize(op); });
+    set({OpCode::GlobalScratch, OpCode::TensorMapCreate}, "lowerTensorMapOp", lowerTensorMapOnly);
     set({OpCode::Constant, OpCode::ProgramId, OpCode::NumPrograms, OpCode::MakeRange,
          OpCode::InlineAsm},
         "lowerElementwiseOp", lowerElementwiseOp);

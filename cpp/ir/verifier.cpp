@@ -4,6 +4,7 @@
 
 #include "ir/diagnostics.h"
 #include "ir/verify_matrix.h"
+#include "ir/verify_tensormap.h"
 #include "ir/verify_tma.h"
 #include "layout/slice.h"
 
@@ -310,6 +311,7 @@ RuleTable makeRuleTable() {
   set({OpCode::MBarrierInit, OpCode::MBarrierExpectTx, OpCode::TmaLoad, OpCode::MBarrierWait,
        OpCode::MBarrierInval, OpCode::MBarrierArrive, OpCode::WarpSpecialize},
       "verifyTmaOp", verifyTmaOp);
+  set({OpCode::GlobalScratch, OpCode::TensorMapCreate}, "verifyTensorMapOp", verifyTensorMapOp);
   set({OpCode::Exp, OpCode::Exp2, OpCode::Log, OpCode::Log2, OpCode::Sqrt, OpCode::PreciseSqrt,
        OpCode::Rsqrt, OpCode::Sin, OpCode::Cos, OpCode::Erf, OpCode::Tanh, OpCode::Floor,
        OpCode::Ceil, OpCode::AbsF, OpCode::AbsI, OpCode::Fma, OpCode::FastDivF, OpCode::MulHiUI},

@@ -108,9 +108,11 @@ KNOBS: dict[str, Knob[Any]] = {
                            "every step waits for its product. Part of the cache key."),
     "tma": Knob("TESSERA_TMA", False, _parse_bool,
                 "Opt-in Hopper path (sm_90a only; off by default): host TensorDescriptor "
-                "arguments also pass a CUtensorMap and the pipeliner copies their tiles with "
-                "TMA (cp.async.bulk.tensor) into mbarrier-tracked rings. Not yet passed on a "
-                "GPU (docs/perf/hopper.md). Read at each launch; part of the cache key."),
+                "arguments also pass a CUtensorMap, device-side tl.make_tensor_descriptor "
+                "values encode one in global scratch (tessera.set_allocator), and the "
+                "pipeliner copies their tiles with TMA (cp.async.bulk.tensor) into "
+                "mbarrier-tracked rings (docs/perf/hopper.md). Read at each launch; part of "
+                "the cache key."),
     "warp_specialize": Knob("TESSERA_WARP_SPECIALIZE", False, _parse_bool,
                             "With TESSERA_TMA on sm_90a: every TMA-pipelined loop that can "
                             "be gets a producer warpgroup that issues its copies while the "

@@ -2,7 +2,10 @@
 with ragged M, N, K (boxes past the edges are zero-filled by the TMA unit), every config of
 scripts/descriptor_matmul.py, fp16 and bf16, outputs poisoned first; the same kernel without
 TMA (cp.async) gives bitwise the same result (same data, same wgmma order). Also: the driver
-encodes the tensor maps the host computes (runtime/tensor_map.py). The cases live in
+encodes the tensor maps the host computes (runtime/tensor_map.py). Device-side descriptors
+(tl.make_tensor_descriptor: the kernel encodes each map in scratch from tessera.set_allocator)
+get the same checks, and the compat suite's persistent descriptor matmul passes its own check
+with TMA. The cases live in
 scripts/descriptor_matmul.py, where tests/python/compiler/test_tma_ptx.py compiles each of these
 launches on the CPU (driver faked); docs/perf/hopper.md has the sanitizer commands.
 
@@ -19,6 +22,7 @@ if not torch.cuda.is_available():
 if torch.cuda.get_device_capability() < (9, 0):
     pytest.skip("TMA needs sm_90", allow_module_level=True)
 
+import tessera  # noqa: E402
 from tessera.config import knobs  # noqa: E402
 from tessera.runtime import tensor_map as tm  # noqa: E402
 from tessera.testing import relative_error  # noqa: E402
@@ -100,3 +104,75 @@ def test_tma_kernel_really_uses_tma():
                                                      **meta)
     assert "cp.async.bulk.tensor.2d" in kernel.asm["ptx"]
     assert kernel.metadata.get("tensormaps")
+
+
+# --- device-side descriptors (tl.make_tensor_descriptor, maps encoded by the kernel) -----------
+
+class CountingAllocator:
+    """tessera.set_allocator's allocator: torch memory, each call recorded."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, size, alignment, stream):
+        self.calls.append((size, alignment))
+        return torch.empty(size, device="cuda", dtype=torch.int8)
+
+
+@pytest.fixture
+def allocator():
+    counting = CountingAllocator()
+    tessera.set_allocator(counting)
+    yield counting
+    from tessera.runtime.allocation import NullAllocator
+    tessera.set_allocator(NullAllocator())
+
+
+def run_device_matmul(a, b, meta, tma):
+    c = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=a.dtype)
+    dm.launch_device_matmul(a, b, c, meta, tma)
+    torch.cuda.synchronize()
+    return c
+
+
+@pytest.mark.parametrize("dtype", dm.TMA_DTYPES)
+@pytest.mark.parametrize("shape", dm.TMA_SHAPES, ids=dm.TMA_SHAPE_IDS)
+@pytest.mark.parametrize("meta", dm.CONFIGS, ids=dm.CONFIG_IDS)
+def test_device_descriptor_tma_matches_torch_and_masked_loads(allocator, dtype, shape, meta):
+    m, n, k = shape
+    torch.manual_seed(m * n + k + 1)
+    a = torch.randn(m, k, device="cuda", dtype=getattr(torch, dtype))
+    b = torch.randn(k, n, device="cuda", dtype=getattr(torch, dtype))
+    with_tma = run_device_matmul(a, b, meta, True)
+    programs = tessera.cdiv(m, meta["BM"]) * tessera.cdiv(n, meta["BN"])
+    assert allocator.calls == [(256 * programs, 128)]  # A's and B's maps, per program
+    ref = a.double() @ b.double()
+    assert relative_error(with_tma.double(), ref) < 5e-3
+    assert torch.equal(with_tma, run_device_matmul(a, b, meta, False))
+    assert len(allocator.calls) == 1  # without TMA the kernel needs no scratch
+
+
+def test_device_descriptor_kernel_really_uses_tma():
+    a = torch.zeros(256, 256, device="cuda", dtype=torch.float16)
+    with knobs.scope(tma=True):
+        kernel = dm.device_descriptor_matmul_kernel.compile(a, a, a, 256, 256, 256,
+                                                            **dm.CONFIGS[0])
+    ptx = kernel.asm["ptx"]
+    assert "tensormap.replace.tile.global_address" in ptx and "cp.async.bulk.tensor.2d" in ptx
+    assert kernel.metadata["global_scratch_size"] == 256
+
+
+def test_device_descriptors_without_an_allocator_fail_clearly():
+    from tessera.runtime.allocation import NullAllocator
+    tessera.set_allocator(NullAllocator())  # whatever an earlier test set
+    a = torch.zeros(64, 64, device="cuda", dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="requires a runtime memory allocation"):
+        dm.launch_device_matmul(a, a, a, dm.CONFIGS[0], True)
+
+
+def test_compat_persistent_descriptor_matmul_with_tma():
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from compat import loader
+    module = loader.load_tessera("descriptor_matmul")
+    with knobs.scope(tma=True):
+        module.check("cuda")  # its shapes (ragged included), fp16 and bf16, against float64

@@ -39,6 +39,7 @@
 // loads need no per-thread runs (ragged shapes), as the TMA copies boxes. A loop the TMA plan
 // rejects is scheduled again for cp.async, and a descriptor load no TMA plan took drops its
 // tensor map: it is the plain masked load.
+#include "transforms/pipeline/device_tensor_maps.h"
 #include "transforms/pipeline/schedule.h"
 #include "transforms/pipeline/tma.h"
 #include "transforms/pipeline/warp_specialize.h"
@@ -209,6 +210,7 @@ void dropUnusedTensorMaps(Operation &func) {
       op->eraseOperand(op->numOperands() - 1);
     op->attributes().erase("tma");
   });
+  dropUnusedDeviceTensorMaps(func); // device_tensor_maps.h
 }
 
 /// Where each warp releases the TMA slot it read (mbarrier_arrive on the ring's empty

@@ -30,6 +30,10 @@ from . import cuda_paths, ptxas, target_limits
 PIPELINES: Dict[str, List[str]] = {name: list(passes)
                                    for name, _, passes, _ in _passes.pipelines()}
 
+# The alignment a kernel with global scratch asks the allocator for (its device tensor maps
+# sit at multiples of 128 bytes in each program's part, codegen/lower_tensormap.cpp).
+GLOBAL_SCRATCH_ALIGN = 128
+
 
 @dataclass(frozen=True)
 class CompileOptions:
@@ -258,6 +262,10 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     tensormaps = [list(f.attrs.get("tensormaps", [])) for f in module.functions()]
     if any(tensormaps):  # the launch passes the descriptors' CUtensorMaps (TESSERA_TMA)
         metadata["tensormaps"] = tensormaps[0]
+    scratch = [int(f.attrs.get("global_scratch", 0)) for f in module.functions()]
+    if any(scratch):  # device tensor maps: the launch allocates this much per program
+        metadata["global_scratch_size"] = scratch[0]
+        metadata["global_scratch_align"] = GLOBAL_SCRATCH_ALIGN
     assembled = ptxas.assemble(asm["ptx"], options.arch,
                                options=() if options.enable_fp_fusion else ("--fmad=false",),
                                kernel=kernel_name)

@@ -42,8 +42,10 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     ``divisibility`` attribute; ``equal_to_1`` names int parameters equal to 1, whose uses
     become the constant 1 while they stay in the signature. ``debug``: tl.device_assert and
     ``assert`` build code (None: as knobs.debug; a launch passes its options' debug).
-    ``tma``: 2-D TensorDescriptor parameters also take a tensor map, which their loads carry
-    for the pipeliner's TMA copies (TESSERA_TMA on sm_90a; off, nothing changes).
+    ``tma``: 2-D TensorDescriptor parameters also take a tensor map, and 2-D
+    tl.make_tensor_descriptor values encode one in global scratch (func attribute
+    ``global_scratch``), which their loads carry for the pipeliner's TMA copies (TESSERA_TMA
+    on sm_90a; off, nothing changes).
     ``interpreter``: the module is for the interpreter, whose limits are Triton's interpreter's
     (``tl.dot`` of any extents) rather than the GPU's. ``large_tensors`` names the pointer
     parameters whose tensors address 2**31 elements or more (specialization.spans_2_31),
@@ -62,6 +64,8 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     ctx.semantic.debug = bool(knobs.debug if debug is None else debug)
     ctx.semantic.min_dot_size = (1, 1, 1) if interpreter else None
     ctx.semantic.interpreter = interpreter  # builtins with no CPU meaning (gdc_wait) skip
+    ctx.semantic.tma = tma  # device descriptors encode tensor maps (device_tensor_map.py)
+    ctx.semantic.global_scratch_bytes = 0  # per program, for those maps
     ctx.parsed[id(fn)] = parsed
     module = ir.Module()
     line, col = parsed.position(parsed.tree)
@@ -109,6 +113,8 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
         leaves = {element: scope.pop(element) for element in runtime + constant}
         scope[param] = assemble_tuple(param, leaves, classes)
     CodeGenerator(ctx, parsed, scope, is_kernel=True).generate_body()
+    if ctx.semantic.global_scratch_bytes:  # the launcher allocates it (codegen: a parameter)
+        func.set_attr("global_scratch", ctx.semantic.global_scratch_bytes)
     builder.set_location(f"{parsed.filename}:{line}:{col}")
     builder.create("return", [], [])
     _verify(module, name, parsed)

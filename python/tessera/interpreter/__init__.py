@@ -57,6 +57,7 @@ from .arguments import bind_arguments
 from .errors import KernelAssertionError, KernelRuntimeError
 from .evaluator import plan_for, run_plan
 from .memory import AddressSpace
+from .tma import map_global_scratch
 
 __all__ = ["run", "KernelRuntimeError", "KernelAssertionError"]
 
@@ -100,4 +101,6 @@ def run(module, grid: Union[int, Tuple[int, ...]], args: Sequence[Any],
         dims = _normalize_grid(grid, plan.name)
         memory = AddressSpace()
         values = bind_arguments(plan, args, memory, arg_names)
+        if plan.global_scratch:  # what the launcher allocates (tessera.set_allocator)
+            map_global_scratch(memory, plan.global_scratch, dims)
         run_plan(plan, dims, values, memory)

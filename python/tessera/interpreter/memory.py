@@ -105,7 +105,7 @@ class AddressSpace:
         self._by_extent: Dict[tuple, Buffer] = {}
         self._finder: Optional[Finder] = None  # made on the first address no buffer explains
 
-    def add(self, array: np.ndarray, arg_index: int, name: str = "") -> int:
+    def add(self, array: np.ndarray, arg_index: Optional[int], name: str = "") -> int:
         """Maps an argument's memory; returns the pointer value the kernel receives."""
         start = array.__array_interface__["data"][0]
         low, size = byte_extent(array)

@@ -68,6 +68,7 @@ class FuncPlan:
     num_slots: int
     divisibility: List[int]  # per argument, from the func's specialization (1: nothing known)
     tensormaps: List[int] = field(default_factory=list)  # arguments that are tensor maps (TMA)
+    global_scratch: int = 0  # bytes of global scratch per program (device tensor maps)
 
 
 class PlanError(Exception):
@@ -150,4 +151,5 @@ def compile_func(func, handlers: Dict[str, Callable[[OpInfo], Callable]]) -> Fun
     plan_body = compiler.block(body)
     divisibility = list(func.attrs.get("divisibility", [])) or [1] * len(arg_types)
     return FuncPlan(func.attr("sym_name"), arg_types, plan_body, len(compiler.slots),
-                    divisibility, list(func.attrs.get("tensormaps", [])))
+                    divisibility, list(func.attrs.get("tensormaps", [])),
+                    int(func.attrs.get("global_scratch", 0)))

@@ -8,6 +8,13 @@ pointer argument and the map keeps the shape and byte strides the host encodes
 (runtime/tensor_map.py), so ``tma_load`` reads a box exactly as the TMA unit does: the
 elements inside the tensor, the padding (0, or NaN) outside.
 
+A map the kernel encodes itself (``tensormap_create``, a device-side
+``tl.make_tensor_descriptor`` under TESSERA_TMA) is kept by its address in the global scratch
+(``global_scratch``: each program's part of a zeroed buffer the interpreter maps as the
+launcher's allocator would give it); ``tma_load`` finds it there. What the TMA unit would
+refuse is a fault: a map not 128-byte aligned, a tensor address or row stride that is not a
+multiple of 16 bytes.
+
 Copies complete at once (one thread of control), but the mbarrier protocol is checked, not
 skipped: each barrier holds its completed phases, whether this phase's arrival happened and
 the bytes still expected. A phase completes when the arrival happened and every expected
@@ -57,6 +64,62 @@ def bind_tensor_map(obj: Any, memory, index: int, name: str, reject) -> np.int64
     maps.append(TensorMap(int(base), list(obj.shape), [s * itemsize for s in obj.strides],
                           float("nan") if obj.padding == "nan" else 0.0))
     return np.int64(len(maps) - 1)
+
+
+def map_global_scratch(memory, per_program: int, grid) -> None:
+    """Maps the launch's global scratch (``per_program`` bytes for each program of ``grid``,
+    zeroed and 128-byte aligned, as the launcher asks the allocator for) and records where."""
+    total = per_program * int(np.prod(grid))
+    raw = np.zeros(total + 128, np.uint8)
+    start = -raw.ctypes.data % 128
+    base = memory.add(raw[start:start + total], None, "the global scratch (set_allocator)")
+    memory.__dict__["global_scratch"] = (int(base), per_program)
+
+
+@handles("global_scratch")
+def _global_scratch(info: OpInfo):
+    offset = int(info.attrs["offset"])
+
+    def global_scratch(state):
+        base, per_program = state.memory.global_scratch
+        x, y, z = (tuple(state.pid) + (0, 0))[:3]
+        program = x + state.grid[0] * (y + state.grid[1] * z)  # x fastest, as codegen
+        return np.int64(base + program * per_program + offset)
+    return global_scratch
+
+
+@handles("tensormap_create")
+def _tensormap_create(info: OpInfo):
+    rank = len(info.attrs["box_dim"])
+    pointee = info.operands[1].pointee
+    assert pointee is not None  # the verifier checked: the base is a pointer
+    itemsize = pointee.itemsize
+    fill = float("nan") if int(info.attrs["fill_mode"]) == 1 else 0.0
+
+    def tensormap_create(state, scratch, base, *dims_and_strides):
+        address = int(scratch)
+        if address % 128:
+            raise OpFault(f"tensormap_create: the map at {address:#x} is not 128-byte aligned")
+        shape = [int(d) for d in dims_and_strides[:rank]]
+        strides = [int(s) * itemsize for s in dims_and_strides[rank:]] + [itemsize]
+        host = int(state.memory.to_host(np.int64(base)))
+        if host % 16 or any(s % 16 for s in strides[:-1]):
+            raise OpFault(f"tensormap_create: the TMA needs a 16-byte aligned tensor and row "
+                          f"strides of multiples of 16 bytes, got address {host:#x} and byte "
+                          f"strides {strides[:-1]} (device descriptors under TESSERA_TMA)")
+        # The 128 bytes are written (a store outside the scratch faults as on the GPU).
+        state.memory.store(np.arange(address, address + 128, dtype=np.int64),
+                           np.zeros(128, np.uint8), None)
+        maps = state.memory.__dict__.setdefault("device_tensor_maps", {})
+        maps[address] = TensorMap(int(base), shape, strides, fill)
+        return np.int64(address)
+    return tensormap_create
+
+
+def _tensor_map(memory, handle: int) -> TensorMap:
+    """A host map's index (bind_tensor_map) or a device map's address (tensormap_create)."""
+    device = memory.__dict__.get("device_tensor_maps", {})
+    return device[handle] if handle in device else memory.tensor_maps[handle]
 
 
 def _fields(word: int):
@@ -114,7 +177,7 @@ def _tma_load(info: OpInfo):
     def tma_load(state, handle, ring, slot, barriers, pred, row, col):
         if not pred:
             return
-        tmap = state.memory.tensor_maps[int(handle)]
+        tmap = _tensor_map(state.memory, int(handle))
         i = int(row) + np.arange(rows, dtype=np.int64)[:, None]
         j = int(col) + np.arange(cols, dtype=np.int64)[None, :]
         inside = (i >= 0) & (i < tmap.shape[0]) & (j >= 0) & (j < tmap.shape[1])

@@ -15,14 +15,17 @@ changes: the 1-D ``arange * stride`` parts depend on the strides alone and are h
 a stride that is the constant 1 folds away and leaves the tile contiguous along that dim, which
 axis info turns into vector accesses. Descriptor loads and stores carry the attribute
 ``tensor_descriptor = true``; both are built by ``descriptor_load`` / ``descriptor_store``
-below. Under TESSERA_TMA (sm_90a), a load through a host descriptor's tensor map also carries
-the map and the box's coordinates (attribute ``tma``), for the pipeliner's TMA copies.
+below. Under TESSERA_TMA (sm_90a), a load through a descriptor's tensor map (a host
+descriptor's kernel parameter, or the map a device descriptor encodes: device_tensor_map.py)
+also carries the map and the box's coordinates (attribute ``tma``), for the pipeliner's TMA
+copies.
 """
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
 from . import block_pointer as _api
+from . import device_tensor_map as _device_tensor_map
 from . import core as tl
 from .core import tensor
 
@@ -260,9 +263,11 @@ def make_tensor_descriptor(sem: Any, base: Any, shape: Any, strides: Any, block_
     if padding not in ("zero", "nan"):
         raise ValueError(f"padding_option '{padding}' is not supported; use \"zero\" or \"nan\"")
     _padding(padding, element)
-    return _api.tensor_descriptor(base, _scalars(sem, shape, tl.int32, "shape"),
+    desc = _api.tensor_descriptor(base, _scalars(sem, shape, tl.int32, "shape"),
                                   _scalars(sem, strides, tl.int64, "strides"), block_shape,
                                   padding)
+    _device_tensor_map.attach(sem, desc)  # under TESSERA_TMA: a map encoded in the kernel
+    return desc
 
 
 def check_descriptor(desc: Any) -> "_api.tensor_descriptor":
@@ -284,16 +289,18 @@ def _descriptor_access(sem: Any, desc: "_api.tensor_descriptor", offsets: Any):
 
 def descriptor_load(sem: Any, desc: "_api.tensor_descriptor", offsets: Any) -> tensor:
     """Elements outside the tensor read as the padding (0 or NaN), as Triton's TMA loads."""
+    tensormap = desc.__dict__.get("tensormap")  # under TMA: a parameter's or a device map
+    coords = []  # made before the load that takes them (a constant offset is a new op)
+    if tensormap is not None:
+        coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
+                  for i, o in enumerate(_as_list(offsets))]
     ptrs, bounds = _descriptor_access(sem, desc, offsets)
     result = sem.load(ptrs, bounds, _padding(desc.padding, desc.dtype), "", "", False)
     load = result.handle.defining_op
     load.set_attr(DESCRIPTOR_ATTR, True)
-    tensormap = desc.__dict__.get("tensormap")  # a TensorDescriptor parameter under TMA
     if tensormap is not None and load.name == "load" and len(load.operands) == 3:
         # The masked load stays its meaning everywhere; the tensor map and the box's
         # coordinates let the pipeliner copy it with TMA instead (transforms/pipeline/tma.h).
-        coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
-                  for i, o in enumerate(_as_list(offsets))]
         load.set_operands(list(load.operands) + [tensormap.handle] + coords)
         load.set_attr("tma", True)
     return result

@@ -19,7 +19,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..config import knobs
-from . import descriptor_arguments, driver
+from . import allocation, descriptor_arguments, driver
 from .kernel_cache import KernelCache, cache_key
 
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -140,6 +140,9 @@ class Launchable:
         if self.expand_from is not None:  # TensorDescriptor arguments: expand them
             args = descriptor_arguments.flatten(self.expand_from, args,
                                                 bool(self.metadata.get("tensormaps")))[1]
+        if self.metadata.get("global_scratch_size"):  # the kernel's last parameter
+            args = list(args) + [allocation.global_scratch(self.name, self.metadata, grid,
+                                                           self.current_stream())]
         try:
             self.launcher.launch(grid, self.current_stream(), args)
         except driver.ArgumentError as e:
@@ -259,10 +262,13 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
     kinds = descriptor_arguments.launch_kinds(present, signature, _launcher_kind, tensor_maps)
     if tensor_maps:  # the parameter names, tensor maps included, for the launcher's errors
         names = descriptor_arguments.flatten(present, values_of_present, True)[0]
+    if metadata.get("global_scratch_size"):  # device tensor maps' scratch, passed last
+        kinds.append("ptr")  # (such launches stay on the Python path, which allocates it)
+        names = list(names) + ["global_scratch"]
     launcher = driver.KernelLauncher(kinds, function,
                                      num_warps=block_warps(metadata),
                                      shared_bytes=metadata.get("shared_bytes", 0))
     launchable = Launchable(kernel, launcher, device, framework, names, metadata)
-    if len(names) != len(present):
+    if len(names) - int(bool(metadata.get("global_scratch_size"))) != len(present):
         launchable.expand_from = present
     return launchable

@@ -15,17 +15,27 @@ are filled by the TMA unit: zeros, or NaN for ``padding="nan"``. Example::
 
     args = encode_arguments(TensorDescriptor.from_tensor(a, [128, 64]))
     args.box_dim  # [64, 128]: 64 fp16 (128 bytes) along K, 128 rows
+
+A device-side ``tl.make_tensor_descriptor`` under TESSERA_TMA encodes its map in the kernel
+(``tensormap_create``, language/device_tensor_map.py): its box, swizzle and element type come
+from :func:`device_fields`, the same rule (:func:`box_and_swizzle`) and table
+(``ELEMENT_TYPES``) as the host's, so both paths copy a block into the same shared layout.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List
+from typing import Any, Dict, List, Tuple
 
 from ..tools.tensor_descriptor import TensorDescriptor, data_pointer
 
-# CUtensorMapDataType (cuda.h), by Tessera dtype code.
-DATA_TYPES = {"u8": 0, "i8": 0, "fp8e4nv": 0, "fp8e5": 0, "u16": 1, "i16": 1, "u32": 2,
-              "i32": 3, "u64": 4, "i64": 5, "fp16": 6, "fp32": 7, "fp64": 8, "bf16": 9}
+# By Tessera dtype code: (CUtensorMapDataType of cuda.h, for cuTensorMapEncodeTiled; the PTX
+# `tensormap.replace .elemtype` code, for maps encoded on the device). The two enumerations
+# part at 8: PTX numbers .f32.ftz 8, .f64 9, .bf16 10, where the driver has FLOAT64 8, BFLOAT16 9.
+ELEMENT_TYPES = {"u8": (0, 0), "i8": (0, 0), "fp8e4nv": (0, 0), "fp8e5": (0, 0),
+                 "u16": (1, 1), "i16": (1, 1), "u32": (2, 2), "i32": (3, 3), "u64": (4, 4),
+                 "i64": (5, 5), "fp16": (6, 6), "fp32": (7, 7), "fp64": (8, 9),
+                 "bf16": (9, 10)}
+DATA_TYPES = {code: driver for code, (driver, _) in ELEMENT_TYPES.items()}
 SWIZZLE_NONE, SWIZZLE_32B, SWIZZLE_64B, SWIZZLE_128B = 0, 1, 2, 3
 SWIZZLE_BYTES = {SWIZZLE_NONE: 0, SWIZZLE_32B: 32, SWIZZLE_64B: 64, SWIZZLE_128B: 128}
 INTERLEAVE_NONE = 0
@@ -78,6 +88,36 @@ def boxes_per_block(desc: TensorDescriptor) -> int:
     return max(1, row_bytes // 128) if row_bytes > 128 else 1
 
 
+def box_and_swizzle(block_shape: List[int], itemsize: int) -> Tuple[List[int], int]:
+    """(box dims innermost first, swizzle mode) of a block: the rule of host and device maps
+    alike. ValueError where the TMA cannot copy such a box (the message names the limit)."""
+    rank = len(block_shape)
+    swizzle = swizzle_for(block_shape[-1] * itemsize) if rank >= 2 else SWIZZLE_NONE
+    inner_box = block_shape[-1]
+    if swizzle != SWIZZLE_NONE:
+        inner_box = min(inner_box, SWIZZLE_BYTES[swizzle] // itemsize)
+    box = [inner_box] + list(reversed(block_shape[:-1]))
+    if any(b > MAX_BOX for b in box):
+        raise ValueError(f"TMA: box dims are at most {MAX_BOX}, got {box} (innermost first) "
+                         f"for block {block_shape}")
+    if inner_box * itemsize % 16:
+        raise ValueError(f"TMA: the box's inner extent must be a multiple of 16 bytes, got "
+                         f"{inner_box * itemsize}")
+    return box, swizzle
+
+
+def device_fields(code: str, itemsize: int, block_shape: List[int],
+                  padding: str) -> Dict[str, Any]:
+    """The fields a kernel writes into a map it encodes itself (``tensormap_create``'s
+    attributes, PTX's ``tensormap.replace`` values): box dims innermost first, the PTX element
+    type, swizzle mode and fill mode. ValueError where the TMA cannot copy the block."""
+    if code not in ELEMENT_TYPES:
+        raise ValueError(f"TMA: no tensor-map data type for {code}")
+    box, swizzle = box_and_swizzle(list(block_shape), itemsize)
+    return {"box_dim": box, "elem_type": ELEMENT_TYPES[code][1], "swizzle_mode": swizzle,
+            "fill_mode": OOB_FILL_NAN if padding == "nan" else OOB_FILL_ZERO}
+
+
 def encode_arguments(desc: TensorDescriptor) -> TensorMapArguments:
     """The encoding arguments of ``desc``; ValueError where TMA cannot express it (the
     message names the limit)."""
@@ -87,18 +127,7 @@ def encode_arguments(desc: TensorDescriptor) -> TensorMapArguments:
         raise ValueError(f"TMA: no tensor-map data type for {code}")
     itemsize = desc.base.dtype.itemsize
     rank = len(desc.shape)
-    row_bytes = desc.block_shape[-1] * itemsize
-    swizzle = swizzle_for(row_bytes) if rank >= 2 else SWIZZLE_NONE
-    inner_box = desc.block_shape[-1]
-    if swizzle != SWIZZLE_NONE:
-        inner_box = min(inner_box, SWIZZLE_BYTES[swizzle] // itemsize)
-    box = [inner_box] + list(reversed(desc.block_shape[:-1]))
-    if any(b > MAX_BOX for b in box):
-        raise ValueError(f"TMA: box dims are at most {MAX_BOX}, got {box} (innermost first) "
-                         f"for block {desc.block_shape}")
-    if inner_box * itemsize % 16:
-        raise ValueError(f"TMA: the box's inner extent must be a multiple of 16 bytes, got "
-                         f"{inner_box * itemsize}")
+    box, swizzle = box_and_swizzle(list(desc.block_shape), itemsize)
     strides = [s * itemsize for s in reversed(desc.strides[:-1])]
     if any(s % 16 or s >= MAX_STRIDE for s in strides):
         raise ValueError(f"TMA: strides must be multiples of 16 bytes below 2**40, got {strides}")
