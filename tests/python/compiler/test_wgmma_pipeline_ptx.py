@@ -255,23 +255,24 @@ def test_masked_attention_ir_runs_in_the_interpreter():
         masked_attention_in_interpreter("sm_90a", 128)
 
 
-TMA_EVENTS = (r"mbarrier\.try_wait|mbarrier\.arrive\.expect_tx|cp\.async\.bulk\.tensor|bar\.sync|"
-              r"wgmma\.wait_group\.sync\.aligned \d|wgmma\.commit_group")
+TMA_EVENTS = (r"mbarrier\.try_wait|mbarrier\.arrive(\.expect_tx)?|cp\.async\.bulk\.tensor|"
+              r"bar\.sync|wgmma\.wait_group\.sync\.aligned \d|wgmma\.commit_group")
 
 
 @pytest.mark.parametrize("meta", dm.CONFIGS, ids=dm.CONFIG_IDS)
 def test_tma_ring_keeps_one_product_in_flight(meta):
-    # TMA rings (TESSERA_TMA): the slot's mbarrier wait, the product, the next slot's
-    # expect_tx, the previous product's wait, the one barrier of the step (its slot was that
-    # product's; the barrier also orders the re-arm of each slot after the waits on its last
-    # phase, a step earlier), the copies; nothing waited at the back edge.
+    # TMA rings (TESSERA_TMA): the slot's mbarrier wait, the product, the previous product's
+    # wait, then each warp releases that product's slot (its "empty" mbarrier), the issuing
+    # thread waits for the release, arms the slot (expect_tx) and copies: no bar.sync in the
+    # step; nothing waited at the back edge.
     with knobs.scope(wgmma_pipeline=True):
         kernel = compile_descriptor_matmul(meta)
     (body, after), = loops(kernel.asm["ptx"])
     steps = [m.group(0).replace(".sync.aligned ", " ") for m in re.finditer(TMA_EVENTS, body)]
     collapsed = [e for i, e in enumerate(steps) if i == 0 or e != steps[i - 1]]
-    assert collapsed == ["mbarrier.try_wait", "wgmma.commit_group", "mbarrier.arrive.expect_tx",
-                         "wgmma.wait_group 1", "bar.sync", "cp.async.bulk.tensor"], collapsed
+    assert collapsed == ["mbarrier.try_wait", "wgmma.commit_group", "wgmma.wait_group 1",
+                         "mbarrier.arrive", "mbarrier.try_wait", "mbarrier.arrive.expect_tx",
+                         "cp.async.bulk.tensor"], collapsed
     assert "wgmma.wait_group.sync.aligned 0" in after
     assert_no_hazard(kernel.asm["tgir"])
     assert_no_spills(kernel)
