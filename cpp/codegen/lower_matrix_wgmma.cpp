@@ -82,16 +82,34 @@ llvm::Value *warpgroupOffset(KernelLowering &lowering, const OperandTile &operan
   return offset;
 }
 
-/// The descriptor of the operand's sub-tile starting at `coords` (rows multiple of 8: the
-/// swizzle phase is 0 there, so the descriptor's base offset is 0), plus `runtimeOffset`.
-llvm::Value *descriptor(KernelLowering &lowering, const OperandTile &operand,
-                        const std::vector<int64_t> &coords, llvm::Value *runtimeOffset) {
+/// The descriptor of the warpgroup's part of the operand (the tile's start plus
+/// `runtimeOffset` elements): computed once per dot; each instruction's descriptor adds a
+/// constant to it (subDescriptor).
+llvm::Value *baseDescriptor(KernelLowering &lowering, const OperandTile &operand,
+                            llvm::Value *runtimeOffset) {
   llvm::IRBuilder<> &b = lowering.builder();
-  llvm::Value *elements = b.CreateXor(lowering.i32(operand.tile.offsetOf(coords)), runtimeOffset);
   llvm::Value *address =
-      b.CreateAdd(operand.address, b.CreateMul(elements, lowering.i32(operand.elementBytes)));
+      b.CreateAdd(operand.address, b.CreateMul(runtimeOffset, lowering.i32(operand.elementBytes)));
   llvm::Value *start = b.CreateAnd(b.CreateLShr(address, lowering.i32(4)), lowering.i32(0x3FFF));
   return b.CreateOr(b.CreateZExt(start, b.getInt64Ty()), b.getInt64(operand.fields));
+}
+
+/// The descriptor of the operand's sub-tile starting at `coords` (rows multiple of 8: the
+/// swizzle phase is 0 there, so the descriptor's base offset is 0): `base` plus the sub-tile's
+/// offset in 16-byte units, added to the start address field. Exact: the static offset is a
+/// whole number of 16-byte units, it shares no bits with the warpgroup's (warpgroupOffset:
+/// XOR = +), and every shared address is below 2^18, so the 14-bit field never carries into
+/// the next. As Triton, which advances one descriptor by constants.
+llvm::Value *subDescriptor(KernelLowering &lowering, const ir::Operation &op,
+                           const OperandTile &operand, const std::vector<int64_t> &coords,
+                           llvm::Value *base) {
+  int64_t bytes = operand.tile.offsetOf(coords) * operand.elementBytes;
+  if (bytes % 16 != 0)
+    ir::emitError(op, "codegen: internal error: a wgmma sub-tile starts " + std::to_string(bytes) +
+                          " bytes into its tile, not at 16-byte units");
+  if (bytes == 0)
+    return base;
+  return lowering.builder().CreateAdd(base, lowering.builder().getInt64(uint64_t(bytes) >> 4));
 }
 
 /// d = a * b + d for one m64nNk16 instruction of the warpgroup. A is a descriptor (`descA`)
@@ -249,9 +267,12 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
       builder.CreateAnd(builder.CreateLShr(warp, lowering.i32(2)), lowering.i32(groupsAlongM - 1));
   llvm::Value *groupN =
       builder.CreateLShr(warp, lowering.i32(__builtin_ctz(static_cast<unsigned>(warps[0]))));
-  llvm::Value *offsetA =
-      registerA ? nullptr : warpgroupOffset(lowering, a, groupM, groupsAlongM, 0, 64);
-  llvm::Value *offsetB = warpgroupOffset(lowering, b, groupN, warps[1], 1, n);
+  llvm::Value *baseA =
+      registerA
+          ? nullptr
+          : baseDescriptor(lowering, a, warpgroupOffset(lowering, a, groupM, groupsAlongM, 0, 64));
+  llvm::Value *baseB =
+      baseDescriptor(lowering, b, warpgroupOffset(lowering, b, groupN, warps[1], 1, n));
 
   // Accumulator register of each (row, column) at lane 0, warp 0.
   std::map<Coords, int> registerAt = registersByCoords(lowering.layoutOf(cType, op));
@@ -314,10 +335,11 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
         std::vector<llvm::Value *> accumulator;
         for (int reg : regs)
           accumulator.push_back(result[reg]);
-        llvm::Value *descA = registerA ? nullptr : descriptor(lowering, a, {row0, kk}, offsetA);
+        llvm::Value *descA =
+            registerA ? nullptr : subDescriptor(lowering, op, a, {row0, kk}, baseA);
         std::vector<llvm::Value *> aWords =
             registerA ? aWordsOf[{row0, kk}] : std::vector<llvm::Value *>{};
-        llvm::Value *descB = descriptor(lowering, b, {kk, col0}, offsetB);
+        llvm::Value *descB = subDescriptor(lowering, op, b, {kk, col0}, baseB);
         aInputs.insert(aInputs.end(), aWords.begin(), aWords.end());
         emitWgmma(lowering, inputType, n, a.mnMajor, b.mnMajor, descA, aWords, descB, accumulator,
                   !(zeroAccumulator && kk == 0));
