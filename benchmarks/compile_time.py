@@ -32,6 +32,15 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+
+def _use_installed_or_checkout() -> None:
+    """The installed Tessera when there is one (the GPU machine's), else this checkout's
+    in-tree build: the children measure the same package (tessera.testing.environment)."""
+    try:
+        import tessera  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+
 IMPORTS = {"tessera": "import tessera as triton\nimport tessera.language as tl\n",
            "triton": "import triton\nimport triton.language as tl\n"}
 
@@ -313,9 +322,8 @@ def _gpu_available() -> bool:
 
 
 def run_child(framework: str, kernel: str, mode: str, cache: str, gpu: bool) -> tuple:
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep +
-               os.environ.get("PYTHONPATH", ""),
-               TESSERA_CACHE_DIR=cache, TRITON_CACHE_DIR=cache)
+    from tessera.testing.environment import child_env
+    env = child_env(TESSERA_CACHE_DIR=cache, TRITON_CACHE_DIR=cache)
     # An installed package has its bytecode: let the children keep theirs too.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(),
@@ -374,10 +382,10 @@ def main() -> int:
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
     kernels = args.kernels.split(",")
+    _use_installed_or_checkout()
     if args.stages:
         os.environ["TESSERA_CACHE_DIR"] = os.path.join(
             tempfile.mkdtemp(prefix="compile-time-"), "cache")
-        sys.path.insert(0, os.path.join(ROOT, "python"))
         for kernel in kernels:
             stages(kernel)
         return 0
