@@ -49,7 +49,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <tuple>
 
 namespace tessera::transforms {
 
@@ -125,11 +124,10 @@ public:
 
   bool collect(Value *root, const EncodingPtr &target) {
     int64_t rootElements = root->type().numElements();
-    // `converted`: the value is already the operand of a conversion the slice looks through.
-    std::vector<std::tuple<Value *, EncodingPtr, bool>> worklist{{root, target, false}};
+    std::vector<std::pair<Value *, EncodingPtr>> worklist{{root, target}};
     std::set<Need> visited;
     while (!worklist.empty()) {
-      auto [value, encoding, converted] = worklist.back();
+      auto [value, encoding] = worklist.back();
       worklist.pop_back();
       Need need = needOf(value, encoding);
       if (!visited.insert(need).second || ready_.count(need))
@@ -147,7 +145,7 @@ public:
       if (Operation *def = value->definingOp()) {
         if (def->code() == OpCode::ConvertLayout) { // look through it
           alias_[need] = needOf(def->operand(0), encoding);
-          worklist.emplace_back(def->operand(0), encoding, true);
+          worklist.emplace_back(def->operand(0), encoding);
           continue;
         }
         // A load of fewer elements than the CTA has threads is recomputed (as Triton's
@@ -159,11 +157,8 @@ public:
                          value->type().numElements() < numThreads_ &&
                          carriedRegistersAround(def, numThreads_) < kMaxCarriedRegistersForLoads;
         if (!canProduceLayout(*def, encoding) || (!def->hasTrait(trait::PURE) && !smallLoad)) {
-          // A much smaller value (a bias row before its broadcast) is converted instead; so is
-          // one the slice found already converted (a loaded tile converted, widened, scaled,
-          // then converted again, as a masked attention's bias and mask tiles): one conversion
-          // of it replaces the two.
-          if (!converted && value->type().numElements() * kBoundaryRatio > rootElements)
+          // A much smaller value (a bias row before its broadcast) is converted instead.
+          if (value->type().numElements() * kBoundaryRatio > rootElements)
             return false;
           boundaries_[value].push_back(encoding);
           continue;
@@ -174,7 +169,7 @@ public:
           encodings.push_back(encoding);
         for (unsigned i = 0; i < def->numOperands(); ++i)
           if (EncodingPtr operandLayout = operandEncoding(*def, i, encoding))
-            worklist.emplace_back(def->operand(i), operandLayout, false);
+            worklist.emplace_back(def->operand(i), operandLayout);
         continue;
       }
       Operation *loop = value->ownerBlock()->parentOp();
@@ -182,8 +177,8 @@ public:
         return false;
       unsigned carried = value->index() - 1;
       newCarried_[loop].push_back({carried, encoding});
-      worklist.emplace_back(loop->operand(3 + carried), encoding, false);
-      worklist.emplace_back(loop->body().terminator()->operand(carried), encoding, false);
+      worklist.emplace_back(loop->operand(3 + carried), encoding);
+      worklist.emplace_back(loop->body().terminator()->operand(carried), encoding);
     }
     return true;
   }

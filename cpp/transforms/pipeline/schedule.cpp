@@ -5,9 +5,7 @@
 // 1. Candidate loads: top-level 2-D loads of the body. When every user converts the tile into
 //    #mma dot-operand layouts (directly, or through a transpose: attention's Kᵀ, and the
 //    backward's Q and dO, read both ways), local_loads read the ring straight into the mma
-//    fragments, one per conversion; when every user converts it to other layouts, one
-//    local_load per conversion reads it in that layout (a masked attention's mask and bias
-//    tiles, into the scores' #mma layout); otherwise one reads the tile back in the load's own
+//    fragments, one per conversion; otherwise one reads the tile back in the load's own
 //    layout (memory-bound loops: norms), masked-off lanes zero (no `other`, or zero), with runs of
 //    >= 4 bytes per thread (cp.async copies 4, 8 or 16 bytes).
 // 2. Their operands' backward slice within the body: pure ops without regions, the induction
@@ -139,17 +137,9 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
     if (!out.slotEncoding) // ldmatrix reads of either orientation: swizzled
       out.slotEncoding =
           dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest}, elementBytes);
-  } else {
-    collectConversions(load, out);
-    if (!out.conversions.empty()) // read in the converting users' layouts (a masked
-      // attention's mask and bias tiles, in the scores' #mma layout): swizzled 16-byte chunks,
-      // as for ldmatrix, so the rows a warp reads at one column fall in different banks.
-      out.slotEncoding =
-          dotOperandSharedEncoding(type.shape(), {fastest, 1 - fastest}, elementBytes);
-    if (!out.slotEncoding) // every thread reads back the bytes it copied: the copies' pattern
-      out.slotEncoding =
-          std::make_shared<const SharedEncoding>(1, 1, 1, std::vector<int>{fastest, 1 - fastest});
-  }
+  } else // every thread reads back the bytes it copied: the copies' conflict-free pattern
+    out.slotEncoding =
+        std::make_shared<const SharedEncoding>(1, 1, 1, std::vector<int>{fastest, 1 - fastest});
   return "";
 }
 

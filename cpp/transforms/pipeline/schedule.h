@@ -31,8 +31,8 @@ struct PipelinedLoad {
   std::vector<OperandRead> reads;
   /// The `trans` ops between the load and some of its conversions (erased with them).
   std::vector<ir::Operation *> transposes;
-  /// The tile's users when all are convert_layouts (and, 2-D, none into a dot operand): each
-  /// becomes a local_load of the slot in its result's layout.
+  /// A 1-D tile's users when all are convert_layouts: each becomes a local_load of the slot in
+  /// its result's layout.
   std::vector<ir::Operation *> conversions;
   /// The layout of one ring slot, of the tile's shape.
   EncodingPtr slotEncoding;

@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import os
 import traceback
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, List
@@ -39,11 +40,11 @@ class InstantBackend(FakeBackend):
         return self.times(config)
 
 
-def _rank_main(rank: int, world: int, scenario: Callable, directory: str) -> None:
+def _rank_main(rank: int, world: int, scenario: Callable, directory: str, store: str) -> None:
     import torch.distributed as dist
     out = Path(directory) / f"rank{rank}.json"
     try:
-        dist.init_process_group("gloo", init_method=f"file://{directory}/store", rank=rank,
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                                 world_size=world, timeout=timedelta(seconds=60))
         try:
             result: Any = {"value": scenario(rank, world, Path(directory))}
@@ -62,8 +63,13 @@ def run_ranks(world: int, scenario: Callable, directory: Path, deadline: float =
     ``raises``, a rank's exception fails the test with its traceback; otherwise it comes back
     as {"error": type name, "message": text}."""
     directory.mkdir(parents=True, exist_ok=True)
+    # A fresh store file per group: the ranks leave with os._exit (no destructor removes the
+    # file), and a second group meeting in the same file would read the first one's
+    # addresses (gloo: "connection refused").
+    store = str(directory / f"store-{uuid.uuid4().hex}")
     context = multiprocessing.get_context("fork")
-    processes = [context.Process(target=_rank_main, args=(rank, world, scenario, str(directory)))
+    processes = [context.Process(target=_rank_main,
+                                 args=(rank, world, scenario, str(directory), store))
                  for rank in range(world)]
     for process in processes:
         process.start()

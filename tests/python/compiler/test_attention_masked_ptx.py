@@ -124,21 +124,3 @@ def test_live_block_table_kernel_compiles_without_spills(arch):
         pytest.skip("ptxas not found: PTX not assembled")
     assert kernel.metadata["spill_stores"] == 0
 
-
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-def test_mask_and_bias_tiles_read_from_their_rings_in_the_scores_layout(arch):
-    # A bias per (query, key) and a mask, causal: both tiles are copied by cp.async and read
-    # back straight into the scores' #mma layout; no conversion inside the key loops (only
-    # P's into its dot-operand layout), so no trip through shared memory and no barrier.
-    rng = np.random.default_rng(4)
-    q, k, v, do, mask, _ = case(rng, 256, 64)
-    bias = rng.standard_normal((1, 2, 256, 256)).astype(np.float16)
-    lse = np.zeros(q.shape[:3], np.float32)
-    args = arguments("fwd", q, k, v, q, lse, lse, do, (q, q, q), mask, bias, None, True, 0.1)
-    kernel, _ = compile_masked("fwd", args, 64, True, arch)
-    body = [line for line in kernel.asm["tgir"].splitlines() if line.startswith(" " * 6)]
-    moved = [line for line in body if "convert_layout" in line and "#dot_op" not in line]
-    assert not moved, moved
-    reads = [line for line in body if "local_load" in line and re.search(r"x\d+xi8", line)]
-    assert reads and all("#mma" in line.split("->")[-1] for line in reads), reads
-    assert len(re.findall(r"cp\.async\.(ca|cg)", kernel.asm["ptx"])) > 0

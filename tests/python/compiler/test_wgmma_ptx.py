@@ -84,11 +84,20 @@ def resolve_aliases(text: str) -> str:
 def descriptor_fields(ptx: str):
     """(swizzle mode, stride byte offset >> 4, leading byte offset >> 4) of the A and B matrix
     descriptors of every wgmma: the constant each descriptor register is or-ed with (PTX ISA
-    "Matrix Descriptor Format": bits 16-29 LBO, 32-45 SBO, 62-63 the swizzle mode)."""
+    "Matrix Descriptor Format": bits 16-29 LBO, 32-45 SBO, 62-63 the swizzle mode). An
+    instruction's descriptor is its dot's base descriptor (the 14-bit start address or-ed
+    with the fields) plus a start-address step below 2^14, and LLVM may fold the fields and
+    the step into one add: the constants along the chain back to the start are summed."""
     def decode(register):
-        imm = re.search(rf"or\.b64\s+{re.escape(register)}, %rd\d+, (-?\d+);", ptx)
-        assert imm, f"no constant fields for descriptor {register}"
-        value = int(imm.group(1)) & (2**64 - 1)
+        total, seen = 0, 0
+        while True:
+            step = re.search(rf"(?:add\.s64|or\.b64)\s+{re.escape(register)}, (%rd\d+), "
+                             rf"(-?\d+);", ptx)
+            if not step:
+                break
+            total, seen, register = total + int(step.group(2)), seen + 1, step.group(1)
+        assert seen, f"no constant fields for descriptor {register}"
+        value = total & (2**64 - 1)
         return value >> 62, (value >> 32) & 0x3FFF, (value >> 16) & 0x3FFF
     return {(decode(a), decode(b)) for a, b in re.findall(r"\}, (%rd\d+), (%rd\d+), p,", ptx)}
 
