@@ -213,7 +213,7 @@ std::vector<int> runRepresentatives(KernelLowering &lowering, const ir::Operatio
     representative[reg] = reg;
   const ir::Type &type = op.result()->type();
   bool pure = op.code() != ir::OpCode::ExternElementwise || op.flagAttr("pure");
-  if (getenv("TESSERA_NO_DEDUP") || !type.isTensor() || !pure || numRegs < 2 || op.flagAttr("check_overflow"))
+  if (!type.isTensor() || !pure || numRegs < 2 || op.flagAttr("check_overflow"))
     return representative;
   const std::vector<int64_t> &constancy =
       lowering.axisInfo().get(const_cast<ir::Value *>(op.result())).constancy;
