@@ -1,4 +1,4 @@
-"""Tessera on several GPUs (torchrun, NCCL): the figures of issue 30, in one JSON.
+"""Tessera on several GPUs (torchrun, NCCL): tuning time, agreement, training, cache; one JSON.
 
 Each figure is one `torchrun --nproc_per_node=N tests/gpu/multi/worker.py <mode>` (the worker
 of the multi-GPU tests); the environment passes through unchanged (the machine's NCCL settings,
@@ -7,8 +7,8 @@ NVLink multicast off, included):
 * tuning_time: tuning a 16-config matmul (4096^3, float16) on 1 GPU and on N GPUs, wall time
   of the first launch, cold (empty cache: compile + time), with the configs already compiled
   on disk (load + time), and the same with Triton's timing budget (do_bench warmup 25 ms, rep
-  100 ms, Triton's autotuner default; Tessera's is 10, 40); the ratios N/1 (issue 30: <= 0.6
-  for N = 2, <= 0.35 for 4);
+  100 ms, Triton's autotuner default; Tessera's is 10, 40); the ratios N/1 (the target:
+  <= 0.6 for N = 2, <= 0.35 for 4; docs/distributed.md);
 * agreement: 8 keys of a 16-config kernel tuned per rank and together, with timing noise
   (TESSERA_AUTOTUNE_NOISE=3.0:1) and without: the keys whose configs differ between ranks;
 * training: DDP and FSDP2 steps of examples/distributed_training.py's model, eager and under
