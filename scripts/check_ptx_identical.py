@@ -242,7 +242,7 @@ def masked_ops_cases(m, arch, quick):
 
 def descriptor_matmul_cases(m, arch, quick):
     """scripts/descriptor_matmul.py's host- and device-descriptor matmuls (the kernels the
-    opt-in TMA path rewrites: with TESSERA_TMA off their PTX must not change)."""
+    TMA path rewrites on sm_90a, by default)."""
     yield from m.descriptor_cases()
 
 

@@ -296,7 +296,7 @@ Outcome launchOrRecord(DispatcherState &state, const LaunchTarget &target, const
 Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args, Py_ssize_t nargs,
                   PyObject *kwnames, PyObject *&evaluatedGrid) {
   if (!state.configured || state.generation != dispatchGlobals().generation ||
-      interpreting(state) || !state.globalsUnchanged())
+      interpreting(state) || state.knobEpoch != currentKnobEpoch() || !state.globalsUnchanged())
     return Outcome::Fallback;
   PyObject *bound[kMaxFastParameters];
   PyObject *numWarps = launchStrings().defaultWarps, *numStages = launchStrings().defaultStages;
@@ -403,6 +403,42 @@ void boundLaunchDealloc(PyObject *self) {
 DispatchGlobals &dispatchGlobals() {
   static DispatchGlobals globals;
   return globals;
+}
+
+uint64_t currentKnobEpoch() {
+  DispatchGlobals &globals = dispatchGlobals();
+  if (globals.knobOverrides == nullptr || globals.rawEnviron == nullptr)
+    return globals.knobEpoch;
+#if PY_VERSION_HEX < 0x030C0000 // no dict watchers: PEP 509's version tag moves on every change
+  uint64_t overridesVersion =
+      reinterpret_cast<PyDictObject *>(globals.knobOverrides)->ma_version_tag;
+  uint64_t environVersion = reinterpret_cast<PyDictObject *>(globals.rawEnviron)->ma_version_tag;
+  if (overridesVersion != globals.overridesVersion || environVersion != globals.environVersion) {
+    globals.overridesVersion = overridesVersion;
+    globals.environVersion = environVersion;
+    globals.knobSourcesChanged = true;
+  }
+#endif
+  if (!globals.knobSourcesChanged)
+    return globals.knobEpoch;
+  globals.knobSourcesChanged = false;
+  bool anyOverride = PyDict_GET_SIZE(globals.knobOverrides) != 0;
+  for (size_t i = 0; i < globals.codeKnobs.size(); ++i) {
+    // An override wins over the environment.
+    PyObject *value = nullptr;
+    if (anyOverride)
+      value = PyDict_GetItemWithError(globals.knobOverrides, globals.codeKnobs[i].first);
+    if (value == nullptr)
+      value = PyDict_GetItemWithError(globals.rawEnviron, globals.codeKnobs[i].second);
+    PyErr_Clear(); // an unhashable key cannot happen (str and bytes); a failed lookup is "unset"
+    PyObject *&known = globals.codeKnobValues[i];
+    if (value != known) {
+      Py_XINCREF(value);
+      Py_XSETREF(known, value);
+      ++globals.knobEpoch;
+    }
+  }
+  return globals.knobEpoch;
 }
 
 } // namespace tessera::bindings

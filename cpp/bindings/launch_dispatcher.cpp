@@ -194,6 +194,11 @@ PyObject *dispatcherRegister(PyObject *self, PyObject *args) {
                            &PyTuple_GET_ITEM(constexprs, 0), constexprCount, numWarps, numStages,
                            key, argumentValues, state.runtimeFlags.data(), options))
     Py_RETURN_FALSE;
+  uint64_t epoch = currentKnobEpoch();
+  if (state.knobEpoch != epoch) { // the kernels there were compiled under other code knobs
+    state.table.clear();
+    state.knobEpoch = epoch;
+  }
   const LaunchEntry *known = state.table.find(key);
   if (known != nullptr && known->target.launchable == launchable)
     Py_RETURN_TRUE; // callers that always take the Python path (the autotuner) come here often
@@ -312,16 +317,53 @@ PyType_Spec boundLaunchSpec = {"tessera._tessera.runtime.BoundLaunch", sizeof(Bo
                                    Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
                                boundLaunchSlots};
 
-void setInterpretSources(py::object overrides, py::object rawEnviron, py::bytes variable) {
+#if PY_VERSION_HEX >= 0x030C0000
+/// The dict watcher on the knob override dict and the environment (any change: look again).
+int knobSourceChanged(PyDict_WatchEvent, PyObject *, PyObject *, PyObject *) {
+  dispatchGlobals().knobSourcesChanged = true;
+  return 0;
+}
+#endif
+
+void setInterpretSources(py::object overrides, py::object rawEnviron, py::bytes variable,
+                         py::tuple codeKnobs) {
   DispatchGlobals &globals = dispatchGlobals();
   auto keep = [](PyObject *&slot, const py::object &value) {
+#if PY_VERSION_HEX >= 0x030C0000
+    static int watcher = PyDict_AddWatcher(knobSourceChanged);
+    if (watcher < 0)
+      throw py::error_already_set();
+    if (slot != nullptr && PyDict_Unwatch(watcher, slot) < 0)
+      throw py::error_already_set();
+    if (PyDict_Check(value.ptr()) && PyDict_Watch(watcher, value.ptr()) < 0)
+      throw py::error_already_set();
+#endif
     Py_XDECREF(slot);
     slot = PyDict_Check(value.ptr()) ? Py_NewRef(value.ptr()) : nullptr;
   };
+  std::vector<std::pair<PyObject *, PyObject *>> knobs;
+  for (py::handle pair : codeKnobs) {
+    auto names = py::reinterpret_borrow<py::tuple>(pair);
+    if (names.size() != 2 || !PyUnicode_Check(names[0].ptr()) || !PyBytes_Check(names[1].ptr()))
+      throw py::type_error("code_knobs: a tuple of (knob name: str, variable: bytes)");
+    knobs.emplace_back(names[0].ptr(), names[1].ptr());
+  }
   keep(globals.knobOverrides, overrides);
   keep(globals.rawEnviron, rawEnviron);
   Py_XDECREF(globals.interpretVariable);
   globals.interpretVariable = Py_NewRef(variable.ptr());
+  for (auto &[name, variable] : globals.codeKnobs) {
+    Py_DECREF(name);
+    Py_DECREF(variable);
+  }
+  for (PyObject *value : globals.codeKnobValues)
+    Py_XDECREF(value);
+  globals.codeKnobs.clear();
+  for (auto [name, variable] : knobs)
+    globals.codeKnobs.emplace_back(Py_NewRef(name), Py_NewRef(variable));
+  globals.codeKnobValues.assign(globals.codeKnobs.size(), nullptr);
+  globals.knobSourcesChanged = true;
+  ++globals.knobEpoch; // every table was filled under sources no longer read
 }
 
 /// The current stream that `tensor_type`'s framework reports through its DLPack exchange table.
@@ -351,9 +393,11 @@ void bindDispatcher(py::module_ &m) {
     throw py::error_already_set();
   m.add_object("KernelDispatcher", py::reinterpret_steal<py::object>(dispatcher));
   m.def("set_interpret_sources", &setInterpretSources, py::arg("overrides"), py::arg("raw_environ"),
-        py::arg("variable"),
+        py::arg("variable"), py::arg("code_knobs") = py::tuple(),
         "Where the fast launch path reads the interpret knob: tessera.config's override dict, "
-        "os.environ's raw bytes dict and the variable name as bytes (None: ask Python).");
+        "os.environ's raw bytes dict and the variable name as bytes (None: ask Python); "
+        "code_knobs: (name, variable bytes) of each knob that changes the generated code, "
+        "whose change sends launches through the Python path.");
   m.def("exchange_current_stream", &exchangeCurrentStream, py::arg("tensor_type"),
         py::arg("device"),
         "The stream the fast launch path launches on for tensors of this type (tests).");

@@ -49,8 +49,26 @@ struct DispatchGlobals {
   PyObject *knobOverrides = nullptr;
   PyObject *rawEnviron = nullptr;
   PyObject *interpretVariable = nullptr;
+  // The knobs read at each launch that change the generated code (TESSERA_TMA, ...: the
+  // Python path puts their values in the kernel's key): each one's override key (str) and
+  // variable (bytes), and the objects they were bound to when last looked at (strong, or
+  // null: unset). Holding the objects makes an identity compare a value compare: a knob set
+  // to a new object, or set back, moves `knobEpoch`, and launch tables filled under another
+  // epoch send their calls through the Python path.
+  std::vector<std::pair<PyObject *, PyObject *>> codeKnobs;
+  std::vector<PyObject *> codeKnobValues;
+  uint64_t knobEpoch = 0;
+  // Whether the override dict or the environment may have changed since the code knobs were
+  // last looked at, so that a launch costs a flag test, not a dozen dict lookups: a dict
+  // watcher sets it (Python 3.12+); before 3.12 the dicts' version tags are compared.
+  bool knobSourcesChanged = true;
+  uint64_t overridesVersion = 0, environVersion = 0;
 };
 DispatchGlobals &dispatchGlobals();
+
+/// The epoch of the code knobs' current values (DispatchGlobals::knobEpoch), after looking at
+/// them: a few dict lookups.
+uint64_t currentKnobEpoch();
 
 /// JITFunction(interpret=...): None follows the knob.
 enum class InterpretMode { FromKnob, Always, Never };
@@ -86,6 +104,7 @@ struct DispatcherState {
   InterpretMode interpret = InterpretMode::FromKnob;
   bool configured = false;
   uint64_t generation = 0;
+  uint64_t knobEpoch = 0; // the code knobs' epoch that `table` was filled under
   LaunchTable table;
   LaunchRecord recorded;
   // The names the compiled kernels' source key read (tl.constexpr globals, @jit helpers,

@@ -94,8 +94,8 @@ KNOBS: dict[str, Knob[Any]] = {
                       "$CUDA_HOME/nvvm/libdevice, then /usr/local/cuda/nvvm/libdevice."),
     "wgmma": Knob("TESSERA_WGMMA", True, _parse_bool,
                   "Compute dots that fit on wgmma when the target is sm_90a (off: mma.sync "
-                  "everywhere, e.g. to compare the two). Read when a specialization is first "
-                  "compiled; part of the on-disk cache key."),
+                  "everywhere, e.g. to compare the two). Read at each launch; part of the "
+                  "cache key."),
     "wgmma_overlap": Knob("TESSERA_WGMMA_OVERLAP", True, _parse_bool,
                           "Let a wgmma dot run on the tensor cores while the ops after it that "
                           "do not need its result execute, waiting at its first use (off: wait "
@@ -106,13 +106,14 @@ KNOBS: dict[str, Knob[Any]] = {
                            "previous product only, behind a barrier after the step's product "
                            "(docs/perf/wgmma_across_iterations.md; needs wgmma_overlap). Off: "
                            "every step waits for its product. Part of the cache key."),
-    "tma": Knob("TESSERA_TMA", False, _parse_bool,
-                "Opt-in Hopper path (sm_90a only; off by default): host TensorDescriptor "
-                "arguments also pass a CUtensorMap, device-side tl.make_tensor_descriptor "
-                "values encode one in global scratch (tessera.set_allocator), and the "
-                "pipeliner copies their tiles with TMA (cp.async.bulk.tensor) into "
-                "mbarrier-tracked rings (docs/perf/hopper.md). Read at each launch; part of "
-                "the cache key."),
+    "tma": Knob("TESSERA_TMA", True, _parse_bool,
+                "The Hopper path for tensor descriptors (sm_90a only), on by default as in "
+                "Triton: host TensorDescriptor arguments also pass a CUtensorMap, device-side "
+                "tl.make_tensor_descriptor values encode one in global scratch "
+                "(tessera.set_allocator), and the pipeliner copies their tiles with TMA "
+                "(cp.async.bulk.tensor) into mbarrier-tracked rings (docs/perf/hopper.md). "
+                "Off: descriptor tiles are copied with cp.async. Read at each launch; part "
+                "of the cache key."),
     "warp_specialize": Knob("TESSERA_WARP_SPECIALIZE", False, _parse_bool,
                             "With TESSERA_TMA on sm_90a: every TMA-pipelined loop that can "
                             "be gets a producer warpgroup that issues its copies while the "
@@ -154,8 +155,8 @@ KNOBS: dict[str, Knob[Any]] = {
     "debug": Knob("TESSERA_DEBUG", False, _parse_bool,
                   "Compile tl.device_assert and `assert` statements into kernels (as "
                   "TRITON_DEBUG; also @jit(debug=True)), and check the int32 arithmetic of "
-                  "pointer offsets for overflow; off, they build nothing. Read when a "
-                  "specialization is first compiled; part of the cache key."),
+                  "pointer offsets for overflow; off, they build nothing. Read at each launch; "
+                  "part of the cache key."),
 }
 
 # The remote kernel cache (runtime/remote_cache.py; Triton's TRITON_REMOTE_CACHE_BACKEND and

@@ -24,8 +24,8 @@ from .frontend.exec_source import remember_exec_source
 from .constexpr_functions import ConstexprFunction, constexpr_function, next_power_of_2  # noqa: F401
 from .jit_source import KernelTextAndWarmup
 from .launch_grid import Grid, as_run_call, call_grid, check_grid, run_keyword_hint
-from .launch_options import (LaunchOptions, fast_path_options, parse_options, specialize_flags,
-                             split_launch_kwargs)
+from .launch_options import (CODE_KNOBS, LaunchOptions, fast_path_options, parse_options,
+                             specialize_flags, split_launch_kwargs)
 from .runtime import descriptor_arguments, tuple_arguments
 from .specialization import argument_key, describe, masked_key
 from .tracebacks import api_boundary
@@ -56,10 +56,12 @@ def _is_constexpr_annotation(annotation: Any) -> bool:
 # C++ fast path keeps its own counter, bumped at the same moments, and leaves such a launch here.
 _jit_generation = 0
 
-# The fast path reads the interpret knob where tessera.config keeps it (its override dict and
-# os.environ's raw bytes), without calling the knob's Python property on every launch.
-_runtime.set_interpret_sources(knobs._overrides, config._RAW_ENVIRON,
-                               os.fsencode(config.KNOBS["interpret"].name))
+# The fast path reads the interpret knob and the knobs that change the code (CODE_KNOBS) where
+# tessera.config keeps them (its override dict and os.environ's raw bytes), without calling
+# the knobs' Python properties on every launch.
+_runtime.set_interpret_sources(
+    knobs._overrides, config._RAW_ENVIRON, os.fsencode(config.KNOBS["interpret"].name),
+    tuple((name, os.fsencode(config.KNOBS[name].name)) for name in CODE_KNOBS))
 
 
 class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):

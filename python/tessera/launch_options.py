@@ -22,6 +22,12 @@ from .config import knobs
 OPTION_NAMES = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug")
 FAST_PATH_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion", "debug")
 
+# The knobs read at each launch that change the generated code: their values are fields of
+# LaunchOptions (so of the in-memory kernel key), and the C++ fast path watches them (jit.py
+# hands it this table), so flipping one, e.g. ``with knobs.scope(tma=True):``, never launches
+# the kernel compiled the other way.
+CODE_KNOBS = ("debug", "tma", "warp_specialize", "wgmma", "wgmma_overlap", "wgmma_pipeline")
+
 # Triton launch options Tessera accepts only at Triton's default value (anything else is a
 # feature Tessera lacks: an error that says so, not a silently different kernel).
 _DEFAULT_ONLY = {"launch_cooperative_grid": False, "launch_pdl": False, "warp_size": 32,
@@ -46,16 +52,23 @@ class LaunchOptions:
     debug: bool = False
     # TESSERA_TMA when the launch is made: it changes the kernel's parameters (tensor maps),
     # so a launch with the knob flipped must not find the kernel compiled the other way.
-    tma: bool = False
+    # The defaults here are the knobs' defaults.
+    tma: bool = True
     # TESSERA_WARP_SPECIALIZE when the launch is made (a producer warpgroup: another block).
     warp_specialize: bool = False
+    # TESSERA_WGMMA, _OVERLAP and _PIPELINE when the launch is made (their defaults here).
+    wgmma: bool = True
+    wgmma_overlap: bool = True
+    wgmma_pipeline: bool = False
 
     def compile_options(self, arch: str):
         """The CompileOptions of this launch for ``arch``."""
         from .compiler import CompileOptions
         return CompileOptions(num_warps=self.num_warps, num_stages=self.num_stages, arch=arch,
                               maxnreg=self.maxnreg, enable_fp_fusion=self.enable_fp_fusion,
-                              debug=self.debug, tma=self.tma,
+                              debug=self.debug, tma=self.tma, wgmma=self.wgmma,
+                              wgmma_overlap=self.wgmma_overlap,
+                              wgmma_pipeline=self.wgmma_pipeline,
                               warp_specialize=self.warp_specialize)
 
 
@@ -90,7 +103,8 @@ def parse_options(kernel: str, given: Dict[str, Any], jit_debug: Optional[bool])
     return LaunchOptions(num_warps, num_stages, maxnreg,
                          True if fusion is None else bool(fusion),
                          bool(debug) or bool(knobs.debug), bool(knobs.tma),
-                         bool(knobs.warp_specialize))
+                         bool(knobs.warp_specialize), bool(knobs.wgmma),
+                         bool(knobs.wgmma_overlap), bool(knobs.wgmma_pipeline))
 
 
 def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dict[str, Any],

@@ -170,9 +170,9 @@ def load_module(image: str, device: typing.SupportsInt | typing.SupportsIndex) -
     """
     Loads a cubin/fatbin (bytes) or PTX (str or bytes, assembled by the driver JIT).
     """
-def set_interpret_sources(overrides: typing.Any, raw_environ: typing.Any, variable: bytes) -> None:
+def set_interpret_sources(overrides: typing.Any, raw_environ: typing.Any, variable: bytes, code_knobs: tuple = ()) -> None:
     """
-    Where the fast launch path reads the interpret knob: tessera.config's override dict, os.environ's raw bytes dict and the variable name as bytes (None: ask Python).
+    Where the fast launch path reads the interpret knob: tessera.config's override dict, os.environ's raw bytes dict and the variable name as bytes (None: ask Python); code_knobs: (name, variable bytes) of each knob that changes the generated code, whose change sends launches through the Python path.
     """
 def specialization_words(args: collections.abc.Sequence, flags: collections.abc.Sequence) -> list:
     """

@@ -284,3 +284,33 @@ def test_kernels_wider_than_the_fast_path_still_launch(gpu):
     for _ in range(3):
         wide[1](*values, BLOCK=16)
     assert gpu.python_launch_count() == 3 and fast_launch_count(wide) == 0
+
+
+@pytest.mark.parametrize("knob, variable", [("tma", "TESSERA_TMA"), ("wgmma", "TESSERA_WGMMA"),
+                                            ("debug", "TESSERA_DEBUG")])
+def test_a_knob_that_changes_the_code_is_never_launched_stale(gpu, monkeypatch, knob, variable):
+    """Knobs read at each launch (TESSERA_TMA, ...) are part of the kernel's key: the fast path
+    must not launch the kernel compiled under the other value, whether the knob was set in
+    Python, through the environment, or set back."""
+    monkeypatch.delenv(variable, raising=False)
+    mixed = make_mixed()
+    x = torch.randn(256)
+
+    def launched():
+        kernel, _, fast = launch_and_see(gpu, mixed, 1, (x, x, 10, 1.0, True), {"BLOCK": 128})
+        return kernel, fast, getattr(kernel.options, knob)
+
+    off, _, off_value = launched()
+    assert launched() == (off, True, off_value)
+    with knobs.scope(**{knob: not off_value}):
+        on, fast, value = launched()
+        assert on is not off and not fast and value == (not off_value)
+        assert launched() == (on, True, not off_value)
+    assert launched() == (off, False, off_value)          # set back: the first kernel again
+    assert launched() == (off, True, off_value)
+    monkeypatch.setenv(variable, "0" if not off_value else "1")
+    assert launched()[0] is off and launched()[1]         # the same value: still fast
+    monkeypatch.setenv(variable, "1" if not off_value else "0")
+    assert launched() == (on, False, not off_value)
+    assert launched() == (on, True, not off_value)
+    assert len(gpu.prepared) == 2
