@@ -45,9 +45,14 @@ llvm::Intrinsic::ID ldmatrixIntrinsic(int numMatrices, bool transposed) {
   }
 }
 
-/// fence.proxy.async.shared::cta in a func with wgmma dots: this thread's shared-memory writes
-/// so far (st.shared, landed cp.async) become visible to the async proxy that wgmma reads
-/// through, once the barrier membar placed before the dot orders them across threads.
+/// fence.proxy.async.shared::cta in a func with wgmma dots: this thread's st.shared writes so
+/// far become visible to the async proxy that wgmma reads through, once the barrier membar
+/// placed before the dot orders them across threads. Only register -> shared copies get it
+/// (local_alloc of a source), as in Triton 3.6 (FenceInsertion: local_alloc with a source and
+/// local_store only) and CUTLASS's cp.async + GMMA mainloops: a ring filled by cp.async is
+/// read by wgmma after cp.async.wait_group and the barrier alone. The fence is MEMBAR.ALL.CTA
+/// + FENCE.VIEW.ASYNC.S in SASS; after the ring's wait it cost every step of every pipelined
+/// wgmma loop both (docs/perf/matmul_sass.md).
 void emitProxyFence(KernelLowering &lowering) {
   if (lowering.usesWgmma())
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_fence_proxy_async_shared_cta, {}, {});
@@ -323,8 +328,7 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::AsyncWait:
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {},
                            {lowering.i32(op.intAttr("pending"))});
-    emitProxyFence(lowering);
-    return true;
+    return true; // no proxy fence for cp.async (see emitProxyFence)
   case ir::OpCode::Barrier: // membar's `wgmma_pending`: honoured with pipelineWgmma only
     lowering.emitBarrier(
         lowering.pipelineWgmma()
