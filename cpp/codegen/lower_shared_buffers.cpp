@@ -91,6 +91,43 @@ Registers loadWithLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan,
   return result;
 }
 
+llvm::Intrinsic::ID stmatrixIntrinsic(int numMatrices, bool transposed) {
+  switch (numMatrices) {
+  case 1:
+    return transposed ? llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x1_trans_b16
+                      : llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x1_b16;
+  case 2:
+    return transposed ? llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x2_trans_b16
+                      : llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x2_b16;
+  default:
+    return transposed ? llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x4_trans_b16
+                      : llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x4_b16;
+  }
+}
+
+/// Stores the registers of a layout with stmatrix (planStmatrix): instruction i stores
+/// registers [i * registersPerInstruction, ...), each 32-bit word two 16-bit elements, low
+/// half first, exactly where ldmatrix of the same plan would have delivered them from.
+void storeWithStmatrix(KernelLowering &lowering, const LdmatrixPlan &plan, const Registers &source,
+                       llvm::Value *base, llvm::Type *memoryType) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  auto *pairType = llvm::FixedVectorType::get(memoryType, 2);
+  std::vector<std::vector<llvm::Value *>> rows = lowering.emitIndices(plan.addresses);
+  for (size_t instruction = 0; instruction < rows.size(); ++instruction) {
+    std::vector<llvm::Value *> arguments = {byteAddress(lowering, base, rows[instruction][0], 2)};
+    for (int word = 0; word < plan.numMatrices; ++word) {
+      size_t first = instruction * plan.registersPerInstruction + word * plan.elementsPerWord;
+      llvm::Value *pair = llvm::PoisonValue::get(pairType);
+      for (int e = 0; e < 2; ++e)
+        pair = b.CreateInsertElement(pair, lowering.toMemory(source[first + e], memoryType),
+                                     uint64_t(e));
+      arguments.push_back(b.CreateBitCast(pair, b.getInt32Ty()));
+    }
+    lowering.callIntrinsic(stmatrixIntrinsic(plan.numMatrices, plan.transposed),
+                           {arguments[0]->getType()}, arguments);
+  }
+}
+
 /// The registers of `layout` read by ldmatrix on demand: the first request for a register
 /// emits (at the current insertion point) the instruction that fills it.
 KernelLowering::RegisterMaker lazyLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan,
@@ -276,6 +313,9 @@ void storeToSharedTile(KernelLowering &lowering, const ir::Operation &op, const 
                        const ir::Type &elementType) {
   llvm::Type *memoryType = lowering.memoryType(elementType, op);
   int elementBytes = lowering.memoryBytes(elementType, op);
+  if (lowering.smVersion() >= 90)
+    if (std::optional<LdmatrixPlan> plan = planStmatrix(layout, tile, elementBytes))
+      return storeWithStmatrix(lowering, *plan, source, base, memoryType);
   LinearLayout offsets = sharedOffsetLayout(layout, tile);
   int32_t duplicates = KernelLowering::duplicateRegisterMask(layout);
   int width = sharedAccessWidth(offsets, elementBytes, duplicates);
@@ -328,7 +368,7 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::AsyncWait:
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {},
                            {lowering.i32(op.intAttr("pending"))});
-    return true; // no proxy fence for cp.async (see emitProxyFence)
+    return true;            // no proxy fence for cp.async (see emitProxyFence)
   case ir::OpCode::Barrier: // membar's `wgmma_pending`: honoured with pipelineWgmma only
     lowering.emitBarrier(
         lowering.pipelineWgmma()
