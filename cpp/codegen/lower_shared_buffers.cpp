@@ -21,6 +21,8 @@
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
+#include <map>
+
 namespace tessera::codegen {
 
 namespace {
@@ -112,9 +114,31 @@ void storeWithStmatrix(KernelLowering &lowering, const LdmatrixPlan &plan, const
                        llvm::Value *base, llvm::Type *memoryType) {
   llvm::IRBuilder<> &b = lowering.builder();
   auto *pairType = llvm::FixedVectorType::get(memoryType, 2);
-  std::vector<std::vector<llvm::Value *>> rows = lowering.emitIndices(plan.addresses);
-  for (size_t instruction = 0; instruction < rows.size(); ++instruction) {
-    std::vector<llvm::Value *> arguments = {byteAddress(lowering, base, rows[instruction][0], 2)};
+  // Row offset = thread part ^ instruction part. The instruction part's bits that no lane or
+  // warp bit can set are added instead (the same value): they fold into the address
+  // immediate, so the instructions share a few address registers. With one register per
+  // instruction, LLVM hoisted all of them out of a persistent matmul's tile loop and ptxas
+  // spilled them (the descriptor matmul, 128x256 w8, ragged C).
+  LinearLayout threadLayout =
+      plan.addresses.sublayout({kLaneDim, kWarpDim, kBlockDim}, {kOffsetDim});
+  llvm::Value *threadPart = lowering.emitIndices(threadLayout)[0][0];
+  int32_t threadBits = 0;
+  for (const auto &[dim, vectors] : threadLayout.getBases())
+    for (const LinearLayout::BasisVector &vector : vectors)
+      threadBits |= vector[0];
+  int numInstructions =
+      plan.addresses.hasInDim(kRegisterDim) ? plan.addresses.getInDimSize(kRegisterDim) : 1;
+  std::map<int32_t, llvm::Value *> rowsByXor;
+  for (int instruction = 0; instruction < numInstructions; ++instruction) {
+    int32_t part = plan.addresses.hasInDim(kRegisterDim)
+                       ? plan.addresses.apply({{kRegisterDim, instruction}})[0].second
+                       : 0;
+    llvm::Value *&row = rowsByXor[part & threadBits];
+    if (!row)
+      row = (part & threadBits) ? b.CreateXor(threadPart, lowering.i32(part & threadBits))
+                                : threadPart;
+    llvm::Value *offset = b.CreateAdd(row, lowering.i32(part & ~threadBits));
+    std::vector<llvm::Value *> arguments = {byteAddress(lowering, base, offset, 2)};
     for (int word = 0; word < plan.numMatrices; ++word) {
       size_t first = instruction * plan.registersPerInstruction + word * plan.elementsPerWord;
       llvm::Value *pair = llvm::PoisonValue::get(pairType);
@@ -368,7 +392,7 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::AsyncWait:
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {},
                            {lowering.i32(op.intAttr("pending"))});
-    return true;            // no proxy fence for cp.async (see emitProxyFence)
+    return true;            // and no proxy fence: see emitProxyFence
   case ir::OpCode::Barrier: // membar's `wgmma_pending`: honoured with pipelineWgmma only
     lowering.emitBarrier(
         lowering.pipelineWgmma()

@@ -9,6 +9,7 @@
 //  3. simulate the instructions (simulateLdmatrix) and accept the plan only if every register
 //     receives the element the register layout assigns it, from 16-byte-aligned rows.
 #include "layout/ldmatrix.h"
+
 #include <algorithm>
 
 namespace tessera {
