@@ -9,9 +9,12 @@
 //   same lane/warp bases       -> a register permutation or copy (no instructions);
 //   otherwise                  -> shared memory: every thread stores its elements at their
 //                                 offsets in a swizzled tile (chooseConversionTile) at the
-//                                 op's scratch_offset, barrier, loads at P's offsets.
+//                                 op's scratch_offset (st.shared, or stmatrix on sm_90 where
+//                                 it moves more: layout/ldmatrix.h), barrier, loads at P's
+//                                 offsets.
 // P and the choice live in analysis/shared_footprint.h, which the allocator sizes scratch with;
 // membar orders the scratch against earlier users (no barrier before the stores here).
+#include "codegen/lower_matrix.h"
 #include "codegen/lower_to_llvm.h"
 
 #include "analysis/shared_footprint.h"
@@ -19,31 +22,12 @@
 #include "layout/conversion.h"
 #include "layout/shared_tile_layout.h"
 
-#include <functional>
 #include <map>
 #include <optional>
 
 namespace tessera::codegen {
 
 namespace {
-
-/// Emits one pass of shared accesses: for each group of registers with consecutive offsets
-/// in `offsets` (hardware -> "offset"), calls access(firstRegister, width, address).
-void forEachSharedAccess(KernelLowering &lowering, const LinearLayout &offsets, llvm::Value *base,
-                         int elementBytes, int32_t skipRegisters,
-                         const std::function<void(int, int, llvm::Value *)> &access) {
-  llvm::IRBuilder<> &b = lowering.builder();
-  int width = std::min(offsets.getNumConsecutiveInOut(kRegisterDim, kOffsetDim), 16 / elementBytes);
-  while (skipRegisters & (width - 1))
-    width /= 2;
-  std::vector<std::vector<llvm::Value *>> indices = lowering.emitIndices(offsets);
-  for (int first = 0; first < static_cast<int>(indices.size()); first += width) {
-    if (first & skipRegisters)
-      continue;
-    llvm::Value *byteOffset = b.CreateMul(indices[first][0], lowering.i32(elementBytes));
-    access(first, width, b.CreateGEP(b.getInt8Ty(), base, byteOffset));
-  }
-}
 
 Registers throughSharedMemory(KernelLowering &lowering, const ir::Operation &op,
                               const Registers &source, const LinearLayout &sourceLayout,
@@ -54,21 +38,22 @@ Registers throughSharedMemory(KernelLowering &lowering, const ir::Operation &op,
   // The swizzle that keeps both the stores and the loads free of bank conflicts (or nearly).
   SharedTileLayout tile = chooseConversionTile(sourceLayout, destination, elementBytes);
   llvm::Value *base = lowering.sharedScratch(op, tile.allocationSize() * elementBytes);
-  forEachSharedAccess(lowering, sharedOffsetLayout(sourceLayout, tile), base, elementBytes,
-                      KernelLowering::duplicateRegisterMask(sourceLayout),
-                      [&](int first, int width, llvm::Value *address) {
-                        emitVectorStore(lowering, address,
-                                        llvm::ArrayRef<llvm::Value *>(source).slice(first, width),
-                                        memoryType);
-                      });
+  // Vectorized st.shared, or stmatrix where it moves more per instruction (sm_90).
+  storeToSharedTile(lowering, op, source, sourceLayout, tile, base, elementType);
   lowering.emitBarrier(); // internal to the op: every store lands before any thread loads
-  Registers result(destination.getInDimSize(kRegisterDim));
-  forEachSharedAccess(lowering, sharedOffsetLayout(destination, tile), base, elementBytes, 0,
-                      [&](int first, int width, llvm::Value *address) {
-                        std::vector<llvm::Value *> loaded =
-                            emitVectorLoad(lowering, address, memoryType, registerType, width);
-                        std::copy(loaded.begin(), loaded.end(), result.begin() + first);
-                      });
+  // Loads of the registers at consecutive offsets, at most 16 bytes each.
+  LinearLayout offsets = sharedOffsetLayout(destination, tile);
+  int width = std::min(offsets.getNumConsecutiveInOut(kRegisterDim, kOffsetDim), 16 / elementBytes);
+  std::vector<std::vector<llvm::Value *>> indices = lowering.emitIndices(offsets);
+  llvm::IRBuilder<> &b = lowering.builder();
+  Registers result(indices.size());
+  for (int first = 0; first < static_cast<int>(indices.size()); first += width) {
+    llvm::Value *address = b.CreateGEP(b.getInt8Ty(), base,
+                                       b.CreateMul(indices[first][0], lowering.i32(elementBytes)));
+    std::vector<llvm::Value *> loaded =
+        emitVectorLoad(lowering, address, memoryType, registerType, width);
+    std::copy(loaded.begin(), loaded.end(), result.begin() + first);
+  }
   return result;
 }
 

@@ -6,14 +6,17 @@
 //     alignment, by mask constancy (axis info) and by 16 bytes. A vector-add tile of f32 with
 //     sizePerThread 4 and 16-byte-aligned pointers gives ld.global.v4.b32 / st.global.v4.b32.
 //  2. Each group of `width` registers becomes one LLVM vector load/store of the group's first
-//     pointer. A mask is constant over the group (1. guarantees it): one branch skips the
-//     access, and a phi supplies `other` (zero when absent) to masked-off loads.
+//     pointer. A mask is constant over the group (1. guarantees it): one branch skips a
+//     load, and a phi supplies `other` (zero when absent) to masked-off loads; a store is
+//     one predicated PTX instruction (inline asm, as Triton).
 //  3. Stores are issued only by the first owner of each element: registers, lanes and warps
 //     that merely duplicate data (free variables of the layout) skip them, as in Triton; a
 //     scalar store is issued by thread 0 alone.
 #include "codegen/lower_to_llvm.h"
 
 #include "ir/diagnostics.h"
+
+#include <llvm/IR/InlineAsm.h>
 
 namespace tessera::codegen {
 
@@ -99,6 +102,85 @@ void lowerLoad(KernelLowering &lowering, const ir::Operation &op) {
   lowering.setRegisters(op.result(), std::move(result));
 }
 
+/// The 32-bit (or narrower, or 64-bit) words of one access of `values`: sub-word elements
+/// packed as accessType packs them. Returns the words and their width in bytes.
+std::pair<std::vector<llvm::Value *>, int>
+storeWords(KernelLowering &lowering, llvm::ArrayRef<llvm::Value *> values, llvm::Type *memoryType) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  int elementBytes = static_cast<int>(memoryType->getPrimitiveSizeInBits() / 8);
+  int width = static_cast<int>(values.size());
+  int wordBytes = elementBytes >= 4 ? elementBytes : std::min(width * elementBytes, 4);
+  int perWord = std::max(1, wordBytes / elementBytes);
+  llvm::Type *wordType = b.getIntNTy(8 * wordBytes);
+  std::vector<llvm::Value *> words;
+  for (int first = 0; first < width; first += perWord) {
+    llvm::Value *word;
+    if (perWord == 1) {
+      word = lowering.toMemory(values[first], memoryType);
+    } else {
+      word = llvm::PoisonValue::get(llvm::FixedVectorType::get(memoryType, perWord));
+      for (int i = 0; i < perWord; ++i)
+        word = b.CreateInsertElement(word, lowering.toMemory(values[first + i], memoryType),
+                                     uint64_t(i));
+    }
+    // f32/f64 stay floats ("f"/"d"), so LLVM keeps optimizing them as floats (an fabs
+    // stored through an i32 bitcast would become an and of the sign bit).
+    bool keepFloat = perWord == 1 && (memoryType->isFloatTy() || memoryType->isDoubleTy());
+    words.push_back(keepFloat ? word : b.CreateBitCast(word, wordType));
+  }
+  return {words, wordBytes};
+}
+
+/// The inline-asm constraint of a store word: its register class.
+const char *wordConstraint(llvm::Type *type) {
+  if (type->isFloatTy())
+    return "f";
+  if (type->isDoubleTy())
+    return "d";
+  switch (type->getIntegerBitWidth()) {
+  case 8: return "c";
+  case 16: return "h";
+  case 32: return "r";
+  default: return "l";
+  }
+}
+
+/// `@p st[.volatile][.global].v<n>.b<bits> [address], {words}`: a masked store is one
+/// predicated instruction, as Triton emits it. Branched around (the `store.then` blocks this
+/// replaced), it let LLVM sink the stored value's loads and address arithmetic into each
+/// branch, where ptxas ran them one branch at a time: a matmul epilogue read its eight
+/// 16-byte rows from shared memory one after another instead of together
+/// (docs/perf/matmul_sass.md).
+void emitPredicatedStore(KernelLowering &lowering, llvm::Value *predicate, llvm::Value *address,
+                         llvm::ArrayRef<llvm::Value *> values, llvm::Type *memoryType,
+                         bool isVolatile) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  auto [words, wordBytes] = storeWords(lowering, values, memoryType);
+  unsigned addressSpace = address->getType()->getPointerAddressSpace();
+  const llvm::DataLayout &dataLayout = b.GetInsertBlock()->getModule()->getDataLayout();
+  bool shortPointer = dataLayout.getPointerSizeInBits(addressSpace) == 32;
+  std::string text = "@$0 st";
+  text += isVolatile ? ".volatile" : "";
+  text += addressSpace == 1 ? ".global" : addressSpace == 3 ? ".shared" : "";
+  text += words.size() > 1 ? ".v" + std::to_string(words.size()) : "";
+  text += ".b" + std::to_string(8 * wordBytes) + " [$1], ";
+  std::string constraints = std::string("b,") + (shortPointer ? "r" : "l");
+  std::string operands;
+  for (size_t i = 0; i < words.size(); ++i) {
+    operands += (i ? ", $" : "$") + std::to_string(i + 2);
+    constraints += std::string(",") + wordConstraint(words[i]->getType());
+  }
+  text += words.size() > 1 ? "{" + operands + "};" : operands + ";";
+  std::vector<llvm::Value *> arguments = {predicate, address};
+  std::vector<llvm::Type *> types = {predicate->getType(), address->getType()};
+  for (llvm::Value *word : words) {
+    arguments.push_back(word);
+    types.push_back(word->getType());
+  }
+  auto *type = llvm::FunctionType::get(b.getVoidTy(), types, false);
+  b.CreateCall(llvm::InlineAsm::get(type, text, constraints, /*hasSideEffects=*/true), arguments);
+}
+
 void lowerStore(KernelLowering &lowering, const ir::Operation &op) {
   llvm::IRBuilder<> &b = lowering.builder();
   const ir::Type &valueType = op.operand(1)->type();
@@ -128,11 +210,11 @@ void lowerStore(KernelLowering &lowering, const ir::Operation &op) {
     if (first & duplicateRegisters)
       continue; // another register of this thread stores the same element
     llvm::Value *predicate = andPredicates(b, masks ? (*masks)[first] : nullptr, owner);
-    emitPredicated(b, predicate, "store", [&] {
-      emitVectorStore(lowering, pointers[first],
-                      llvm::ArrayRef<llvm::Value *>(values).slice(first, width), memoryType,
-                      isVolatile);
-    });
+    llvm::ArrayRef<llvm::Value *> group = llvm::ArrayRef<llvm::Value *>(values).slice(first, width);
+    if (predicate)
+      emitPredicatedStore(lowering, predicate, pointers[first], group, memoryType, isVolatile);
+    else
+      emitVectorStore(lowering, pointers[first], group, memoryType, isVolatile);
   }
 }
 

@@ -21,6 +21,8 @@
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
+#include <map>
+
 namespace tessera::codegen {
 
 namespace {
@@ -45,9 +47,14 @@ llvm::Intrinsic::ID ldmatrixIntrinsic(int numMatrices, bool transposed) {
   }
 }
 
-/// fence.proxy.async.shared::cta in a func with wgmma dots: this thread's shared-memory writes
-/// so far (st.shared, landed cp.async) become visible to the async proxy that wgmma reads
-/// through, once the barrier membar placed before the dot orders them across threads.
+/// fence.proxy.async.shared::cta in a func with wgmma dots: this thread's st.shared writes so
+/// far become visible to the async proxy that wgmma reads through, once the barrier membar
+/// placed before the dot orders them across threads. Only register -> shared copies get it
+/// (local_alloc of a source), as in Triton 3.6 (FenceInsertion: local_alloc with a source and
+/// local_store only) and CUTLASS's cp.async + GMMA mainloops: a ring filled by cp.async is
+/// read by wgmma after cp.async.wait_group and the barrier alone. The fence is MEMBAR.ALL.CTA
+/// + FENCE.VIEW.ASYNC.S in SASS; after the ring's wait it cost every step of every pipelined
+/// wgmma loop both (docs/perf/matmul_sass.md).
 void emitProxyFence(KernelLowering &lowering) {
   if (lowering.usesWgmma())
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_fence_proxy_async_shared_cta, {}, {});
@@ -84,6 +91,65 @@ Registers loadWithLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan,
     emitLdmatrix(lowering, plan, static_cast<int>(instruction), rows[instruction][0], base,
                  elementType, elementBytes, result);
   return result;
+}
+
+llvm::Intrinsic::ID stmatrixIntrinsic(int numMatrices, bool transposed) {
+  switch (numMatrices) {
+  case 1:
+    return transposed ? llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x1_trans_b16
+                      : llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x1_b16;
+  case 2:
+    return transposed ? llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x2_trans_b16
+                      : llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x2_b16;
+  default:
+    return transposed ? llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x4_trans_b16
+                      : llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x4_b16;
+  }
+}
+
+/// Stores the registers of a layout with stmatrix (planStmatrix): instruction i stores
+/// registers [i * registersPerInstruction, ...), each 32-bit word two 16-bit elements, low
+/// half first, exactly where ldmatrix of the same plan would have delivered them from.
+void storeWithStmatrix(KernelLowering &lowering, const LdmatrixPlan &plan, const Registers &source,
+                       llvm::Value *base, llvm::Type *memoryType) {
+  llvm::IRBuilder<> &b = lowering.builder();
+  auto *pairType = llvm::FixedVectorType::get(memoryType, 2);
+  // Row offset = thread part ^ instruction part. The instruction part's bits that no lane or
+  // warp bit can set are added instead (the same value): they fold into the address
+  // immediate, so the instructions share a few address registers. With one register per
+  // instruction, LLVM hoisted all of them out of a persistent matmul's tile loop and ptxas
+  // spilled them (the descriptor matmul, 128x256 w8, ragged C).
+  LinearLayout threadLayout =
+      plan.addresses.sublayout({kLaneDim, kWarpDim, kBlockDim}, {kOffsetDim});
+  llvm::Value *threadPart = lowering.emitIndices(threadLayout)[0][0];
+  int32_t threadBits = 0;
+  for (const auto &[dim, vectors] : threadLayout.getBases())
+    for (const LinearLayout::BasisVector &vector : vectors)
+      threadBits |= vector[0];
+  int numInstructions =
+      plan.addresses.hasInDim(kRegisterDim) ? plan.addresses.getInDimSize(kRegisterDim) : 1;
+  std::map<int32_t, llvm::Value *> rowsByXor;
+  for (int instruction = 0; instruction < numInstructions; ++instruction) {
+    int32_t part = plan.addresses.hasInDim(kRegisterDim)
+                       ? plan.addresses.apply({{kRegisterDim, instruction}})[0].second
+                       : 0;
+    llvm::Value *&row = rowsByXor[part & threadBits];
+    if (!row)
+      row = (part & threadBits) ? b.CreateXor(threadPart, lowering.i32(part & threadBits))
+                                : threadPart;
+    llvm::Value *offset = b.CreateAdd(row, lowering.i32(part & ~threadBits));
+    std::vector<llvm::Value *> arguments = {byteAddress(lowering, base, offset, 2)};
+    for (int word = 0; word < plan.numMatrices; ++word) {
+      size_t first = instruction * plan.registersPerInstruction + word * plan.elementsPerWord;
+      llvm::Value *pair = llvm::PoisonValue::get(pairType);
+      for (int e = 0; e < 2; ++e)
+        pair = b.CreateInsertElement(pair, lowering.toMemory(source[first + e], memoryType),
+                                     uint64_t(e));
+      arguments.push_back(b.CreateBitCast(pair, b.getInt32Ty()));
+    }
+    lowering.callIntrinsic(stmatrixIntrinsic(plan.numMatrices, plan.transposed),
+                           {arguments[0]->getType()}, arguments);
+  }
 }
 
 /// The registers of `layout` read by ldmatrix on demand: the first request for a register
@@ -271,6 +337,9 @@ void storeToSharedTile(KernelLowering &lowering, const ir::Operation &op, const 
                        const ir::Type &elementType) {
   llvm::Type *memoryType = lowering.memoryType(elementType, op);
   int elementBytes = lowering.memoryBytes(elementType, op);
+  if (lowering.smVersion() >= 90)
+    if (std::optional<LdmatrixPlan> plan = planStmatrix(layout, tile, elementBytes))
+      return storeWithStmatrix(lowering, *plan, source, base, memoryType);
   LinearLayout offsets = sharedOffsetLayout(layout, tile);
   int32_t duplicates = KernelLowering::duplicateRegisterMask(layout);
   int width = sharedAccessWidth(offsets, elementBytes, duplicates);
@@ -323,8 +392,7 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::AsyncWait:
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {},
                            {lowering.i32(op.intAttr("pending"))});
-    emitProxyFence(lowering);
-    return true;
+    return true;            // and no proxy fence: see emitProxyFence
   case ir::OpCode::Barrier: // membar's `wgmma_pending`: honoured with pipelineWgmma only
     lowering.emitBarrier(
         lowering.pipelineWgmma()

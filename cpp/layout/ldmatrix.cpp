@@ -10,6 +10,8 @@
 //     receives the element the register layout assigns it, from 16-byte-aligned rows.
 #include "layout/ldmatrix.h"
 
+#include <algorithm>
+
 namespace tessera {
 
 namespace {
@@ -141,6 +143,35 @@ std::optional<LdmatrixPlan> planLdmatrix(const LinearLayout &registerLayout,
         return plan;
     }
   return std::nullopt;
+}
+
+std::optional<LdmatrixPlan> planStmatrix(const LinearLayout &registerLayout,
+                                         const SharedTileLayout &tile, int elemBytes) {
+  if (elemBytes != 2 || !tile.isLinear())
+    return std::nullopt;
+  int rowElements = 16 / elemBytes;
+  // The plain stores' width, as codegen's storeToSharedTile takes it: registers at
+  // consecutive offsets of the tile.
+  int plainWidth = std::min(
+      sharedOffsetLayout(registerLayout, tile).getNumConsecutiveInOut(kRegisterDim, kOffsetDim),
+      rowElements);
+  if (plainWidth >= rowElements)
+    return std::nullopt;
+  std::optional<LdmatrixPlan> plan = planLdmatrix(registerLayout, tile, elemBytes);
+  if (!plan)
+    return std::nullopt;
+  // Compare the shared-memory cycles of warp 0: stmatrix rows (one 16-byte access per lane,
+  // served per quarter warp = one matrix) against the plain stores.
+  int numWarps = inputSize(registerLayout, kWarpDim);
+  BankConflictOptions rows{elemBytes, rowElements, 0};
+  BankConflictOptions plain{elemBytes, plainWidth, 0};
+  SharedAccessCost matrixCost =
+      measureSharedAccesses(ldmatrixRowAccesses(*plan, numWarps, elemBytes), rows);
+  SharedAccessCost plainCost =
+      measureSharedAccesses(computeSharedOffsets(registerLayout, tile), plain);
+  if (matrixCost.wavefronts > plainCost.wavefronts)
+    return std::nullopt;
+  return plan;
 }
 
 SharedAccessTable ldmatrixRowAccesses(const LdmatrixPlan &plan, int numWarps, int elemBytes) {

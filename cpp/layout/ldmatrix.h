@@ -1,5 +1,6 @@
 // The ldmatrix plan: how a warp fills a register layout (a dot operand) from a shared tile
-// with ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].b16, found and checked on linear layouts.
+// with ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].b16, found and checked on linear layouts;
+// the same plan drives stmatrix (sm_90), which moves the same fragments the other way.
 //
 // ldmatrix (PTX ISA): lanes 8j..8j+7 give the addresses of the eight 16-byte rows of 8x8
 // matrix j; thread t receives from matrix j one 32-bit word: row t/4, 16-bit columns
@@ -38,6 +39,17 @@ struct LdmatrixPlan {
 /// not in 16-byte rows of the tile, .trans of 32-bit elements, too few registers...). Tries
 /// x4, then x2, then x1; non-transposed, then transposed.
 std::optional<LdmatrixPlan> planLdmatrix(const LinearLayout &registerLayout,
+                                         const SharedTileLayout &tile, int elemBytes);
+
+/// The plan that stores the registers of `registerLayout` into `tile` with
+/// stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].b16 (sm_90): stmatrix takes each lane's words
+/// from the same fragment places that ldmatrix fills, so it is the ldmatrix plan of the same
+/// registers run the other way. Only where it pays: 16-bit elements whose plain stores
+/// (registers at consecutive offsets) move less than 16 bytes per lane, and rows that
+/// take no more shared-memory wavefronts than those stores (warp 0 simulated). The epilogue
+/// of a wgmma or mma.sync product converted for coalesced global stores is the case: its
+/// registers hold pairs of columns, 4 bytes per st.shared, against 16 per stmatrix row.
+std::optional<LdmatrixPlan> planStmatrix(const LinearLayout &registerLayout,
                                          const SharedTileLayout &tile, int elemBytes);
 
 /// Executes `plan` on simulated shared memory: returns, per (register, lane, warp) in

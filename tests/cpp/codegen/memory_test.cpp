@@ -28,8 +28,8 @@ std::unique_ptr<KernelBuilder> buildVectorAdd(const VectorAddOptions &options) {
   Type masks = Type::tensor({1024}, Type::i1(), options.layout);
   Value *pid = k->op(OpCode::ProgramId, {}, Type::i32(), {{"axis", int64_t(0)}});
   Value *start = k->op(OpCode::MulI, {pid, k->constant(1024, Type::i32())}, Type::i32());
-  Value *offs = k->op(OpCode::AddI, {k->splat(start, offsets), k->range(0, 1024, options.layout)},
-                      offsets);
+  Value *offs =
+      k->op(OpCode::AddI, {k->splat(start, offsets), k->range(0, 1024, options.layout)}, offsets);
   Value *mask = k->op(OpCode::CmpI, {offs, k->splat(k->arg(3), offsets)}, masks,
                       {{"predicate", std::string("slt")}});
   auto at = [&](Value *base) {
@@ -130,8 +130,8 @@ TEST(CodegenMemory, MaskedLoadTakesOtherForMaskedOffElements) {
   auto kernel = buildVectorAdd(options);
   codegen::CodegenResult result = generateFor(kernel->module, "sm_90a");
   // The lowered IR merges `other` (-1.0) with the loaded vector after a branch per vector.
-  EXPECT_TRUE(std::regex_search(result.unoptimizedLLVMIR,
-                                std::regex(R"(phi float .*-1\.000000e\+00)")))
+  EXPECT_TRUE(
+      std::regex_search(result.unoptimizedLLVMIR, std::regex(R"(phi float .*-1\.000000e\+00)")))
       << result.unoptimizedLLVMIR;
   EXPECT_TRUE(contains(result.ptx, "0fBF800000")) << result.ptx; // -1.0f survives to PTX
   if (!ptxasPath().empty())
@@ -160,10 +160,14 @@ TEST(CodegenMemory, ScalarStoreIsIssuedByThreadZeroOnly) {
   k.effect(OpCode::Store, {k.arg(0), k.arg(1)});
   k.finish();
   codegen::CodegenResult result = generateFor(k.module, "sm_80");
+  // One store predicated on thread 0 (inline PTX, no branch).
   EXPECT_TRUE(std::regex_search(result.unoptimizedLLVMIR,
-                                std::regex(R"(icmp eq i32 %tid, 0\n\s*br i1)")))
+                                std::regex(R"((%[0-9]+) = icmp eq i32 %tid, 0\n\s*call void asm )"
+                                           R"(sideeffect "@\$0 st\.global\.b32 \[\$1\], \$2;", )"
+                                           R"("b,l,r"\(i1 \1,)")))
       << result.unoptimizedLLVMIR;
   EXPECT_EQ(countInstructions(result.ptx, "st.global", ""), 1) << result.ptx;
+  EXPECT_EQ(result.ptx.find("bra"), std::string::npos) << result.ptx;
 }
 
 TEST(CodegenMemory, TensorWithoutLayoutIsACompileErrorAtTheOp) {

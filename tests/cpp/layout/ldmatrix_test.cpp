@@ -1,8 +1,10 @@
 // Tests for ldmatrix plans (cpp/layout/ldmatrix.h): a simulated warp executes each plan on the
 // swizzled operand tiles (dotOperandSharedEncoding) and every register must receive the
 // element its dot-operand layout assigns it; the row reads of ldmatrix and the 16-byte stores
-// of the coalesced tiles that fill the buffers must be free of bank conflicts.
+// of the coalesced tiles that fill the buffers must be free of bank conflicts. The same plans
+// run as stmatrix (planStmatrix) must write every register at its element's place.
 #include "layout/blocked.h"
+#include "layout/conversion.h"
 #include "layout/dot_operand.h"
 #include "layout/ldmatrix.h"
 #include "layout/swizzled_shared.h"
@@ -126,12 +128,56 @@ TEST(LdmatrixTest, CoalescedStoresIntoOperandTilesAreConflictFree) {
   };
   for (const StoreCase &sc : cases) {
     SharedTileLayout tile = tileOf(sc.tile);
-    SharedAccessTable stores =
-        computeSharedOffsets(sc.blocked.toLinearLayout(sc.tile.shape), tile);
+    SharedAccessTable stores = computeSharedOffsets(sc.blocked.toLinearLayout(sc.tile.shape), tile);
     for (int warp = 0; warp < 4; ++warp)
       EXPECT_EQ(totalBankConflicts(stores, {sc.tile.elemBytes, 16 / sc.tile.elemBytes, warp}), 0)
           << sc.blocked.str() << " into " << tile.str();
   }
+}
+
+/// A product's accumulator (mma.sync or wgmma) in f16, converted for 16-byte global stores
+/// through the tile the conversion chooses: the matmul epilogue.
+struct EpilogueCase {
+  MmaEncoding mma;
+  std::vector<int64_t> shape;
+  BlockedEncoding stores;
+};
+
+TEST(StmatrixTest, ProductEpiloguesStoreWithX4) {
+  std::vector<EpilogueCase> cases = {
+      {MmaEncoding(3, {8, 1}, {16, 128}),
+       {128, 128},
+       BlockedEncoding({1, 8}, {2, 16}, {8, 1}, {1, 0})},
+      {MmaEncoding(3, {4, 1}, {16, 128}),
+       {128, 128},
+       BlockedEncoding({1, 8}, {2, 16}, {4, 1}, {1, 0})},
+      {MmaEncoding(3, {8, 1}, {16, 256}),
+       {128, 256},
+       BlockedEncoding({1, 8}, {1, 32}, {8, 1}, {1, 0})},
+      {MmaEncoding(2, {2, 2}), {64, 64}, BlockedEncoding({1, 8}, {4, 8}, {4, 1}, {1, 0})},
+  };
+  for (const EpilogueCase &c : cases) {
+    LinearLayout accumulator = c.mma.toLinearLayout(c.shape);
+    SharedTileLayout tile =
+        chooseConversionTile(accumulator, c.stores.toLinearLayout(c.shape), /*elemBytes=*/2);
+    std::optional<LdmatrixPlan> plan = planStmatrix(accumulator, tile, 2);
+    ASSERT_TRUE(plan) << c.mma.str() << " into " << tile.str();
+    EXPECT_FALSE(plan->transposed);
+    EXPECT_EQ(plan->numMatrices, 4);
+    // stmatrix reads each lane's words from the fragment places ldmatrix fills: the
+    // simulated ldmatrix of the plan is where every register lands.
+    expectDelivers(*plan, accumulator, tile);
+    expectConflictFreeRows(*plan, accumulator.getInDimSize(kWarpDim), 2);
+  }
+}
+
+TEST(StmatrixTest, OnlyWherePlainStoresMoveLess) {
+  LinearLayout accumulator = MmaEncoding(3, {4, 1}, {16, 64}).toLinearLayout({64, 64});
+  LinearLayout rows = BlockedEncoding({1, 8}, {4, 8}, {4, 1}, {1, 0}).toLinearLayout({64, 64});
+  // f32 accumulators: stmatrix moves 16-bit elements only.
+  EXPECT_FALSE(planStmatrix(accumulator, chooseConversionTile(accumulator, rows, 4), 4));
+  // A source already storing 16 bytes per lane (8 f16 in a row) gains nothing.
+  EXPECT_FALSE(planStmatrix(rows, chooseConversionTile(rows, accumulator, 2), 2));
 }
 
 } // namespace

@@ -4,8 +4,8 @@ CTA at a time, every thread of it, so that codegen tests can check results witho
 It reads the subset of textual LLVM IR the lowering emits (integer and float arithmetic,
 compares, casts, select, GEP, scalar and vector loads and stores, phi and branches) plus the
 NVVM intrinsics of thread ids, shuffles and barriers (and rsqrt.approx, computed exactly), and
-fabs / rint / trunc / floor / ceil, integer and float min/max, and the cvt.rz inline PTX of
-fp8 conversions.
+fabs / rint / trunc / floor / ceil, integer and float min/max, and the inline PTX of fp8
+conversions (cvt.rz) and of masked stores (`@p st`).
 Threads are Python generators that pause at each shuffle (until every lane of the warp is
 there: then values are exchanged) and each barrier (until every live thread of the CTA is
 there). Global memory is the NumPy arrays passed as pointer arguments (an access outside
@@ -207,6 +207,18 @@ def _parse_instruction(line: str) -> Instruction:
         index = reader.value(index_ty)
         args = (vector, index) if op == "extractelement" else (vector, element, index)
         return Instruction(op, result, args, line)
+    store = re.match(r'call void asm sideeffect "@\$0 st(?:\.volatile)?(?:\.global|\.shared)?'
+                     r'(?:\.v\d)?\.b\d+ \[\$1\], [^"]*", "[^"]*"\((.*)\)$', line)
+    if op == "call" and store:  # a masked store: `@p st... [address], {words}` (lower_memory)
+        operands = _Reader(store.group(1))
+        predicate = operands.value(operands.type())
+        pointer = operands.value(operands.type())
+        words = []
+        while operands.pos < len(operands.text):
+            word_ty = operands.type()
+            words.append((word_ty, operands.value(word_ty)))
+            operands.space()
+        return Instruction("predicated_store", None, (predicate, pointer, tuple(words)), line)
     asm = re.match(r'call (\S+) asm (?:sideeffect )?"(.*?)", "(.*?)"\((\S+) ([^)]+)\)$', line)
     if op == "call" and asm:  # one-operand inline PTX from the table _ASM
         ty, text, _, arg_ty, arg = asm.groups()
@@ -450,6 +462,10 @@ def _thread(blocks, entry, env, memory: Memory, special: Dict[str, int]):
                 element, lanes = _element(ty)
                 items = stored(env) if lanes else (stored(env),)
                 memory.store(pointer(env), b"".join(_bits(v, element) for v in items))
+            elif op == "predicated_store":
+                predicate, pointer, words = args
+                if predicate(env):
+                    memory.store(pointer(env), b"".join(_bits(w(env), ty) for ty, w in words))
             elif op == "extractelement":
                 value = args[0](env)[args[1](env)]
             elif op == "insertelement":

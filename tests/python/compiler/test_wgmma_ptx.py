@@ -1,7 +1,7 @@
 """The wgmma path (sm_90a) without a GPU: every config of tessera.ops.matmul compiles to
 wgmma.mma_async m64nNk16 with the instruction count and shape that the warp tiling implies
 (warpgroups of 4 warps along M while they keep 16 rows each, then along N), the
-fence/commit/wait sequence, fence.proxy.async after the cp.async waits, rings in wgmma's
+fence/commit/wait sequence, no fence.proxy.async after the cp.async waits, rings in wgmma's
 swizzle, 1 KiB aligned tiles, no ldmatrix/mma.sync, and ptxas assembles it without spills;
 turning knobs.wgmma off (or sm_80) gives mma.sync. The pipelined IR runs in the interpreter
 against float64 on ragged sizes; operands that are transposed, computed in registers, or
@@ -126,11 +126,10 @@ def test_library_configs_compile_to_wgmma(matmul_kernel, config):
     waits = re.findall(r"wgmma\.wait_group\.sync\.aligned (\d+);", ptx)
     # wait_group 1 in the loop with products in flight across steps (knobs.wgmma_pipeline)
     assert waits and set(waits) == ({"0", "1"} if knobs.wgmma_pipeline else {"0"})
-    # The cp.async copies land through the generic proxy; wgmma reads through the async one.
-    cp_waits = count(ptx, r"cp\.async\.wait_group")
-    assert cp_waits >= 2
-    fenced = count(ptx, r"cp\.async\.wait_group\s+\d+;\s+fence\.proxy\.async\.shared::cta;")
-    assert fenced == cp_waits
+    # wgmma reads the cp.async rings after the wait and the barrier, with no proxy fence (as
+    # Triton 3.6 and CUTLASS: its MEMBAR.ALL.CTA cost every step; docs/perf/matmul_sass.md).
+    assert count(ptx, r"cp\.async\.wait_group") >= 2
+    assert "fence.proxy.async" not in ptx
     assert "ldmatrix" not in ptx and "mma.sync" not in ptx
     assert re.search(r"\.shared \.align 1024 \.b8 global_smem\[\];", ptx)
     # Rings of [stages, BM, BK] and [stages, BK, BN] in the swizzle of their rows' bytes; B
