@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, List, Sequence, Tuple
 
-from ..specialization import dtype_code
+from ..type_codes import dtype_code
 from ..tools.tensor_descriptor import TensorDescriptor
 
 PREFIX = "tensordesc<"

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
 from ..tools.tensor_descriptor import TensorDescriptor, data_pointer
+from ..type_codes import dtype_code
 
 # By Tessera dtype code: (CUtensorMapDataType of cuda.h, for cuTensorMapEncodeTiled; the PTX
 # `tensormap.replace .elemtype` code, for maps encoded on the device). The two enumerations
@@ -121,7 +122,6 @@ def device_fields(code: str, itemsize: int, block_shape: List[int],
 def encode_arguments(desc: TensorDescriptor) -> TensorMapArguments:
     """The encoding arguments of ``desc``; ValueError where TMA cannot express it (the
     message names the limit)."""
-    from ..specialization import dtype_code
     code = dtype_code(desc.base.dtype)
     if code not in DATA_TYPES:
         raise ValueError(f"TMA: no tensor-map data type for {code}")

@@ -62,7 +62,7 @@ def get_dram_gbps(device: Optional[int] = None) -> float:
 
 def _dtype_name(dtype: Any) -> str:
     """"fp16", "i8", "fp8e4nv", ... of a torch / NumPy / tl dtype."""
-    from ..specialization import dtype_code
+    from ..type_codes import dtype_code
     if isinstance(dtype, type):  # np.float32, a scalar type
         import numpy as np
         dtype = np.dtype(dtype)
