@@ -23,7 +23,7 @@ from concurrent.futures import Executor, Future, as_completed
 from contextvars import ContextVar
 from typing import Any, Callable, Dict, List, Optional
 
-from .runtime.active_driver import GPUTarget
+from .device.active_driver import GPUTarget
 
 __all__ = ["ASTSource", "compile", "must_use_result", "AsyncCompileMode", "FutureKernel"]
 

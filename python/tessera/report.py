@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .autotuner import resources
-from .runtime.driver import DeviceProperties
+from .device.driver import DeviceProperties
 
 Model = Union[None, int, float, Callable[[Dict[str, Any]], float]]
 
@@ -253,7 +253,7 @@ def report(kernel, *args, grid, bytes: Model = None, flops: Model = None,
                                    bytes=2 * (M * K + K * N + M * N))
         print(rep.spill_stores, rep.occupancy, rep.fraction("flops"))
     """
-    from .runtime import driver
+    from .device import driver
     if measure is None:
         measure = _on_gpu(args) and driver.driver_available()[0]
     if measure:

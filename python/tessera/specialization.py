@@ -131,7 +131,7 @@ def _host_or_device_pointer(v) -> int:
         except Exception:  # noqa: BLE001
             pass
     if hasattr(v, "__dlpack__"):
-        from .runtime import driver
+        from .device import driver
         try:
             return driver.tensor_info(v)[0]
         except Exception:  # noqa: BLE001
@@ -149,7 +149,7 @@ def _key_array_any_device(v) -> tuple:  # JAX: dense arrays, row-major
 
 
 def _key_dlpack(v) -> tuple:
-    from .runtime import driver          # only for exotic tensor types
+    from .device import driver          # only for exotic tensor types
     ptr, _, _, _, shape, strides = driver.tensor_info(v)
     return ("tensor", v.dtype, ptr % 16 == 0, spans_2_31(shape, strides))
 

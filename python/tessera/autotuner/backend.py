@@ -108,7 +108,8 @@ class TuningBackend:
         return not interpret
 
     def target(self, jit_fn, values: Sequence[Any]) -> Target:
-        from ..runtime import driver, launcher
+        from ..device import driver
+        from ..runtime import launcher
         device, _ = driver.device_and_stream(values)
         props = driver.get_device_properties(device)
         return Target(device, props.name, launcher.arch_of(device), props)

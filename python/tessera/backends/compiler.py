@@ -7,7 +7,7 @@ Example::
     from tessera.backends.compiler import GPUTarget
     compiled = tessera.compile(src, target=GPUTarget("cuda", 90, 32))
 """
-from ..runtime.active_driver import GPUTarget
+from ..device.active_driver import GPUTarget
 
 __all__ = ["GPUTarget"]
 

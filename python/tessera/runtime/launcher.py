@@ -19,7 +19,8 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..config import knobs
-from . import allocation, descriptor_arguments, driver
+from ..device import driver
+from . import allocation, descriptor_arguments
 from .kernel_cache import KernelCache, cache_key
 
 _PACKAGE = Path(__file__).resolve().parent.parent

@@ -46,7 +46,7 @@ def nvsmi(attrs: Sequence[str]) -> List[int]:
 def _properties(device: Optional[int]) -> Tuple[dict, int]:
     """(device properties, compute capability as major*10+minor) of ``device`` (None: the
     current one)."""
-    from ..runtime.driver import active
+    from ..device.driver import active
     if device is None:
         device = active.get_current_device()
     arch = active.get_current_target().arch
