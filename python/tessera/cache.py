@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator, List, Optional, Sequence
 
 from .config import knobs
-from .runtime.kernel_cache import KernelCache
+from .store.kernel_cache import KernelCache
 
 # toolchain: ptxas --version answers; sources: the source index (frontend/source_index.py)
 KINDS = ("kernels", "tuning", "toolchain", "sources")

@@ -17,7 +17,7 @@ import json
 import logging
 from typing import Any, Dict, Optional, Sequence
 
-from ..runtime.kernel_cache import KernelCache, cache_key
+from ..store.kernel_cache import KernelCache, cache_key
 
 NAMESPACE = "tuning"
 FILE = "tuning.json"

@@ -42,7 +42,7 @@ _FILES: Dict[str, _FileIndex] = {}
 
 
 def _cache():
-    from ..runtime.kernel_cache import KernelCache
+    from ..store.kernel_cache import KernelCache
     return KernelCache(namespace=_NAMESPACE)
 
 

@@ -12,8 +12,8 @@ _FROM_PACKAGE = {"autotune": "autotuner", "Autotuner": "autotuner", "Config": "a
                  "KernelInterface": "jit", "MockTensor": "warmup",
                  "OutOfResources": "errors", "InterpreterError": "errors",
                  "TritonError": "errors", "TensorWrapper": "reinterpret",
-                 "reinterpret": "reinterpret", "RemoteCacheBackend": "runtime.remote_cache",
-                 "RedisRemoteCacheBackend": "runtime.remote_cache"}
+                 "reinterpret": "reinterpret", "RemoteCacheBackend": "store.remote_cache",
+                 "RedisRemoteCacheBackend": "store.remote_cache"}
 # ``jit``, ``autotuner`` and ``cache`` are modules, as in Triton
 # (``triton.runtime.jit.JITFunction``, ``from triton.runtime.autotuner import Autotuner``,
 # ``triton.runtime.cache``).

@@ -25,7 +25,7 @@ from typing import Dict, Optional
 
 from ..config import knobs
 from ..errors import TritonAPINotSupported
-from .remote_cache import RedisRemoteCacheBackend, RemoteCacheBackend  # noqa: F401 (re-exported)
+from ..store.remote_cache import RedisRemoteCacheBackend, RemoteCacheBackend  # noqa: F401 (re-exported)
 
 __all__ = ["CacheManager", "FileCacheManager", "RemoteCacheBackend", "RedisRemoteCacheBackend",
            "get_cache_manager", "get_override_manager", "get_dump_manager", "default_cache_dir"]

@@ -20,8 +20,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..config import knobs
 from ..device import driver
+from ..store.kernel_cache import KernelCache, cache_key
 from . import allocation, descriptor_arguments
-from .kernel_cache import KernelCache, cache_key
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
