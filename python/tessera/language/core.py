@@ -38,6 +38,14 @@ def is_builtin(obj: Any) -> bool:
     return bool(getattr(obj, TESSERA_BUILTIN, False))
 
 
+def is_jit(obj: Any) -> bool:
+    """A @jit function (a JITFunction, python/tessera/jit.py) or any object marked
+    ``__tessera_jit__ = True`` with a callable ``fn``: what the front end inlines when a kernel
+    calls it (the language's builtins that take functions, reduce and map_elementwise, check
+    their arguments with it)."""
+    return getattr(obj, "__tessera_jit__", False) is True and callable(getattr(obj, "fn", None))
+
+
 # --------------------------------------------------------------------------------------------
 # dtypes
 # --------------------------------------------------------------------------------------------
