@@ -53,10 +53,10 @@ __all__ += ["ConstexprFunction", "constexpr_function", "InterpreterError", "Kern
 
 def __getattr__(name: str):
     """Subpackages not imported yet (``tessera.compiler.errors``, as ``triton.compiler``), else
-    a Triton name Tessera does not provide yet: an error that says so (see _triton_api)."""
+    a Triton name Tessera does not provide yet: an error that says so (see _triton_names)."""
     import importlib
     import importlib.util
     if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f"{__name__}.{name}")
-    from ._triton_api import missing_name_error
+    from ._triton_names import missing_name_error
     raise missing_name_error("triton", name, __name__)

@@ -14,5 +14,5 @@ __all__ = ["GPUTarget"]
 
 def __getattr__(name: str):
     # Triton's other names here (BaseBackend, Language) say they are not supported yet.
-    from .._triton_api import missing_name_error
+    from .._triton_names import missing_name_error
     raise missing_name_error("triton.backends.compiler", name, __name__)

@@ -29,5 +29,5 @@ def __getattr__(name: str):
     if name in _FROM_PACKAGE:
         module = importlib.import_module(f"tessera.{_FROM_PACKAGE[name]}")
         return getattr(module, "JITFunction" if name == "KernelInterface" else name)
-    from .._triton_api import missing_name_error
+    from .._triton_names import missing_name_error
     raise missing_name_error("triton.runtime", name, __name__)

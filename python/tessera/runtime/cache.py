@@ -135,5 +135,5 @@ def get_dump_manager(key: str) -> CacheManager:
 
 def __getattr__(name: str):
     # Triton's other names here (triton_key, ...) say they are not supported yet.
-    from .._triton_api import missing_name_error
+    from .._triton_names import missing_name_error
     raise missing_name_error("triton.runtime.cache", name, __name__)

@@ -31,5 +31,5 @@ _active_driver.set_benchmarker(do_bench)
 
 
 def __getattr__(name: str):
-    from .._triton_api import missing_name_error
+    from .._triton_names import missing_name_error
     raise missing_name_error("triton.testing", name, __name__)
