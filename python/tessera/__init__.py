@@ -26,7 +26,7 @@ from . import tools
 
 from .reinterpret import TensorWrapper, reinterpret
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = ["jit", "JITFunction", "cdiv", "language", "config", "testing", "CompilationError",
            "autotune", "Autotuner", "Config", "heuristics", "Heuristics", "ops", "__version__"]

@@ -91,7 +91,7 @@ def compiler_build_id() -> str:
             digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
     digest.update(f"libdevice {_file_identity(libdevice_path())}".encode())
     digest.update(python_sources_digest().encode())
-    from .. import __version__
+    from .._version import __version__
     digest.update(__version__.encode())
     return digest.hexdigest()[:32]
 
