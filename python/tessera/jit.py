@@ -27,7 +27,7 @@ from .launch_grid import Grid, as_run_call, call_grid, check_grid, run_keyword_h
 from .launch_options import (LaunchOptions, fast_path_options, parse_options, specialize_flags,
                              split_launch_kwargs)
 from .runtime import descriptor_arguments, tuple_arguments
-from .specialization import argument_key, describe, masked_key
+from .runtime.specialization import argument_key, describe, masked_key
 from .tracebacks import api_boundary
 
 def _check_kernel_function(fn: Any) -> None:

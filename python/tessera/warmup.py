@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .specialization import spans_2_31
+from .runtime.specialization import spans_2_31
 from .type_codes import dtype_code
 
 _SCALAR_CODES = {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "fp16", "bf16",

@@ -34,7 +34,7 @@ def key(value: tuple) -> tuple:
     """``("tuple", class, element keys)``: each element as specialization.argument_key says,
     a ``tl.constexpr`` element as ``("constexpr", value)``."""
     from ..language.core import constexpr
-    from ..specialization import argument_key
+    from .specialization import argument_key
     items = []
     for item in value:
         if isinstance(item, constexpr):
