@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..config import knobs
-from . import parallel, resources
+from ..device import resources
+from . import parallel
 
 
 @dataclass(frozen=True)
