@@ -17,7 +17,6 @@ Triton API not supported yet (the table: tessera/_triton_api.py, docs/triton-com
 from . import config
 from . import language
 from . import testing
-from . import ops
 from .errors import CompilationError
 from .jit import JITFunction, cdiv, jit
 from .autotuner import Autotuner, Config, Heuristics, autotune, heuristics
@@ -31,6 +30,8 @@ from ._version import __version__
 __all__ = ["jit", "JITFunction", "cdiv", "language", "config", "testing", "CompilationError",
            "autotune", "Autotuner", "Config", "heuristics", "Heuristics", "ops", "__version__"]
 __all__ += ["set_allocator", "tools", "TensorWrapper", "reinterpret"]
+# tessera.ops, the kernel library, is written against this face (``import tessera``): it loads
+# on first use (``tessera.ops``, ``from tessera.ops import ...``) through __getattr__ below.
 
 # Triton's host API: next_power_of_2, the exception classes Triton code catches, knobs,
 # runtime (driver.active), MockTensor.
