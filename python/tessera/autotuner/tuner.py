@@ -185,7 +185,7 @@ class Autotuner:
             finally:
                 static_arch.reset(token)
             config = kept[0] if kept else self.configs[0]
-        meta = config.all_kwargs()
+        meta = config.all_kwargs()  # type: ignore[union-attr]  # a launch set best_config
         return self.jit_fn, {**kwargs, **meta}, {k: v for k, v in meta.items()
                                                   if k not in ("num_ctas", "maxnreg")}
 
