@@ -39,7 +39,7 @@ from . import runtime
 from .errors import InterpreterError, OutOfResources, TritonError
 from .jit import ConstexprFunction, constexpr_function, next_power_of_2
 from .triton_knobs import knobs
-from .warmup import MockTensor
+from .runtime.stand_ins import MockTensor
 
 # Triton's host compile API (host_api.py).
 from .host_api import AsyncCompileMode, FutureKernel, compile, must_use_result  # noqa: E402

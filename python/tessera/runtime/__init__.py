@@ -9,7 +9,7 @@ import importlib
 
 _FROM_PACKAGE = {"autotune": "autotuner", "Autotuner": "autotuner", "Config": "autotuner",
                  "heuristics": "autotuner", "Heuristics": "autotuner", "JITFunction": "jit",
-                 "KernelInterface": "jit", "MockTensor": "warmup",
+                 "KernelInterface": "jit", "MockTensor": "runtime.stand_ins",
                  "OutOfResources": "errors", "InterpreterError": "errors",
                  "TritonError": "errors", "TensorWrapper": "reinterpret",
                  "reinterpret": "reinterpret", "RemoteCacheBackend": "store.remote_cache",

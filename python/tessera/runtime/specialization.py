@@ -184,7 +184,7 @@ def _key_function_for(cls: type) -> Callable[[Any], tuple]:
         return tuple_arguments.key
     if getattr(cls, "__tessera_jit__", False) is True:  # a JITFunction (language.core.is_jit)
         return _key_jit_function
-    if getattr(cls, "__tessera_stand_in__", False):  # kernel.warmup's stand-ins (warmup.py)
+    if getattr(cls, "__tessera_stand_in__", False):  # kernel.warmup's stand-ins (stand_ins.py)
         return cls.specialization_key
     if issubclass(cls, int):
         return _key_int
