@@ -83,8 +83,9 @@ def compiler_build_id() -> str:
     digest = hashlib.sha256()
     assembler = ptxas.find_ptxas()
     digest.update(f"ptxas {ptxas.version(assembler) if assembler else 'driver-jit'}".encode())
-    from .. import _tessera  # the core sits beside the binding (elsewhere in editable installs)
-    binding = Path(_tessera.__file__).resolve()
+    # The core sits beside the binding (elsewhere in editable installs).
+    from .._tessera import __file__ as binding_file
+    binding = Path(binding_file).resolve()
     for library in (binding.parent / "_lib" / "libtessera_core.so", binding):
         if library.exists():
             stat = library.stat()
