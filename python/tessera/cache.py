@@ -1,4 +1,4 @@
-"""``python -m tessera.cache``: list, size and clear the on-disk cache (runtime/kernel_cache.py).
+"""``python -m tessera.cache``: list, size and clear the on-disk cache (store/kernel_cache.py).
 
     python -m tessera.cache list  [--kind kernels|tuning|toolchain|sources|all] [--dir DIR]
     python -m tessera.cache size  [--kind ...]
