@@ -1,9 +1,13 @@
-"""Running compiled kernels: the CUDA driver (driver.py), the on-disk cache (kernel_cache.py).
+"""Running compiled kernels: the specialization of a call (specialization.py, with
+stand_ins.py, tuple_arguments.py, descriptor_arguments.py), host tensor maps (tensor_map.py),
+the launcher (launcher.py: build or load a cubin, ``Launchable``) and global scratch
+(allocation.py). It stands above the compiler and below jit.py (docs/architecture.md, "Floors").
 
-``driver`` loads libcuda at run time, so importing it needs no GPU; ``kernel_cache`` needs
-no binding.
-As ``triton.runtime``, this package also gives ``driver.active`` (active_driver.py), the
-autotuning decorators, JITFunction, MockTensor and the error classes (errors.py).
+As ``triton.runtime``, this package also gives ``driver`` and ``active_driver`` (the CUDA driver
+and ``driver.active``, which live a floor below the language in device/: these paths are those
+very modules), ``kernel_cache`` and ``remote_cache`` (the on-disk store, store/), the autotuning
+decorators, JITFunction, MockTensor and the error classes (errors.py); ``jit`` and
+``autotuner`` are Triton's module paths of classes from the floors above.
 """
 import importlib
 
