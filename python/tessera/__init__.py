@@ -17,7 +17,6 @@ Triton API not supported yet (the table: tessera/_triton_api.py, docs/triton-com
 from . import config
 from . import language
 from . import testing
-from . import ops
 from .errors import CompilationError
 from .jit import JITFunction, cdiv, jit
 from .autotuner import Autotuner, Config, Heuristics, autotune, heuristics
@@ -26,11 +25,13 @@ from . import tools
 
 from .reinterpret import TensorWrapper, reinterpret
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = ["jit", "JITFunction", "cdiv", "language", "config", "testing", "CompilationError",
            "autotune", "Autotuner", "Config", "heuristics", "Heuristics", "ops", "__version__"]
 __all__ += ["set_allocator", "tools", "TensorWrapper", "reinterpret"]
+# tessera.ops, the kernel library, is written against this face (``import tessera``): it loads
+# on first use (``tessera.ops``, ``from tessera.ops import ...``) through __getattr__ below.
 
 # Triton's host API: next_power_of_2, the exception classes Triton code catches, knobs,
 # runtime (driver.active), MockTensor.
@@ -38,7 +39,7 @@ from . import runtime
 from .errors import InterpreterError, OutOfResources, TritonError
 from .jit import ConstexprFunction, constexpr_function, next_power_of_2
 from .triton_knobs import knobs
-from .warmup import MockTensor
+from .runtime.stand_ins import MockTensor
 
 # Triton's host compile API (host_api.py).
 from .host_api import AsyncCompileMode, FutureKernel, compile, must_use_result  # noqa: E402
@@ -53,10 +54,10 @@ __all__ += ["ConstexprFunction", "constexpr_function", "InterpreterError", "Kern
 
 def __getattr__(name: str):
     """Subpackages not imported yet (``tessera.compiler.errors``, as ``triton.compiler``), else
-    a Triton name Tessera does not provide yet: an error that says so (see _triton_api)."""
+    a Triton name Tessera does not provide yet: an error that says so (see _triton_names)."""
     import importlib
     import importlib.util
     if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f"{__name__}.{name}")
-    from ._triton_api import missing_name_error
+    from ._triton_names import missing_name_error
     raise missing_name_error("triton", name, __name__)

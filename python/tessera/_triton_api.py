@@ -6,10 +6,11 @@ tensor methods, dtype attributes, ``tl.math``, libdevice, ``triton.testing``,
 object has it (``tessera.language.foo``, ``tl.tensor.foo``, ...), so names other modules add
 show up without editing this file; ``NOTES`` adds what a plain yes/no cannot say.
 
-Uses: the module ``__getattr__`` of tessera, tessera.language and tessera.runtime raise
-:func:`missing_name_error` (a TritonAPINotSupported naming the Triton API, never a bare
-AttributeError); the front end reports the same error at the kernel's source line; and
-scripts/gen_triton_compat.py writes docs/triton-compat.md from :func:`table`.
+It stands on the top floor, since it looks at the whole package (by module name); the names
+themselves, their notes and the error for a missing one (the module ``__getattr__`` of
+tessera, tessera.language and tessera.runtime raise it, the front end at the kernel's source
+line) are on the ground floor, in _triton_names.py. scripts/gen_triton_compat.py writes
+docs/triton-compat.md from :func:`table`.
 
 Example::
 
@@ -20,12 +21,13 @@ Example::
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from .errors import TritonAPINotSupported
+# The names, their notes and the error for a missing one live a floor below (_triton_names.py),
+# where every module's __getattr__ reaches them; here for the callers of this table.
+from ._triton_names import NOTES, is_triton_name, missing_name_error, names
 
-_NAMES_FILE = Path(__file__).with_name("_triton_api_names.txt")
+__all__ = ["NOTES", "is_triton_name", "missing_name_error", "names", "status", "table"]
 
 # Namespace -> (Tessera module, attribute of it holding the names, or None for the module).
 _TESSERA_OBJECTS: Dict[str, Tuple[str, Optional[str]]] = {
@@ -42,66 +44,6 @@ _TESSERA_OBJECTS: Dict[str, Tuple[str, Optional[str]]] = {
     "triton.backends.compiler": ("tessera.backends.compiler", None),
 }
 
-# What a supported name does differently, or what a missing one needs instead.
-NOTES: Dict[Tuple[str, str], str] = {
-    ("triton", "jit"): "all options accepted; noinline: Tessera inlines every @jit call",
-    ("triton", "autotune"): "warmup/rep/use_cuda_graph/do_bench/cache_results as Triton; "
-                            "results also kept on disk by default",
-    ("triton", "Config"): "num_ctas must be 1; maxnreg honoured",
-    ("triton", "compile"): "ASTSource only (no IR files); returns a CompiledKernel to inspect, "
-                           "launch through the kernel",
-    ("triton", "set_allocator"): "needed for device-side tensor descriptors",
-    ("triton", "JITFunction"): "num_ctas launch option must be 1",
-    ("triton.runtime", "driver"): "driver.active over Tessera's libcuda runtime; a modeled "
-                                  "sm_90 device in interpret mode without a GPU",
-    ("triton.testing", "do_bench_cudagraph"): "needs PyTorch with CUDA",
-    ("triton.language", "tuple"): "tuple kernel arguments launch through the Python path",
-    ("triton.language", "condition"): "disable_licm honoured (licm skips the loop)",
-    ("triton.language", "const"): "a tl.const pointer parameter rejects stores and atomics",
-    ("triton.language", "target_info"): "the arch compiled for; the modeled sm_90 when "
-                                        "interpreting without a GPU",
-    ("triton.runtime", "RedisRemoteCacheBackend"): "needs the redis package",
-    ("triton.testing", "cuda_memcheck"): "runs compute-sanitizer (else cuda-memcheck)",
-    ("triton.language.extra.cuda", "globaltimer"): "GPU only (inline PTX), as in Triton",
-    ("triton.language.extra.cuda", "smid"): "GPU only (inline PTX), as in Triton",
-    ("triton.language.extra.cuda", "gdc_wait"): "needs sm_90+; a no-op in the interpreter",
-    ("triton.language.extra.cuda", "gdc_launch_dependents"): "needs sm_90+; a no-op in the "
-                                                             "interpreter",
-    ("triton.runtime.cache", "get_dump_manager"): "raises: no dump directory",
-    ("triton.runtime.cache", "get_override_manager"): "raises: no override directory",
-}
-
-
-def _load_names() -> Dict[str, List[str]]:
-    names: Dict[str, List[str]] = {}
-    current: Optional[str] = None
-    for line in _NAMES_FILE.read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            current = line[1:-1]
-            names[current] = []
-        elif current is not None:
-            names[current].append(line)
-    return names
-
-
-_NAMES: Optional[Dict[str, List[str]]] = None
-
-
-def names() -> Dict[str, List[str]]:
-    """Triton's public names by namespace."""
-    global _NAMES
-    if _NAMES is None:
-        _NAMES = _load_names()
-    return _NAMES
-
-
-def is_triton_name(namespace: str, name: str) -> bool:
-    return name in names().get(namespace, ())
-
-
 def _tessera_object(namespace: str) -> Any:
     module_name, attribute = _TESSERA_OBJECTS[namespace]
     try:
@@ -114,7 +56,7 @@ def _tessera_object(namespace: str) -> Any:
 def _instance_attributes(namespace: str) -> Tuple[str, ...]:
     """Names that exist on instances only (a kernel's tensors, dtype objects)."""
     if namespace == "triton.language.tensor":
-        from .frontend.ast_to_ir import TENSOR_ATTRIBUTES
+        from .language.tensor_methods import TENSOR_ATTRIBUTES
         return TENSOR_ATTRIBUTES + ("T",)  # `.T`: the front end's transpose
     if namespace == "triton.language.dtype":
         from .language import core
@@ -143,11 +85,3 @@ def table() -> List[Tuple[str, str, str, str]]:
     """(namespace, name, status, note) for every Triton name, in the names file's order."""
     return [(namespace, name, status(namespace, name), NOTES.get((namespace, name), ""))
             for namespace, listed in names().items() for name in listed]
-
-
-def missing_name_error(namespace: str, name: str, module_name: str) -> AttributeError:
-    """The error for ``module.name`` that does not exist: TritonAPINotSupported when Triton
-    has that name, else Python's usual AttributeError."""
-    if not name.startswith("__") and is_triton_name(namespace, name):
-        return TritonAPINotSupported(f"{namespace}.{name}", NOTES.get((namespace, name), ""))
-    return AttributeError(f"module '{module_name}' has no attribute '{name}'")

@@ -1,4 +1,4 @@
-"""``python -m tessera.cache``: list, size and clear the on-disk cache (runtime/kernel_cache.py).
+"""``python -m tessera.cache``: list, size and clear the on-disk cache (store/kernel_cache.py).
 
     python -m tessera.cache list  [--kind kernels|tuning|toolchain|sources|all] [--dir DIR]
     python -m tessera.cache size  [--kind ...]
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator, List, Optional, Sequence
 
 from .config import knobs
-from .runtime.kernel_cache import KernelCache
+from .store.kernel_cache import KernelCache
 
 # toolchain: ptxas --version answers; sources: the source index (frontend/source_index.py)
 KINDS = ("kernels", "tuning", "toolchain", "sources")

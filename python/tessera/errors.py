@@ -9,6 +9,7 @@ the source line and a caret under the column, so that a message reads like a com
 """
 from __future__ import annotations
 
+import sys
 from typing import Dict, Optional, Sequence
 
 
@@ -40,8 +41,7 @@ class CompilationError(TesseraError):
         super().__init__(self._format())
 
     def _format(self) -> str:
-        from .tracebacks import display_location  # a notebook cell reads "Cell In[N], line L"
-        where = display_location(self.filename, self.lineno, self.col)
+        where = display_location(self.filename, self.lineno, self.col)  # or "Cell In[N], ..."
         text = f"{self.kernel_name}: {where}: {self.message}"
         if self.source_line:
             text += "\n" + self.source_line + "\n" + " " * max(self.col - 1, 0) + "^"
@@ -141,6 +141,22 @@ class PTXASError(TesseraError):
 
 class AutotunerError(TesseraError):
     """``triton.runtime.errors.AutotunerError``: no config of an autotuned kernel could run."""
+
+
+def display_location(filename: str, lineno: int, col: int = 0) -> str:
+    """``file:line:col``, or IPython's own name of a cell ("Cell In[7], line 3, col 9") when
+    the file is a cell's code (IPython names cells' code with temporary file names)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is not None:
+        try:
+            shell = ipython.get_ipython()
+            named = shell.compile.format_code_name(filename) if shell is not None else None
+        except Exception:  # an IPython without the caching compiler: the plain form below
+            named = None
+        if named:
+            label, name = named
+            return f"{label} {name}, line {lineno}" + (f", col {col}" if col else "")
+    return f"{filename}:{lineno}" + (f":{col}" if col else "")
 
 
 def parse_location(text: str) -> Optional[tuple[str, int, int, str]]:

@@ -21,72 +21,26 @@ from __future__ import annotations
 
 from concurrent.futures import Executor, Future, as_completed
 from contextvars import ContextVar
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
-from .runtime.active_driver import GPUTarget
+from .device.active_driver import GPUTarget
 
-__all__ = ["ASTSource", "compile", "must_use_result", "AsyncCompileMode", "FutureKernel"]
+if TYPE_CHECKING:
+    from .compiler import ASTSource
+
+__all__ = ["compile", "must_use_result", "AsyncCompileMode", "FutureKernel"]
+
+
+def __getattr__(name: str):
+    # ASTSource lives with the compiler (compiler/ast_source.py, Triton's triton.compiler
+    # path), loaded only when used, as compile() loads the compiler.
+    if name == "ASTSource":
+        from .compiler import ASTSource
+        return ASTSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ------------------------------------------------------------------------------- compile
-
-class ASTSource:
-    """A @jit function and one specialization of it, as Triton's ``triton.compiler.ASTSource``.
-
-    ``signature``: parameter name -> type string ("*fp32", "i32", "fp16", ...; "constexpr"
-    for compile-time parameters); ``constexprs``: name or path tuple (``(2,)``) -> value;
-    ``attrs``: path tuple -> list of ``[name, value]``, of which ``tt.divisibility`` 16 and
-    ``tt.equal_to`` 1 are what Tessera specializes on.
-
-    Example::
-
-        src = ASTSource(add_kernel, {"x": "*fp32", "n": "i32", "BLOCK": "constexpr"},
-                        constexprs={"BLOCK": 256}, attrs={(0,): [["tt.divisibility", 16]]})
-    """
-
-    def __init__(self, fn: Any, signature: Dict[str, str], constexprs: Optional[Dict] = None,
-                 attrs: Optional[Dict] = None) -> None:
-        from .frontend.source import is_jit
-        if not is_jit(fn):
-            raise TypeError(f"ASTSource: expected a @jit function, got {fn!r}")
-        self.fn = fn
-        self.name = fn.__name__
-        self.ext = "ttir"
-        for key in signature:
-            if not isinstance(key, str):
-                raise TypeError("ASTSource: signature keys must be parameter names (str)")
-        self.signature = dict(signature)
-        self.constants: Dict[tuple, Any] = {}
-        for key, value in (constexprs or {}).items():
-            self.constants[(self._index(key),) if isinstance(key, str) else tuple(key)] = value
-        self.attrs = dict(attrs or {})
-
-    def _index(self, name: str) -> int:
-        if name not in self.fn.arg_names:
-            raise TypeError(f"ASTSource: '{name}' is not a parameter of {self.name}")
-        return self.fn.arg_names.index(name)
-
-    def path_name(self, path: tuple) -> str:
-        """A path tuple as Tessera names it: ``(1,)`` -> "y", ``(1, 0)`` -> "y.0"."""
-        return ".".join([self.fn.arg_names[path[0]], *map(str, path[1:])])
-
-    def specialization(self):
-        """(signature, constexprs, divisible by 16, equal to 1) in Tessera's form."""
-        signature = {name: ty for name, ty in self.signature.items() if ty != "constexpr"}
-        constexprs = {self.path_name(path): value for path, value in self.constants.items()}
-        for name in list(signature):
-            if name in constexprs:  # a value given for a typed parameter specializes it
-                del signature[name]
-        div16, eq1 = set(), set()
-        for path, pairs in self.attrs.items():
-            name = self.path_name(tuple(path))
-            for attr, value in pairs:
-                if attr == "tt.divisibility" and value % 16 == 0:
-                    div16.add(name)
-                elif attr == "tt.equal_to" and value == 1:
-                    eq1.add(name)
-        return signature, constexprs, div16, eq1
-
 
 def _arch_of(target: Any) -> str:
     if target is None:
@@ -99,7 +53,7 @@ def _arch_of(target: Any) -> str:
     return "sm_90a" if target.arch == 90 else f"sm_{target.arch}"
 
 
-def compile(src: ASTSource, target: Any = None, options: Optional[Dict[str, Any]] = None,
+def compile(src: "ASTSource", target: Any = None, options: Optional[Dict[str, Any]] = None,
             _env_vars: Any = None):
     """Compiles ``src`` for ``target`` (a GPUTarget, e.g. ``GPUTarget("cuda", 80, 32)``, or
     an arch string; default: the current device's) with ``options`` (num_warps, num_stages,
@@ -112,7 +66,7 @@ def compile(src: ASTSource, target: Any = None, options: Optional[Dict[str, Any]
                                              {"B": 128}), target=GPUTarget("cuda", 80, 32))
         print(compiled.asm["ptx"])
     """
-    from .compiler import CompileOptions, compile_kernel
+    from .compiler import ASTSource, CompileOptions, compile_kernel
     if isinstance(src, str):
         raise TypeError("compile: IR files as sources (IRSource) are not supported by Tessera; "
                         "pass an ASTSource of a @jit function")

@@ -4,9 +4,9 @@ Two paths launch a kernel. The fast one is C++ (cpp/bindings/launch.cpp): JITFun
 subclasses its KernelDispatcher, so ``kernel[grid](...)`` binds the arguments, computes their
 specialization, finds the loaded kernel in a C++ table, packs the parameters and launches on the
 framework's current stream without running any Python. Everything else takes the Python path,
-:meth:`JITFunction.run`: it binds, specializes (specialization.py), finds the compiled kernel
-in memory (then on disk, then compiles), launches, raises the errors, and registers the kernel
-in the C++ table for the next calls. In interpret mode (``TESSERA_INTERPRET=1`` or
+:meth:`JITFunction.run`: it binds, specializes (runtime/specialization.py), finds the compiled
+kernel in memory (then on disk, then compiles), launches, raises the errors, and registers the
+kernel in the C++ table for the next calls. In interpret mode (``TESSERA_INTERPRET=1`` or
 ``@jit(interpret=True)``) the Python path runs the tile IR on the CPU through the interpreter.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .launch_grid import Grid, as_run_call, call_grid, check_grid, run_keyword_h
 from .launch_options import (CODE_KNOBS, LaunchOptions, fast_path_options, parse_options,
                              specialize_flags, split_launch_kwargs)
 from .runtime import descriptor_arguments, tuple_arguments
-from .specialization import argument_key, describe, masked_key
+from .runtime.specialization import argument_key, describe, masked_key
 from .tracebacks import api_boundary
 
 def _check_kernel_function(fn: Any) -> None:

@@ -28,7 +28,7 @@ class KernelTextAndWarmup:
             compiled = kernel.warmup(torch.float32, torch.float32, 1024, BLOCK=256, grid=(1,))
             print(compiled.n_regs, compiled.asm["ptx"])
         """
-        from .warmup import stand_in
+        from .runtime.stand_ins import stand_in
         args, kwargs = self._as_run_call(args, kwargs)  # a parameter named warmup, say
         return self.run(*map(stand_in, args), grid=grid, warmup=True,
                         **{k: stand_in(v) if k in self.runtime_names else v

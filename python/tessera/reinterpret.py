@@ -26,7 +26,7 @@ class TensorWrapper:
 
     @property
     def _tessera_reinterpreted(self) -> Any:
-        """The base, for the launcher's device and stream lookup (runtime/driver.py)."""
+        """The base, for the launcher's device and stream lookup (device/driver.py)."""
         return self.base
 
     @property
@@ -46,7 +46,7 @@ class TensorWrapper:
             interface = getattr(base, protocol, None)
             if interface is not None:
                 return int(interface["data"][0])
-        from .runtime import driver
+        from .device import driver
         return int(driver.tensor_info(base)[0])
 
     @property

@@ -6,7 +6,7 @@ autotuner picks) and prints what the hardware will see and, on a GPU, what it di
 * static (any machine, for a chosen arch): registers per thread, spilled bytes, stack, shared
   memory (codegen's dynamic bytes + ptxas's static bytes), and the theoretical occupancy
   (resident blocks and warps per multiprocessor and what limits them: the autotuner's
-  resource model, ``tessera.autotuner.resources``);
+  resource model, ``tessera.autotuner.resources``, device/resources.py);
 * measured (GPU): the time per launch (``tessera.testing.do_bench``);
 * the kernel's model, given by the caller (``bytes=``, ``flops=``: numbers, or callables of
   the bound arguments by name, meta-parameters included): the arithmetic intensity, the
@@ -36,8 +36,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
-from .autotuner import resources
-from .runtime.driver import DeviceProperties
+from .device import resources
+from .device.driver import DeviceProperties
 
 Model = Union[None, int, float, Callable[[Dict[str, Any]], float]]
 
@@ -207,25 +207,13 @@ def _on_gpu(args) -> bool:
 
 
 def _chosen(kernel, args, kwargs, grid, measure: bool, arch: str):
-    """(jit function, kwargs with the config's meta-parameters, config dict): an Autotuner's
-    tuned choice (it launches once to tune when `measure`), else its untuned first config."""
-    from .autotuner.tuner import Autotuner
-    if not isinstance(kernel, Autotuner):
+    """(jit function, kwargs with the config's meta-parameters, config dict): the config an
+    autotuner picks (its ``_report_choice``: the tuned one, tuning with one launch when
+    `measure`, else its untuned first config), else the kernel itself."""
+    choose = getattr(kernel, "_report_choice", None)
+    if choose is None:
         return kernel, dict(kwargs), {}
-    if measure:
-        kernel[grid](*args, **kwargs)
-        config = kernel.best_config
-    else:
-        named = {**kernel._defaults, **dict(zip(kernel.arg_names, args)), **kwargs}
-        token = static_arch.set(arch)
-        try:
-            kept = kernel.prune_configs(kwargs, named)
-        finally:
-            static_arch.reset(token)
-        config = kept[0] if kept else kernel.configs[0]
-    meta = config.all_kwargs()
-    return kernel.jit_fn, {**kwargs, **meta}, {k: v for k, v in meta.items()
-                                              if k not in ("num_ctas", "maxnreg")}
+    return choose(args, kwargs, grid, measure, arch)
 
 
 def _model(value: Model, named: Dict[str, Any]) -> Optional[float]:
@@ -253,7 +241,7 @@ def report(kernel, *args, grid, bytes: Model = None, flops: Model = None,
                                    bytes=2 * (M * K + K * N + M * N))
         print(rep.spill_stores, rep.occupancy, rep.fraction("flops"))
     """
-    from .runtime import driver
+    from .device import driver
     if measure is None:
         measure = _on_gpu(args) and driver.driver_available()[0]
     if measure:

@@ -28,6 +28,8 @@ import sysconfig
 from types import TracebackType
 from typing import Callable, Optional, TypeVar
 
+from .errors import TesseraError
+
 F = TypeVar("F", bound=Callable)
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -64,8 +66,6 @@ def _filtering() -> bool:
 
 def api_boundary(fn: F) -> F:
     """Wraps a public entry point: Tessera errors leaving it carry a short traceback."""
-    from .errors import TesseraError
-
     @functools.wraps(fn)
     def boundary(*args, **kwargs):
         __tracebackhide__ = True  # noqa: F841  (read by IPython and pytest)
@@ -102,7 +102,6 @@ class _CauseHidden:
     cause; the causes are put back afterwards, so code that keeps the error still reads them."""
 
     def __init__(self, error: BaseException) -> None:
-        from .errors import TesseraError
         self.saved = []
         seen = set()
         while isinstance(error, TesseraError) and id(error) not in seen:
@@ -154,7 +153,6 @@ def _hide_in_ipython() -> None:
     if shell is None or getattr(shell, "custom_exceptions", None) != () \
             or not hasattr(shell, "set_custom_exc"):
         return
-    from .errors import TesseraError
 
     def show(shell, etype, value, tb, tb_offset=None):
         # IPython's handler shows the error itself (what it returns is not displayed).
@@ -163,19 +161,3 @@ def _hide_in_ipython() -> None:
                                 running_compiled_code=True)
 
     shell.set_custom_exc((TesseraError,), show)
-
-
-def display_location(filename: str, lineno: int, col: int = 0) -> str:
-    """``file:line:col``, or IPython's own name of a cell ("Cell In[7], line 3, col 9") when
-    the file is a cell's code (IPython names cells' code with temporary file names)."""
-    ipython = sys.modules.get("IPython")
-    if ipython is not None:
-        try:
-            shell = ipython.get_ipython()
-            named = shell.compile.format_code_name(filename) if shell is not None else None
-        except Exception:  # an IPython without the caching compiler: the plain form below
-            named = None
-        if named:
-            label, name = named
-            return f"{label} {name}, line {lineno}" + (f", col {col}" if col else "")
-    return f"{filename}:{lineno}" + (f":{col}" if col else "")

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..config import knobs
-from . import parallel, resources
+from ..device import resources
+from . import parallel
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ class TuningBackend:
         return not interpret
 
     def target(self, jit_fn, values: Sequence[Any]) -> Target:
-        from ..runtime import driver, launcher
+        from ..device import driver
+        from ..runtime import launcher
         device, _ = driver.device_and_stream(values)
         props = driver.get_device_properties(device)
         return Target(device, props.name, launcher.arch_of(device), props)

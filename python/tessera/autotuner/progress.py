@@ -18,15 +18,9 @@ import time
 from typing import Optional, TextIO
 
 from ..config import knobs
+from ..terminal import redraws_in_place
 
 _WIDTH = 20
-
-
-def redraws_in_place(stream: TextIO) -> bool:
-    """True for a terminal or a Jupyter kernel's output stream: "\\r" redraws a line there."""
-    if bool(getattr(stream, "isatty", lambda: False)()):
-        return True
-    return type(stream).__module__.startswith("ipykernel")
 
 
 class Progress:

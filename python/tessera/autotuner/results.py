@@ -1,7 +1,7 @@
 """Tuning results on disk: a new process (or a notebook restart) picks the best config without
 tuning again.
 
-One entry of the kernel cache (runtime/kernel_cache.py, namespace "tuning": atomic, checksummed) per
+One entry of the kernel cache (store/kernel_cache.py, namespace "tuning": atomic, checksummed) per
 tuning key, holding ``tuning.json``. The key hashes everything the choice depends on: the
 kernel's source and its @jit callees, the values of the ``key`` arguments, every argument's
 dtype, the device name and its exact arch (sm_90a is not sm_90), the compiler build, the
@@ -17,7 +17,7 @@ import json
 import logging
 from typing import Any, Dict, Optional, Sequence
 
-from ..runtime.kernel_cache import KernelCache, cache_key
+from ..store.kernel_cache import KernelCache, cache_key
 
 NAMESPACE = "tuning"
 FILE = "tuning.json"

@@ -30,7 +30,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..runtime import descriptor_arguments, tuple_arguments
 from ..config import knobs
 from . import backend as backends
-from . import distributed, noise, resources, results
+from ..device import resources
+from . import distributed, noise, results
 from .configs import Config
 from .heuristics import Heuristics, decorator_chain
 from .progress import Progress
@@ -167,6 +168,26 @@ class Autotuner:
         (see :func:`tessera.report.report`)."""
         from ..report import report_method
         return report_method(self, *args, **kwargs)
+
+    def _report_choice(self, args, kwargs, grid, measure: bool, arch: str):
+        """What tessera.report reports for these arguments: (jit function, kwargs with the
+        config's meta-parameters, config dict) of the tuned config (one launch tunes when
+        ``measure``), else of the first config that pruning for ``arch`` keeps, untuned."""
+        from ..report import static_arch
+        if measure:
+            self[grid](*args, **kwargs)
+            config = self.best_config
+        else:
+            named = {**self._defaults, **dict(zip(self.arg_names, args)), **kwargs}
+            token = static_arch.set(arch)
+            try:
+                kept = self.prune_configs(kwargs, named)
+            finally:
+                static_arch.reset(token)
+            config = kept[0] if kept else self.configs[0]
+        meta = config.all_kwargs()  # type: ignore[union-attr]  # a launch set best_config
+        return self.jit_fn, {**kwargs, **meta}, {k: v for k, v in meta.items()
+                                                  if k not in ("num_ctas", "maxnreg")}
 
     @api_boundary
     def run(self, *args, grid, **kwargs):

@@ -7,12 +7,12 @@ Example::
     from tessera.backends.compiler import GPUTarget
     compiled = tessera.compile(src, target=GPUTarget("cuda", 90, 32))
 """
-from ..runtime.active_driver import GPUTarget
+from ..device.active_driver import GPUTarget
 
 __all__ = ["GPUTarget"]
 
 
 def __getattr__(name: str):
     # Triton's other names here (BaseBackend, Language) say they are not supported yet.
-    from .._triton_api import missing_name_error
+    from .._triton_names import missing_name_error
     raise missing_name_error("triton.backends.compiler", name, __name__)

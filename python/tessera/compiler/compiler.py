@@ -23,6 +23,7 @@ from .._tessera import codegen as _codegen
 from .._tessera import passes as _passes
 from ..config import knobs
 from . import cuda_paths, ptxas, target_limits
+from .ast_source import ASTSource  # noqa: F401  (Triton's triton.compiler.compiler.ASTSource)
 
 # The passes of each stage, as registered in C++ (cpp/transforms/pass_pipelines.cpp: the one
 # place the order lives; `tessera-opt --pass-pipeline=tgir` runs the same list). Read-only
@@ -283,11 +284,3 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                                       metadata.get("static_shared_bytes", 0))
     return CompiledKernel(generated["kernel_name"], asm, metadata, clock.seconds)
 
-
-def __getattr__(name: str):
-    # Triton's ``triton.compiler.compiler.ASTSource``: the class tessera.compiler gives, looked
-    # up lazily (host_api imports this package, so an eager import would be circular).
-    if name == "ASTSource":
-        from ..host_api import ASTSource
-        return ASTSource
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -104,7 +104,7 @@ def version(path: str) -> str:
     executable's real path, size and modification time, the same evidence Python trusts to
     reuse a module's bytecode. A changed ptxas has a new key, so it is asked again.
     """
-    from ..runtime.kernel_cache import KernelCache
+    from ..store.kernel_cache import KernelCache
     try:
         real = os.path.realpath(path)
         stat = os.stat(real)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import AbstractSet, Any, Callable, Dict, Optional
 
-from .. import _tessera, errors
+from .. import errors
+from .._tessera import ir
 from ..config import knobs
 from ..language import core as tl
 from ..language.semantic import normalize_number
@@ -23,7 +24,6 @@ from .source_key import kernel_source_key
 from .tuple_parameters import assemble as assemble_tuple
 from .tuple_parameters import group as group_tuples
 
-ir = _tessera.ir
 
 __all__ = ["build_module", "kernel_source_key", "kernel_parameters", "KernelParameter", "is_jit"]
 

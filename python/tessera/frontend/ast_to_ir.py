@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List
 
 from .. import errors
-from .._triton_api import is_triton_name
+from .._triton_names import is_triton_name
 from ..language import compat_types
 from ..language import core as tl
 from ..language import matrix as tl_matrix
@@ -90,10 +90,6 @@ class CompileContext:
         if id(fn) not in self.parsed:
             self.parsed[id(fn)] = parse_function(fn)
         return self.parsed[id(fn)]
-
-
-# Attributes of a tensor in a kernel besides its methods (tl.tensor's builtins) and `.T`.
-TENSOR_ATTRIBUTES = ("dtype", "shape", "type", "numel", "to")
 
 
 class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVisitor):
@@ -333,7 +329,7 @@ class CodeGenerator(ControlFlowMixin, ReturnMixin, ElementwiseMixin, ast.NodeVis
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         value = self.visit(node.value)
         if isinstance(value, tl.tensor):
-            if node.attr in TENSOR_ATTRIBUTES:
+            if node.attr in tensor_methods.TENSOR_ATTRIBUTES:
                 return getattr(value, node.attr)
             if tl.is_builtin(getattr(tl.tensor, node.attr, None)):
                 return getattr(value, node.attr)  # methods: x.sum(1), x.max(0), ...

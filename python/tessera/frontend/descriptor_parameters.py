@@ -1,7 +1,8 @@
 """Kernel parameters given a host ``TensorDescriptor``: several block arguments, one value.
 
-The signature types such a parameter ``tensordesc<fp16[64, 32]>`` (runtime/
-descriptor_arguments.py says how the launch expands it). Its block arguments are the base
+The signature types such a parameter ``tensordesc<fp16[64, 32]>``, a text defined here
+(:func:`type_text`, :func:`parse_type`), which the launch writes (runtime/
+descriptor_arguments.py says how it expands the argument). Its block arguments are the base
 pointer, the shape (int32 each) and the strides (int64 each); in the body the parameter is a
 ``tl.tensor_descriptor``. What the host checked on creation is known here: the base is
 16-byte aligned, the leading strides are multiples of 16 bytes (recorded in the func's
@@ -12,9 +13,48 @@ from __future__ import annotations
 
 from typing import Any, List, Tuple
 
+from ..device.tma import DATA_TYPES, MAX_BOX
 from ..language import core as tl
 from ..language.block_pointer import tensor_descriptor
-from ..runtime.descriptor_arguments import has_tensor_map, is_descriptor_type, parse_type
+
+PREFIX = "tensordesc<"
+
+
+def type_text(key: tuple, dtype_code: str) -> str:
+    """The signature text of a descriptor argument's specialization key
+    (runtime/descriptor_arguments.py's ``key``) whose dtype has the type code ``dtype_code``."""
+    block = ", ".join(str(b) for b in key[2])
+    fields = (",nan" if key[3] == "nan" else "") + \
+        (",div16=" + ".".join(str(i) for i in key[4]) if key[4] else "")
+    return f"{PREFIX}{dtype_code}[{block}]{fields}>"
+
+
+def is_descriptor_type(text: str) -> bool:
+    return text.startswith(PREFIX)
+
+
+def parse_type(text: str) -> Tuple[str, List[int], str, List[int]]:
+    """(dtype code, block shape, padding, shape dims divisible by 16) of a type text."""
+    inner = text[len(PREFIX):].rstrip(">")
+    code, rest = inner.split("[", 1)
+    block, rest = rest.split("]", 1)
+    padding, div16 = "zero", []
+    for field in filter(None, rest.split(",")):
+        if field == "nan":
+            padding = "nan"
+        elif field.startswith("div16="):
+            div16 = [int(i) for i in field[len("div16="):].split(".")]
+        else:
+            raise ValueError(f"unknown field '{field}' in the descriptor type '{text}'")
+    return code, [int(b) for b in block.split(",")], padding, div16
+
+
+def has_tensor_map(text: str) -> bool:
+    """Whether a descriptor of this type passes a CUtensorMap when the kernel takes maps (a
+    2-D block of a data type the TMA knows, at most 256 rows): the front end's rule and the
+    launcher's, read from the type text."""
+    code, block, _, _ = parse_type(text)
+    return len(block) == 2 and code in DATA_TYPES and block[0] <= MAX_BOX
 
 
 class DescriptorParameter:
@@ -33,7 +73,7 @@ class DescriptorParameter:
     def has_tensor_map(self, tma: bool) -> bool:
         """Whether the parameter also passes a CUtensorMap: with TMA asked for (TESSERA_TMA
         on sm_90a), for the 2-D descriptors whose box the host can encode (a data type the
-        TMA knows, at most 256 rows: runtime/tensor_map.py)."""
+        TMA knows, at most 256 rows: device/tma.py)."""
         return tma and has_tensor_map(self.text)  # the launcher's rule too
 
     def block_arguments(self, name: str, tma: bool = False) -> List[Tuple[str, tl.dtype, int]]:

@@ -148,25 +148,25 @@ class ElementwiseMixin:
             kwargs["mask"] = lanes if mask is None else self.semantic.logical("andi", lanes,
                                                                               mask)
 
-
-def call_elementwise(generator: "CodeGenerator", scalar_fn: Any, inputs: list) -> Any:
-    """Inlines ``scalar_fn`` over the input tiles in elementwise mode (see the docstring)."""
-    from .ast_to_ir import CodeGenerator
-    from .source import is_jit, kernel_parameters
-    if not is_jit(scalar_fn):
-        raise TypeError(f"map_elementwise needs a @jit scalar function, got {scalar_fn!r}")
-    fn = scalar_fn.fn
-    params = kernel_parameters(fn)
-    if len(params) < len(inputs):
-        raise TypeError(f"{fn.__name__}() takes {len(params)} arguments, map_elementwise "
-                        f"gives it {len(inputs)}")
-    import inspect
-    bound = inspect.signature(fn).bind(*inputs)
-    bound.apply_defaults()
-    scope = dict(bound.arguments)
-    callee = CodeGenerator(generator.ctx, generator.ctx.parse(fn), scope, is_kernel=False)
-    callee.elementwise = True
-    callee.ew_base = generator.ew_lanes() if generator.elementwise else None
-    callee.ew_shape = list(inputs[0].shape) if inputs else []
-    callee.loc = generator.loc
-    return generator.inline_callee(fn, callee, f"{fn.__name__}(), mapped elementwise")
+    def call_elementwise(self: "CodeGenerator", scalar_fn: Any, inputs: list) -> Any:
+        """Inlines ``scalar_fn`` over the input tiles in elementwise mode (see the module
+        docstring); tl.map_elementwise calls it on the generator it is given."""
+        from .ast_to_ir import CodeGenerator
+        from .source import is_jit, kernel_parameters
+        if not is_jit(scalar_fn):
+            raise TypeError(f"map_elementwise needs a @jit scalar function, got {scalar_fn!r}")
+        fn = scalar_fn.fn
+        params = kernel_parameters(fn)
+        if len(params) < len(inputs):
+            raise TypeError(f"{fn.__name__}() takes {len(params)} arguments, map_elementwise "
+                            f"gives it {len(inputs)}")
+        import inspect
+        bound = inspect.signature(fn).bind(*inputs)
+        bound.apply_defaults()
+        scope = dict(bound.arguments)
+        callee = CodeGenerator(self.ctx, self.ctx.parse(fn), scope, is_kernel=False)
+        callee.elementwise = True
+        callee.ew_base = self.ew_lanes() if self.elementwise else None
+        callee.ew_shape = list(inputs[0].shape) if inputs else []
+        callee.loc = self.loc
+        return self.inline_callee(fn, callee, f"{fn.__name__}(), mapped elementwise")

@@ -16,14 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..language import core as tl
+from ..language.core import is_jit as is_jit  # the front end's name for it too
 from . import source_index
 
 _MISSING = object()
-
-
-def is_jit(obj: Any) -> bool:
-    """A JITFunction (python/tessera/jit.py) or any object marked ``__tessera_jit__ = True``."""
-    return getattr(obj, "__tessera_jit__", False) is True and callable(getattr(obj, "fn", None))
 
 
 def is_constexpr_annotation(annotation: Any) -> bool:

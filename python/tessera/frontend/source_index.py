@@ -4,7 +4,7 @@ The source key of a launch (source.py) needs, per @jit function, its lines (find
 function ends tokenizes its file: milliseconds) and the dotted names its body reads (a parse
 and a walk of its AST). A process that finds its kernels in the disk cache would spend most of
 its warm start there. This index keeps both, one cache entry per source file (namespace
-"sources" of runtime/kernel_cache.py: atomic, checksummed):
+"sources" of store/kernel_cache.py: atomic, checksummed):
 
 * a function's length in lines, keyed by the file's text (SHA-256 of the lines linecache holds,
   which inspect reads too) and by the function's qualified name and first line: an extent is a
@@ -42,7 +42,7 @@ _FILES: Dict[str, _FileIndex] = {}
 
 
 def _cache():
-    from ..runtime.kernel_cache import KernelCache
+    from ..store.kernel_cache import KernelCache
     return KernelCache(namespace=_NAMESPACE)
 
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from ..language import compat_types
-from ..runtime.tuple_arguments import CLASS_SUFFIX
+
+# The constexpr dictionary's key of a namedtuple element's class: its path + this suffix
+# (``t.__class__``, ``t.1.__class__``), as the launch writes it (runtime/tuple_arguments.py).
+CLASS_SUFFIX = ".__class__"
 
 
 def _path(name: str) -> Tuple[int, ...]:

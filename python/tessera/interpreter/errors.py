@@ -41,8 +41,7 @@ class KernelRuntimeError(RuntimeError, InterpreterError):
 
 def _shown_location(location: str) -> str:
     """"file:line:col", or "Cell In[N], line L, col C" for a notebook cell's code."""
-    from ..errors import parse_location
-    from ..tracebacks import display_location
+    from ..errors import display_location, parse_location
     parsed = parse_location(location + ": ")
     return display_location(*parsed[:3]) if parsed else location
 

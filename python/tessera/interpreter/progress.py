@@ -12,8 +12,8 @@ import sys
 import time
 from typing import Optional, TextIO
 
-from ..autotuner.progress import redraws_in_place
 from ..config import knobs
+from ..terminal import redraws_in_place
 
 DELAY_S = 2.0      # runs shorter than this stay silent
 INTERVAL_S = 0.25  # redraw at most this often

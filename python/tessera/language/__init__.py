@@ -223,7 +223,7 @@ def __getattr__(name: str):
     import importlib.util
     if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f"{__name__}.{name}")
-    from .._triton_api import missing_name_error
+    from .._triton_names import missing_name_error
     raise missing_name_error("triton.language", name, __name__)
 
 

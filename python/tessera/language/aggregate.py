@@ -33,6 +33,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Dict, Type
 
+from .core import is_jit  # core re-exports _aggregate at its end, after is_jit
+
 _AGGREGATE = "__tessera_aggregate__"
 
 
@@ -97,7 +99,6 @@ def _aggregate(cls: Type[Any]) -> Type[Any]:
                                  "__annotations__": fields,
                                  # the source key (frontend/source_key.py) reads its text
                                  "__tessera_aggregate_init__": original_init}
-    from ..frontend.source import is_jit
     for name, member in vars(cls).items():
         if name in namespace or name.startswith("__"):
             continue

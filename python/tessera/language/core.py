@@ -38,6 +38,39 @@ def is_builtin(obj: Any) -> bool:
     return bool(getattr(obj, TESSERA_BUILTIN, False))
 
 
+def is_jit(obj: Any) -> bool:
+    """A @jit function (a JITFunction, python/tessera/jit.py) or any object marked
+    ``__tessera_jit__ = True`` with a callable ``fn``: what the front end inlines when a kernel
+    calls it (the language's builtins that take functions, reduce and map_elementwise, check
+    their arguments with it)."""
+    return getattr(obj, "__tessera_jit__", False) is True and callable(getattr(obj, "fn", None))
+
+
+class HelperFunction:
+    """A function written in the language that kernels call (a @jit helper, :func:`is_jit`),
+    inlined by the front end: the language's own, such as tl.rand (random.py), which are made
+    here because tessera.jit's JITFunction, the launchable kernel, stands floors above the
+    language. Calling one outside a kernel raises, as calling a JITFunction does."""
+
+    __tessera_jit__ = True
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{self.fn.__name__}: a @jit function is called inside a kernel, "
+                           "where it is inlined")
+
+    def __repr__(self) -> str:
+        return f"<tessera @jit helper {self.fn.__module__}.{self.fn.__qualname__}>"
+
+
+def helper(fn: T) -> T:
+    """Marks a function of the language written in the language itself (see HelperFunction)."""
+    return HelperFunction(fn)  # type: ignore[return-value]
+
+
 # --------------------------------------------------------------------------------------------
 # dtypes
 # --------------------------------------------------------------------------------------------

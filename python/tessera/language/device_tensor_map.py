@@ -7,8 +7,9 @@ the buffer the launcher allocates through ``tessera.set_allocator``, Triton's ru
 by ``tensormap_create`` (codegen/lower_tensormap.cpp: tensormap.replace and the tensor-map
 proxy fences). Its loads then carry that map as a host descriptor's carry its kernel
 parameter, and the pipeliner copies them with the same TMA plan (transforms/pipeline/tma.h).
-The box, swizzle and element type follow runtime/tensor_map.py's rule for host maps
-(``device_fields``), so both copy a block into the same shared layout. A map no TMA copy
+The box, swizzle and element type follow the TMA's rules (device/tma.py, ``device_fields``),
+which host maps (runtime/tensor_map.py) follow too, so both copy a block into the same shared
+layout. A map no TMA copy
 ends up using is erased with its scratch (transforms/pipeline/device_tensor_maps.h): such a
 kernel needs no allocator.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from ..device.tma import ELEMENT_TYPES, device_fields
 from . import core as tl
 
 MAP_BYTES = 128  # a CUtensorMap, 128-byte aligned in the scratch (as Triton's)
@@ -27,8 +29,7 @@ _CODES: Dict[Any, str] = {}
 
 
 def _code(element: tl.dtype) -> str:
-    """The dtype code (runtime/tensor_map.py's table keys) of ``element``, "" if none."""
-    from ..runtime.tensor_map import ELEMENT_TYPES
+    """The dtype code (the keys of the TMA's element types) of ``element``, "" if none."""
     if not _CODES:
         _CODES.update({tl.str_to_ty(code): code for code in ELEMENT_TYPES})
     return _CODES.get(element, "")
@@ -40,7 +41,6 @@ def attach(sem: Any, desc: Any) -> None:
     the limits) stays what it is without."""
     if not getattr(sem, "tma", False) or getattr(sem, "interpreter", False):
         return
-    from ..runtime.tensor_map import device_fields
     if len(desc.block_shape) != 2:
         return
     try:

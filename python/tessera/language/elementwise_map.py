@@ -59,7 +59,6 @@ def map_elementwise(scalar_fn: Callable[..., Any], *args: Any, pack: int = 1,
 
         lo, hi = tl.map_elementwise(min_max_scalar, x, y)
     """
-    from ..frontend.elementwise import call_elementwise
     if _generator is None:
         raise RuntimeError("map_elementwise can only be used inside a @jit function")
     pack = _unwrap(pack)
@@ -78,7 +77,7 @@ def map_elementwise(scalar_fn: Callable[..., Any], *args: Any, pack: int = 1,
                              f"{pack}")
         inputs = [c for x in inputs for c in
                   _columns(_semantic, _semantic.reshape(x, [numel // pack, pack]), pack)]
-    results = call_elementwise(_generator, scalar_fn, inputs)
+    results = _generator.call_elementwise(scalar_fn, inputs)  # frontend/elementwise.py
     single = isinstance(results, tensor)
     results = [results] if single else list(results)
     if not results or not all(isinstance(r, tensor) for r in results):

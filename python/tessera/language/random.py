@@ -1,10 +1,11 @@
 """Counter-based random numbers: Philox-4x32-10 (and its 64-bit variant), as triton.language.
 
-Every function here is a @jit helper written in the language itself, inlined into the kernel
-that calls it, so the interpreter and the GPU run the same integer arithmetic and give the
-same bits. The stream is a pure function of ``(seed, offset)``: the same seed and offsets give
-the same numbers in any kernel, any block size and any program order, which is what lets a
-dropout kernel regenerate its mask in the backward pass instead of storing it::
+Every function here is a @jit helper written in the language itself (``core.helper``),
+inlined into the kernel that calls it, so the interpreter and the GPU run the same integer
+arithmetic and give the same bits. The stream is a pure function of ``(seed, offset)``: the
+same seed and offsets give the same numbers in any kernel, any block size and any program
+order, which is what lets a dropout kernel regenerate its mask in the backward pass instead
+of storing it::
 
     @tessera.jit
     def dropout(x_ptr, out_ptr, n, p, seed, BLOCK: tl.constexpr):
@@ -22,10 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..jit import jit
 from . import core as tl
 from . import math
-from .core import builtin
+from .core import builtin, helper
 
 # Philox with 10 rounds is the variant whose statistical quality Random123 establishes.
 N_ROUNDS_DEFAULT = tl.constexpr(10)
@@ -37,7 +37,7 @@ def _to_tensor(x: Any, _semantic=None) -> tl.tensor:
     return _semantic.to_tensor(tl._unwrap(x))
 
 
-@jit
+@helper
 def philox_impl(c0, c1, c2, c3, k0, k1, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     """Runs ``n_rounds`` Philox rounds on the counter ``(c0, c1, c2, c3)`` with the key
     ``(k0, k1)``; all six are uint32 (Philox-4x32) or all uint64 (Philox-4x64). Returns the
@@ -64,7 +64,7 @@ def philox_impl(c0, c1, c2, c3, k0, k1, n_rounds: tl.constexpr = N_ROUNDS_DEFAUL
     return c0, c1, c2, c3
 
 
-@jit
+@helper
 def philox(seed, c0, c1, c2, c3, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     """Philox on the counter ``(c0, c1, c2, c3)`` (32-bit or 64-bit integers, reinterpreted as
     unsigned) keyed by the integer ``seed``: for 32-bit counters the key is the seed's low and
@@ -94,7 +94,7 @@ def philox(seed, c0, c1, c2, c3, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     return philox_impl(c0, c1, c2, c3, seed_lo, seed_hi, n_rounds)
 
 
-@jit
+@helper
 def randint4x(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     """Four blocks of random uint32 for the integer ``seed`` and the integer block ``offset``
     (the counter is the offset's low word, its high word for 64-bit offsets, 0, 0): the
@@ -109,7 +109,7 @@ def randint4x(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     return philox(seed, offset_lo, offset_hi, zero, zero, n_rounds)
 
 
-@jit
+@helper
 def randint(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     """A block of random uint32 (the first word of ``randint4x``) for ``seed`` and the block
     ``offset``. Example: ``bits = tl.randint(seed, offs)``."""
@@ -117,7 +117,7 @@ def randint(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     return ret
 
 
-@jit
+@helper
 def uint_to_uniform_float(x):
     """Maps random 32-bit (64-bit) integers to float32 uniform in [0, 1): the bits read as a
     signed integer, negatives folded onto ``-x - 1``, times the largest scale that keeps the
@@ -134,7 +134,7 @@ def uint_to_uniform_float(x):
     return x * scale
 
 
-@jit
+@helper
 def rand(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     """A block of random float32 uniform in [0, 1) for ``seed`` and the block ``offset``.
     Example: ``keep = tl.rand(seed, offs) > p``."""
@@ -142,7 +142,7 @@ def rand(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     return uint_to_uniform_float(source)
 
 
-@jit
+@helper
 def rand4x(seed, offsets, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     """Four blocks of random float32 uniform in [0, 1) (the four words of ``randint4x``).
     Example: ``u0, u1, u2, u3 = tl.rand4x(seed, offs)``."""
@@ -154,7 +154,7 @@ def rand4x(seed, offsets, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     return u1, u2, u3, u4
 
 
-@jit
+@helper
 def pair_uniform_to_normal(u1, u2):
     """The Box-Muller transform: two independent uniform blocks -> two independent standard
     normal blocks (``u1`` clamped to 1e-7 so the logarithm stays finite).
@@ -165,7 +165,7 @@ def pair_uniform_to_normal(u1, u2):
     return r * math.cos(th), r * math.sin(th)
 
 
-@jit
+@helper
 def randn(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     """A block of random float32 from the standard normal distribution N(0, 1) for ``seed``
     and the block ``offset``. Example: ``noise = tl.randn(seed, offs)``."""
@@ -176,7 +176,7 @@ def randn(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     return n1
 
 
-@jit
+@helper
 def randn4x(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
     """Four blocks of random float32 from N(0, 1) (Box-Muller on the pairs of ``rand4x``).
     Example: ``n0, n1, n2, n3 = tl.randn4x(seed, offs)``."""

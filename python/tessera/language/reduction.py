@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple, Union
 
-from .core import _unwrap, builtin, dtype, float32, int32, tensor
+from .core import _unwrap, builtin, dtype, float32, int32, is_jit, tensor
 from .reduction_semantic import pick_sum_dtype
 
 NEEDS_GENERATOR = "__tessera_needs_generator__"
@@ -36,7 +36,6 @@ def _inputs(input: Any) -> Tuple[List[tensor], bool]:
 
 
 def _jit_combine(combine_fn: Any, generator: Any) -> Callable[[List[tensor]], Any]:
-    from ..frontend.source import is_jit  # the front end imports the language: import late
     if not is_jit(combine_fn):
         raise TypeError(f"combine_fn must be a @tessera.jit function, got {combine_fn!r}")
     if generator is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, List, Optional, Sequence, Tuple
 
-from .. import _tessera
+from .._tessera import ir
 from . import core as tl
 from .core import dtype, tensor
 from .reduction_semantic import ReductionSemantic
@@ -20,7 +20,6 @@ from .math_semantic import MathSemantic
 from .atomic_semantic import AtomicSemantic
 from .shape_semantic import ShapeSemantic
 
-ir = _tessera.ir
 
 MAX_TENSOR_NUMEL = 1 << 20
 

@@ -65,7 +65,7 @@ def current_target():
         >>> current_target() is None or current_target().backend == "cuda"
         True
     """
-    from ..runtime import driver
+    from ..device import driver
     arch = _COMPILE_ARCH.get()
     if arch is not None:
         return driver.GPUTarget("cuda", int(re.sub(r"\D", "", arch)), 32)
@@ -73,7 +73,7 @@ def current_target():
         return driver.active.get_current_target()
     except RuntimeError:
         if _INTERPRETING.get():
-            from ..runtime.active_driver import _MODELED_CAPABILITY
+            from ..device.active_driver import _MODELED_CAPABILITY
             return driver.GPUTarget("cuda", _MODELED_CAPABILITY, 32)
         # no GPU and not interpreting: no target, as Triton's None
         return None

@@ -37,6 +37,9 @@ TENSOR_METHODS = (
     "floor", "ceil",
 )
 
+# Attributes of a tensor in a kernel besides its methods and `.T` (the front end's transpose).
+TENSOR_ATTRIBUTES = ("dtype", "shape", "type", "numel", "to")
+
 # Operators: Triton's tensor dunder -> (how the Semantic computes it, reflected?). The front
 # end compiles `a + b` as `a.__add__(b)` (or `b.__radd__(a)` when only b is a tensor), as
 # Triton's code generator does, through this one table; explicit calls mean the same.

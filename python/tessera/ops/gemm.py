@@ -15,7 +15,7 @@ import tessera.language as tl
 from . import torch_ops
 
 
-LEAKY_SLOPE = 0.01  # leaky_relu's, for the backward (torch_ops.py); the kernel spells it out
+LEAKY_SLOPE = 0.01  # leaky_relu's, for the backward (the custom op); the kernel spells it out
 
 
 @tessera.jit
@@ -106,7 +106,7 @@ def matmul(a, b, bias=None, activation: str = "", out=None):
     Returns:
         ``out``: (M, N) in a's dtype (or out's). Differentiable in a, b and bias for torch
         tensors (through the ``tessera::matmul`` custom op, also under torch.compile; the
-        backward is two more matmuls: torch_ops.py).
+        backward is two more matmuls: _register_op below).
 
     Example::
 
@@ -118,7 +118,7 @@ def matmul(a, b, bias=None, activation: str = "", out=None):
         c = matmul(a, b, bias, activation="leaky_relu")
     """
     if out is None and torch_ops.wants_op(a, b, bias):  # autograd or torch.compile: the op
-        return torch_ops.ops().matmul(a, b, bias, activation)
+        return torch_ops.library(_register_op).matmul(a, b, bias, activation)
     return matmul_forward(a, b, bias, activation, out)
 
 
@@ -142,3 +142,45 @@ def matmul_forward(a, b, bias=None, activation: str = "", out=None):
         out.strides[1] // out.itemsize if isinstance(out, np.ndarray) else out.stride(1),
         HAS_BIAS=bias is not None, ACTIVATION=activation)
     return out
+
+
+# ------------------------------------------------------------------------- the custom op
+# What it shares with the norms' (wants_op, run, library): torch_ops.py. The module-level
+# `matmul` is the public function; the op is `matmul_op`, whose backward is two more of it.
+
+def _register_op():
+    """Defines ``tessera::matmul`` and its autograd formula."""
+    import torch
+    from torch import Tensor
+
+    @torch.library.custom_op("tessera::matmul", mutates_args=())
+    def matmul_op(a: Tensor, b: Tensor, bias: Tensor | None, activation: str) -> Tensor:
+        return torch_ops.run(matmul_forward, a, b, bias, activation)
+
+    @matmul_op.register_fake
+    def _(a, b, bias, activation):
+        return a.new_empty((a.shape[0], b.shape[1]))
+
+    def setup(ctx, inputs, output):
+        a, b, bias, activation = inputs
+        ctx.save_for_backward(a, b, output if activation else None)
+        ctx.activation = activation
+        ctx.bias_dtype = None if bias is None else bias.dtype
+
+    def backward(ctx, dc):
+        a, b, c = ctx.saved_tensors
+        dz = dc
+        if ctx.activation == "leaky_relu":  # the output has the pre-activation's sign
+            dz = torch.where(c >= 0, dc, dc * LEAKY_SLOPE)
+        elif ctx.activation:
+            raise NotImplementedError(f"tessera::matmul: no gradient for activation "
+                                      f"{ctx.activation!r}")
+        dz = dz.to(a.dtype)
+        da = matmul_op(dz, b.t(), None, "") if ctx.needs_input_grad[0] else None
+        db = matmul_op(a.t(), dz, None, "") if ctx.needs_input_grad[1] else None
+        dbias = None
+        if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
+            dbias = dz.float().sum(0).to(ctx.bias_dtype)
+        return da, db, dbias, None
+
+    matmul_op.register_autograd(backward, setup_context=setup)

@@ -244,7 +244,7 @@ def rms_norm(x, w, eps: float = 1e-6, out=None):
         y = rms_norm(x, w, 1e-6)  # torch.nn.functional.rms_norm(x, (512,), w, 1e-6)
     """
     if out is None and torch_ops.wants_op(x, w):  # autograd or torch.compile: the custom op
-        return torch_ops.ops().rms_norm(x, w, eps)
+        return torch_ops.library(_register_ops).rms_norm(x, w, eps)
     return rms_norm_forward(x, w, eps, out)
 
 
@@ -311,7 +311,7 @@ def layer_norm(x, w, b, eps: float = 1e-5, out=None):
         y = layer_norm(x, w, b, 1e-5)  # F.layer_norm(x, (512,), w, b, 1e-5)
     """
     if out is None and torch_ops.wants_op(x, w, b):  # autograd or torch.compile: the op
-        return torch_ops.ops().layer_norm(x, w, b, eps)
+        return torch_ops.library(_register_ops).layer_norm(x, w, b, eps)
     return layer_norm_forward(x, w, b, eps, out)
 
 
@@ -355,3 +355,76 @@ def layer_norm_backward(dy, x, w, eps: float = 1e-5, dx=None):
                                 **config)
     dw, db = reduce_partials(partials, w)
     return dx, dw, db
+
+
+# ------------------------------------------------------------------------ the custom ops
+# What they share with matmul's (wants_op, run, library): torch_ops.py. Module-level names
+# are the launches (rms_norm_backward, ...); the ops are these functions' locals.
+
+def _register_ops():
+    """Defines ``tessera::rms_norm``, ``tessera::layer_norm`` and their backward ops."""
+    import torch
+    from torch import Tensor
+
+    @torch.library.custom_op("tessera::rms_norm", mutates_args=())
+    def rms_norm_op(x: Tensor, w: Tensor, eps: float) -> Tensor:
+        return torch_ops.run(rms_norm_forward, x.contiguous(), w.contiguous(), eps)
+
+    @rms_norm_op.register_fake
+    def _(x, w, eps):
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+    @torch.library.custom_op("tessera::rms_norm_backward", mutates_args=())
+    def rms_norm_backward_op(dy: Tensor, x: Tensor, w: Tensor,
+                             eps: float) -> tuple[Tensor, Tensor]:
+        return torch_ops.run(rms_norm_backward, dy.contiguous(), x.contiguous(),
+                             w.contiguous(), eps)
+
+    @rms_norm_backward_op.register_fake
+    def _(dy, x, w, eps):
+        return torch.empty_like(x, memory_format=torch.contiguous_format), torch.empty_like(w)
+
+    def rms_setup(ctx, inputs, output):
+        x, w, eps = inputs
+        ctx.save_for_backward(x, w)
+        ctx.eps = eps
+
+    def rms_backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dx, dw = rms_norm_backward_op(dy, x, w, ctx.eps)
+        return dx, dw, None
+
+    rms_norm_op.register_autograd(rms_backward, setup_context=rms_setup)
+
+    @torch.library.custom_op("tessera::layer_norm", mutates_args=())
+    def layer_norm_op(x: Tensor, w: Tensor, b: Tensor, eps: float) -> Tensor:
+        return torch_ops.run(layer_norm_forward, x.contiguous(), w.contiguous(),
+                             b.contiguous(), eps)
+
+    @layer_norm_op.register_fake
+    def _(x, w, b, eps):
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+    @torch.library.custom_op("tessera::layer_norm_backward", mutates_args=())
+    def layer_norm_backward_op(dy: Tensor, x: Tensor, w: Tensor,
+                               eps: float) -> tuple[Tensor, Tensor, Tensor]:
+        dx, dw, db = torch_ops.run(layer_norm_backward, dy.contiguous(), x.contiguous(),
+                                   w.contiguous(), eps)
+        return dx, dw, db.clone()  # dw and db are rows of one tensor; an op's outputs may not alias
+
+    @layer_norm_backward_op.register_fake
+    def _(dy, x, w, eps):
+        return (torch.empty_like(x, memory_format=torch.contiguous_format),
+                torch.empty_like(w), torch.empty_like(w))
+
+    def layer_setup(ctx, inputs, output):
+        x, w, b, eps = inputs
+        ctx.save_for_backward(x, w)
+        ctx.eps = eps
+
+    def layer_backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dx, dw, db = layer_norm_backward_op(dy, x, w, ctx.eps)
+        return dx, dw, db, None
+
+    layer_norm_op.register_autograd(layer_backward, setup_context=layer_setup)

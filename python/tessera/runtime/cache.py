@@ -25,7 +25,7 @@ from typing import Dict, Optional
 
 from ..config import knobs
 from ..errors import TritonAPINotSupported
-from .remote_cache import RedisRemoteCacheBackend, RemoteCacheBackend  # noqa: F401 (re-exported)
+from ..store.remote_cache import RedisRemoteCacheBackend, RemoteCacheBackend  # noqa: F401 (re-exported)
 
 __all__ = ["CacheManager", "FileCacheManager", "RemoteCacheBackend", "RedisRemoteCacheBackend",
            "get_cache_manager", "get_override_manager", "get_dump_manager", "default_cache_dir"]
@@ -135,5 +135,5 @@ def get_dump_manager(key: str) -> CacheManager:
 
 def __getattr__(name: str):
     # Triton's other names here (triton_key, ...) say they are not supported yet.
-    from .._triton_api import missing_name_error
+    from .._triton_names import missing_name_error
     raise missing_name_error("triton.runtime.cache", name, __name__)

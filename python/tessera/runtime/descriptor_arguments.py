@@ -6,59 +6,29 @@ that order (as Triton's non-TMA launch). The specialization (``key`` / ``type_te
 the dtype, block shape, padding and which shape dims are multiples of 16 (as int arguments
 are specialized: it lets the bounds masks of a load allow vector accesses), written
 ``tensordesc<fp16[64, 32]>``, with ``,nan`` for NaN padding and ``,div16=0.1`` for the dims
-divisible by 16 before the ``>``; the front end (frontend/descriptor_parameters.py) reads that
-text back and builds the ``tl.tensor_descriptor`` from the expanded parameters. The C++ fast
-launch path does not know descriptors: a launch with one always takes the Python path.
+divisible by 16 before the ``>``: a format the front end defines, and reads back to build the
+``tl.tensor_descriptor`` from the expanded parameters (frontend/descriptor_parameters.py).
+The C++ fast launch path does not know descriptors: a launch with one always takes the
+Python path.
 """
 from __future__ import annotations
 
 from typing import Any, List, Sequence, Tuple
 
-from ..specialization import dtype_code
+from ..frontend.descriptor_parameters import (  # noqa: F401  (the type text, re-exported)
+    PREFIX,
+    has_tensor_map,
+    is_descriptor_type,
+    parse_type,
+    type_text,
+)
 from ..tools.tensor_descriptor import TensorDescriptor
-
-PREFIX = "tensordesc<"
-
+from ..type_codes import dtype_code
 
 def key(desc: TensorDescriptor) -> tuple:
     """The specialization key of a descriptor argument (alignment is checked on creation)."""
     return ("tensordesc", desc.base.dtype, tuple(desc.block_shape), desc.padding,
             tuple(i for i, size in enumerate(desc.shape) if size % 16 == 0))
-
-
-def type_text(key: tuple, dtype_code: str) -> str:
-    block = ", ".join(str(b) for b in key[2])
-    fields = (",nan" if key[3] == "nan" else "") + \
-        (",div16=" + ".".join(str(i) for i in key[4]) if key[4] else "")
-    return f"{PREFIX}{dtype_code}[{block}]{fields}>"
-
-
-def is_descriptor_type(text: str) -> bool:
-    return text.startswith(PREFIX)
-
-
-def parse_type(text: str) -> Tuple[str, List[int], str, List[int]]:
-    """(dtype code, block shape, padding, shape dims divisible by 16) of a type text."""
-    inner = text[len(PREFIX):].rstrip(">")
-    code, rest = inner.split("[", 1)
-    block, rest = rest.split("]", 1)
-    padding, div16 = "zero", []
-    for field in filter(None, rest.split(",")):
-        if field == "nan":
-            padding = "nan"
-        elif field.startswith("div16="):
-            div16 = [int(i) for i in field[len("div16="):].split(".")]
-        else:
-            raise ValueError(f"unknown field '{field}' in the descriptor type '{text}'")
-    return code, [int(b) for b in block.split(",")], padding, div16
-
-
-def has_tensor_map(text: str) -> bool:
-    """Whether a descriptor of this type passes a CUtensorMap when the kernel takes maps:
-    the front end's rule (frontend/descriptor_parameters.py), read from the type text."""
-    from .tensor_map import DATA_TYPES, MAX_BOX
-    code, block, _, _ = parse_type(text)
-    return len(block) == 2 and code in DATA_TYPES and block[0] <= MAX_BOX
 
 
 def launch_kinds(names: Sequence[str], signature: dict, kind_of,

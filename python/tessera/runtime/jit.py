@@ -17,7 +17,7 @@ jit = _jit.jit
 KernelInterface = JITFunction  # Triton's base class of JITFunction; launch by ``kernel[grid]``
 
 from ..reinterpret import TensorWrapper, reinterpret  # noqa: E402
-from ..warmup import MockTensor  # noqa: E402
+from .stand_ins import MockTensor  # noqa: E402
 
 __all__ = ["JITFunction", "KernelInterface", "MockTensor", "TensorWrapper", "jit",
            "reinterpret"]

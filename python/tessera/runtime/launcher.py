@@ -19,8 +19,9 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..config import knobs
-from . import allocation, descriptor_arguments, driver
-from .kernel_cache import KernelCache, cache_key
+from ..device import driver
+from ..store.kernel_cache import KernelCache, cache_key
+from . import allocation, descriptor_arguments
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -82,15 +83,16 @@ def compiler_build_id() -> str:
     digest = hashlib.sha256()
     assembler = ptxas.find_ptxas()
     digest.update(f"ptxas {ptxas.version(assembler) if assembler else 'driver-jit'}".encode())
-    from .. import _tessera  # the core sits beside the binding (elsewhere in editable installs)
-    binding = Path(_tessera.__file__).resolve()
+    # The core sits beside the binding (elsewhere in editable installs).
+    from .._tessera import __file__ as binding_file
+    binding = Path(binding_file).resolve()
     for library in (binding.parent / "_lib" / "libtessera_core.so", binding):
         if library.exists():
             stat = library.stat()
             digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
     digest.update(f"libdevice {_file_identity(libdevice_path())}".encode())
     digest.update(python_sources_digest().encode())
-    from .. import __version__
+    from .._version import __version__
     digest.update(__version__.encode())
     return digest.hexdigest()[:32]
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, List, Sequence, Tuple
 
+from ..frontend.tuple_parameters import CLASS_SUFFIX  # noqa: F401  (the front end's name format)
+
 _NO_VALUE = object()
 
 
@@ -32,7 +34,7 @@ def key(value: tuple) -> tuple:
     """``("tuple", class, element keys)``: each element as specialization.argument_key says,
     a ``tl.constexpr`` element as ``("constexpr", value)``."""
     from ..language.core import constexpr
-    from ..specialization import argument_key
+    from .specialization import argument_key
     items = []
     for item in value:
         if isinstance(item, constexpr):
@@ -80,9 +82,6 @@ def classes(name: str, key: tuple) -> Iterator[Tuple[str, type]]:
         yield name, key[1]
     for index, item_key in enumerate(key[2]):
         yield from classes(f"{name}.{index}", item_key)
-
-
-CLASS_SUFFIX = ".__class__"
 
 
 def leaf_values(values: Sequence[Any]) -> List[Any]:

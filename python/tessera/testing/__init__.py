@@ -24,7 +24,12 @@ from .gpu_info import (  # noqa: E402
 __all__ += ["cuda_memcheck", "get_dram_gbps", "get_max_simd_tflops", "get_max_tensorcore_tflops",
             "nvsmi", "set_gpu_clock"]
 
+# Triton's driver.active.get_benchmarker() is this do_bench: the driver, a floor below, is told.
+from ..device import active_driver as _active_driver  # noqa: E402
+
+_active_driver.set_benchmarker(do_bench)
+
 
 def __getattr__(name: str):
-    from .._triton_api import missing_name_error
+    from .._triton_names import missing_name_error
     raise missing_name_error("triton.testing", name, __name__)

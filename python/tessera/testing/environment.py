@@ -22,8 +22,8 @@ def package_root() -> Optional[str]:
     """The sys.path folder this process imported ``tessera`` from, when a child needs it on its
     PYTHONPATH to import the same package; None when the child imports it anyway (an installed
     package in site-packages, or an editable install's import hook)."""
-    import tessera
-    root = os.path.dirname(os.path.dirname(os.path.abspath(tessera.__file__)))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../tessera
+    root = os.path.dirname(package)
     on_path = {os.path.abspath(entry or os.curdir) for entry in sys.path}
     site_dirs = set(site.getsitepackages())
     if site.ENABLE_USER_SITE:

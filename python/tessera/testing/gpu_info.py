@@ -46,7 +46,7 @@ def nvsmi(attrs: Sequence[str]) -> List[int]:
 def _properties(device: Optional[int]) -> Tuple[dict, int]:
     """(device properties, compute capability as major*10+minor) of ``device`` (None: the
     current one)."""
-    from ..runtime.driver import active
+    from ..device.driver import active
     if device is None:
         device = active.get_current_device()
     arch = active.get_current_target().arch
@@ -62,7 +62,7 @@ def get_dram_gbps(device: Optional[int] = None) -> float:
 
 def _dtype_name(dtype: Any) -> str:
     """"fp16", "i8", "fp8e4nv", ... of a torch / NumPy / tl dtype."""
-    from ..specialization import dtype_code
+    from ..type_codes import dtype_code
     if isinstance(dtype, type):  # np.float32, a scalar type
         import numpy as np
         dtype = np.dtype(dtype)

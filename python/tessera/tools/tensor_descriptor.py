@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List
 
+from ..type_codes import dtype_code
+
 MAX_TENSOR_NUMEL = 1 << 20
 
 
@@ -42,7 +44,6 @@ def element_strides(tensor: Any) -> List[int]:
 
 
 def _is_floating(dtype: Any) -> bool:
-    from ..specialization import dtype_code
     return dtype_code(dtype).startswith(("fp", "bf"))
 
 

@@ -1,4 +1,4 @@
-"""The resource model (autotuner/resources.py): occupancy arithmetic against hand-computed
+"""The resource model (device/resources.py): occupancy arithmetic against hand-computed
 values, the fit checks, and the estimates read from real tile IR."""
 import dataclasses
 from types import SimpleNamespace

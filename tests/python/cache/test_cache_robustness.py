@@ -1,4 +1,4 @@
-"""The kernel cache with real compiles (runtime/launcher.py build + runtime/kernel_cache.py):
+"""The kernel cache with real compiles (runtime/launcher.py build + store/kernel_cache.py):
 several processes compiling one kernel into one directory at once, damaged metadata/PTX/cubin files
 rebuilt, the exact arch in the key. (Entry-level cache tests: tests/python/runtime/.)"""
 import json

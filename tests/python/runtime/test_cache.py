@@ -1,4 +1,4 @@
-"""The on-disk kernel cache (python/tessera/runtime/kernel_cache.py): atomic entries, checksums,
+"""The on-disk kernel cache (python/tessera/store/kernel_cache.py): atomic entries, checksums,
 concurrent writers."""
 import json
 import multiprocessing

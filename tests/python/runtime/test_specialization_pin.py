@@ -1,4 +1,4 @@
-"""The specialization of a call is computed twice: in Python (tessera/specialization.py, the
+"""The specialization of a call is computed twice: in Python (tessera/runtime/specialization.py, the
 launch path that compiles) and in C++ (cpp/bindings/python_specialize.h, the fast path that
 only looks kernels up). The C++ words must say exactly what the Python keys say, and be at
 least as fine: two calls with equal words must have equal Python keys, or the fast path would
