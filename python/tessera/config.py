@@ -159,7 +159,7 @@ KNOBS: dict[str, Knob[Any]] = {
                   "part of the cache key."),
 }
 
-# The remote kernel cache (runtime/remote_cache.py; Triton's TRITON_REMOTE_CACHE_BACKEND and
+# The remote kernel cache (store/remote_cache.py; Triton's TRITON_REMOTE_CACHE_BACKEND and
 # TRITON_REDIS_*).
 KNOBS.update({
     "remote_cache_backend": Knob("TESSERA_REMOTE_CACHE_BACKEND", "", str,
