@@ -33,18 +33,19 @@ llvm::Value *byteAddress(KernelLowering &lowering, llvm::Value *base, llvm::Valu
   return b.CreateGEP(b.getInt8Ty(), base, b.CreateMul(elementOffset, lowering.i32(elementBytes)));
 }
 
-llvm::Intrinsic::ID ldmatrixIntrinsic(int numMatrices, bool transposed) {
-  switch (numMatrices) {
-  case 1:
-    return transposed ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x1_trans_b16
-                      : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x1_b16;
-  case 2:
-    return transposed ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_trans_b16
-                      : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x2_b16;
-  default:
-    return transposed ? llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16
-                      : llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16;
-  }
+/// The ldmatrix (store = false) or stmatrix (store = true) intrinsic of .x1, .x2 or .x4
+/// (`numMatrices`), plain or .trans: one table for both directions.
+llvm::Intrinsic::ID matrixIntrinsic(bool store, int numMatrices, bool transposed) {
+  using namespace llvm::Intrinsic;
+  static constexpr ID kTable[2][3][2] = {
+      {{nvvm_ldmatrix_sync_aligned_m8n8_x1_b16, nvvm_ldmatrix_sync_aligned_m8n8_x1_trans_b16},
+       {nvvm_ldmatrix_sync_aligned_m8n8_x2_b16, nvvm_ldmatrix_sync_aligned_m8n8_x2_trans_b16},
+       {nvvm_ldmatrix_sync_aligned_m8n8_x4_b16, nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16}},
+      {{nvvm_stmatrix_sync_aligned_m8n8_x1_b16, nvvm_stmatrix_sync_aligned_m8n8_x1_trans_b16},
+       {nvvm_stmatrix_sync_aligned_m8n8_x2_b16, nvvm_stmatrix_sync_aligned_m8n8_x2_trans_b16},
+       {nvvm_stmatrix_sync_aligned_m8n8_x4_b16, nvvm_stmatrix_sync_aligned_m8n8_x4_trans_b16}}};
+  int count = numMatrices == 1 ? 0 : numMatrices == 2 ? 1 : 2; // anything else: .x4
+  return kTable[store][count][transposed];
 }
 
 /// fence.proxy.async.shared::cta in a func with wgmma dots: this thread's st.shared writes so
@@ -69,8 +70,8 @@ void emitLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan, int instru
                              ? elementType
                              : llvm::FixedVectorType::get(elementType, plan.elementsPerWord);
   llvm::Value *address = byteAddress(lowering, base, rowOffset, elementBytes);
-  llvm::Value *loaded = lowering.callIntrinsic(ldmatrixIntrinsic(plan.numMatrices, plan.transposed),
-                                               {address->getType()}, {address});
+  llvm::Value *loaded = lowering.callIntrinsic(
+      matrixIntrinsic(false, plan.numMatrices, plan.transposed), {address->getType()}, {address});
   for (int word = 0; word < plan.numMatrices; ++word) {
     llvm::Value *bits = plan.numMatrices == 1
                             ? loaded
@@ -91,20 +92,6 @@ Registers loadWithLdmatrix(KernelLowering &lowering, const LdmatrixPlan &plan,
     emitLdmatrix(lowering, plan, static_cast<int>(instruction), rows[instruction][0], base,
                  elementType, elementBytes, result);
   return result;
-}
-
-llvm::Intrinsic::ID stmatrixIntrinsic(int numMatrices, bool transposed) {
-  switch (numMatrices) {
-  case 1:
-    return transposed ? llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x1_trans_b16
-                      : llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x1_b16;
-  case 2:
-    return transposed ? llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x2_trans_b16
-                      : llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x2_b16;
-  default:
-    return transposed ? llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x4_trans_b16
-                      : llvm::Intrinsic::nvvm_stmatrix_sync_aligned_m8n8_x4_b16;
-  }
 }
 
 /// Stores the registers of a layout with stmatrix (planStmatrix): instruction i stores
@@ -147,7 +134,7 @@ void storeWithStmatrix(KernelLowering &lowering, const LdmatrixPlan &plan, const
                                      uint64_t(e));
       arguments.push_back(b.CreateBitCast(pair, b.getInt32Ty()));
     }
-    lowering.callIntrinsic(stmatrixIntrinsic(plan.numMatrices, plan.transposed),
+    lowering.callIntrinsic(matrixIntrinsic(true, plan.numMatrices, plan.transposed),
                            {arguments[0]->getType()}, arguments);
   }
 }

@@ -90,20 +90,9 @@ Value *mappedValue(const std::map<Value *, Value *> &mapping, Value *value) {
 /// the originals' values to the clones'.
 void cloneInOrder(Builder &builder, Block &block, const std::set<Operation *> &ops,
                   std::map<Value *, Value *> &mapping) {
-  for (auto &op : block.operations()) {
-    if (!ops.count(op.get()))
-      continue;
-    std::vector<Value *> operands;
-    for (Value *operand : op->operands())
-      operands.push_back(mappedValue(mapping, operand));
-    std::vector<Type> types;
-    for (auto &result : op->results())
-      types.push_back(result->type());
-    Operation *clone = builder.create(op->code(), operands, types, op->attributes());
-    clone->setLocation(op->location());
-    for (unsigned i = 0; i < op->numResults(); ++i)
-      mapping[op->result(i)] = clone->result(i);
-  }
+  for (auto &op : block.operations())
+    if (ops.count(op.get()))
+      builder.insert(op->clone(mapping));
 }
 
 } // namespace

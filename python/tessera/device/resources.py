@@ -105,27 +105,24 @@ def from_metadata(metadata: Dict[str, Any]) -> Resources:
 
 # ---------------------------------------------------------------------------- before compiling
 
-def _words_per_thread(ty, threads: int) -> int:
-    """32-bit registers that a tensor of type ``ty`` takes per thread, at least."""
+def _tensor_bits(ty) -> int:
+    """Bits of a tensor of type ``ty`` (0 for a scalar); pointers are 64-bit."""
     if not ty.is_tensor():
         return 0
     element = ty.element_type
     bits = 64 if element.kind == "pointer" else element.bit_width
-    count = 1
     for extent in ty.shape:
-        count *= extent
-    return -(-count * bits // (32 * threads))
+        bits *= extent
+    return bits
+
+
+def _words_per_thread(ty, threads: int) -> int:
+    """32-bit registers that a tensor of type ``ty`` takes per thread, at least."""
+    return -(-_tensor_bits(ty) // (32 * threads))
 
 
 def _tensor_bytes(ty) -> int:
-    if not ty.is_tensor():
-        return 0
-    element = ty.element_type
-    bits = 64 if element.kind == "pointer" else element.bit_width
-    count = 1
-    for extent in ty.shape:
-        count *= extent
-    return count * bits // 8
+    return _tensor_bits(ty) // 8
 
 
 def _walk(block, threads: int, num_stages: int, carried: int, in_loop: bool,
