@@ -2,9 +2,11 @@
 rings) vs torch.matmul (cuBLAS).
 
 Method (docs/benchmarks.md): square fp16 and bf16 products at 4096³ and 8192³, fresh random
-inputs, the output poisoned before the checked run; both kernels timed in the same process
-with CUDA events (median, L2 flushed before each run, compile and tuning outside the timing);
-TFLOP/s = 2·n³ / time. Prints a table and, with --json OUT, writes every number.
+inputs, the output poisoned before the checked run; every kernel of a row (tessera.ops, cuBLAS
+and the variants' best configs) timed in the same process with CUDA events in alternating
+rounds (do_bench_interleaved: the median of 7 rounds' medians, L2 flushed before each run,
+compile and tuning outside the timing), so clock drift falls on all alike; TFLOP/s = 2·n³ /
+time. Prints a table and, with --json OUT, writes every number.
 
     python benchmarks/matmul.py --json matmul.json [--sizes 4096 8192] [--dtypes float16]
         [--descriptor] [--warp-specialize] [--wgmma-pipeline]
@@ -31,7 +33,7 @@ import sys
 import tessera
 import torch
 from tessera.errors import OutOfResources
-from tessera.testing import do_bench, relative_error
+from tessera.testing import do_bench, do_bench_interleaved, relative_error
 from tessera.ops import gemm, matmul
 
 
@@ -44,65 +46,77 @@ def measure(n: int, dtype_name: str) -> dict:
     torch.cuda.synchronize()
     ref = (a.double() @ b.double()).cpu().numpy()
     error = relative_error(out.float().cpu().numpy(), ref)
-    t_tessera = do_bench(lambda: matmul(a, b, out=out), return_mode="median")
-    t_torch = do_bench(lambda: torch.matmul(a, b, out=out), return_mode="median")
-    flops = 2 * n ** 3
-    return {"n": n, "dtype": dtype_name, "tessera_ms": t_tessera, "torch_ms": t_torch,
-            "tessera_tflops": flops / t_tessera / 1e9, "torch_tflops": flops / t_torch / 1e9,
-            "ratio": t_torch / t_tessera, "relative_error": error,
+    runs = {"tessera": lambda: matmul(a, b, out=out), "torch": lambda: torch.matmul(a, b, out=out)}
+    return {"n": n, "dtype": dtype_name, "relative_error": error, "runs": runs,
             "config": str(getattr(gemm.tuned_matmul_kernel, "best_config", ""))}
 
 
-def descriptor_ms(a, b, out, tma) -> tuple:
-    """Best median time of the descriptor matmul over its configs, loads by TMA (``tma`` True),
-    by TMA from a producer warpgroup (``tma`` == "warp_specialize") or by cp.async."""
+def time_row(r: dict) -> None:
+    """Times every kernel of row ``r`` (its "runs") in alternating rounds; adds ms, TFLOP/s
+    and the ratio to cuBLAS of each."""
+    times = do_bench_interleaved(r.pop("runs"), contexts=r.pop("contexts", {}))
+    flops = 2 * r["n"] ** 3
+    for label, ms in times.items():
+        r[f"{label}_ms"], r[f"{label}_tflops"] = ms, flops / ms / 1e9
+    r["ratio"] = times["torch"] / times["tessera"]
+
+
+def scoped(**knob_values):
+    """A context factory for ``knobs.scope(**knob_values)``: the knobs that change the code are
+    part of a launch's key, so a variant's kernel is picked and timed inside its scope (a
+    kernel launched outside it would be the other setting's kernel)."""
+    from tessera.config import knobs
+    return lambda: knobs.scope(**knob_values)
+
+
+def best_of(candidates, context, a, b, out) -> tuple:
+    """(run, config, relative error) of the fastest of ``candidates`` ((config, run) pairs,
+    each checked against float64 on poisoned output first; a config that does not fit is
+    skipped), all inside ``context()``. The pick uses one do_bench each; the final times come
+    from time_row."""
+    ref = (a.double() @ b.double()).cpu().numpy()
+    best = (float("inf"), None, None, float("nan"))
+    with context():
+        for meta, run in candidates:
+            out.fill_(float("nan"))
+            try:
+                run()
+            except OutOfResources:
+                continue
+            torch.cuda.synchronize()
+            error = relative_error(out.float().cpu().numpy(), ref)
+            ms = do_bench(run, return_mode="median")
+            if ms < best[0]:
+                best = (ms, run, meta, error)
+    return best[1:]
+
+
+def descriptor_runs(a, b, out):
+    """The descriptor matmul at each of its configs (loads by cp.async, TMA or TMA from a
+    producer warpgroup: the variant's knobs, set around the calls)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
     import descriptor_matmul as dm
-    from tessera.config import knobs
     n = a.shape[0]
-    best = (float("inf"), None, float("nan"))
     for meta in dm.CONFIGS:
         grid = ((n + meta["BM"] - 1) // meta["BM"], (n + meta["BN"] - 1) // meta["BN"])
-        with knobs.scope(tma=bool(tma), warp_specialize=tma == "warp_specialize"):
-            descs = dm.descriptors(a, b, out, meta)
-            run = lambda: dm.descriptor_matmul_kernel[grid](*descs, n, **meta)  # noqa: E731
-            out.fill_(float("nan"))
-            run()
-            torch.cuda.synchronize()
-            error = relative_error(out.float().cpu().numpy(),
-                                   (a.double() @ b.double()).cpu().numpy())
-            ms = do_bench(run, return_mode="median")
-        if ms < best[0]:
-            best = (ms, str(meta), error)
-    return best
+        descs = dm.descriptors(a, b, out, meta)
+        run = (lambda grid=grid, descs=descs, meta=meta:
+               dm.descriptor_matmul_kernel[grid](*descs, n, **meta))
+        yield str(meta), run
 
 
-def pipeline_ms(a, b, out, pipeline: bool) -> tuple:
-    """Best median time of tessera.ops.matmul's kernel over gemm.CONFIGS, each compiled anew
-    with knobs.wgmma_pipeline = ``pipeline``: (ms, config, relative error)."""
-    from tessera.config import knobs
+def pipeline_runs(a, b, out):
+    """tessera.ops.matmul's kernel at each of gemm.CONFIGS, compiled anew (a fresh @jit: the
+    variant's knobs.wgmma_pipeline, set around the calls)."""
     n = a.shape[0]
-    ref = (a.double() @ b.double()).cpu().numpy()
-    best = (float("inf"), None, float("nan"))
     for config in gemm.CONFIGS:
         meta = config.kwargs
         grid = (tessera.cdiv(n, meta["BLOCK_M"]) * tessera.cdiv(n, meta["BLOCK_N"]),)
         kernel = tessera.jit(gemm.matmul_kernel.fn)
-        run = lambda: kernel[grid](  # noqa: E731
+        run = (lambda kernel=kernel, grid=grid, config=config, meta=meta: kernel[grid](
             a, b, out, out, n, n, n, *a.stride(), *b.stride(), *out.stride(), HAS_BIAS=False,
-            ACTIVATION="", num_warps=config.num_warps, num_stages=config.num_stages, **meta)
-        out.fill_(float("nan"))
-        try:
-            with knobs.scope(wgmma_pipeline=pipeline):  # compiles with the knob
-                run()
-        except OutOfResources:
-            continue
-        torch.cuda.synchronize()
-        error = relative_error(out.float().cpu().numpy(), ref)
-        ms = do_bench(run, return_mode="median")
-        if ms < best[0]:
-            best = (ms, f"{meta} w{config.num_warps} s{config.num_stages}", error)
-    return best
+            ACTIVATION="", num_warps=config.num_warps, num_stages=config.num_stages, **meta))
+        yield f"{meta} w{config.num_warps} s{config.num_stages}", run
 
 
 def main() -> None:
@@ -118,23 +132,30 @@ def main() -> None:
                         help="also the matmul kernel with knobs.wgmma_pipeline off and on")
     args = parser.parse_args()
     rows = [measure(n, dtype) for dtype in args.dtypes for n in args.sizes]
-    variants = []  # (label, timing function, its flag), each timed on fresh inputs per row
+    variants = []  # (label, candidate runs, knob context), on fresh inputs per row
     if args.wgmma_pipeline:
-        variants += [("pipeline_off", pipeline_ms, False), ("pipeline_on", pipeline_ms, True)]
+        variants += [("pipeline_off", pipeline_runs, scoped(wgmma_pipeline=False)),
+                     ("pipeline_on", pipeline_runs, scoped(wgmma_pipeline=True))]
+    tma, ws = scoped(tma=True, warp_specialize=False), scoped(tma=True, warp_specialize=True)
     if args.descriptor:
-        variants += [("descriptor", descriptor_ms, False), ("descriptor_tma", descriptor_ms, True)]
+        variants += [("descriptor", descriptor_runs, scoped(tma=False, warp_specialize=False)),
+                     ("descriptor_tma", descriptor_runs, tma)]
     if args.warp_specialize:  # beside the same kernel's plain TMA pipeline
         if not args.descriptor:
-            variants += [("descriptor_tma", descriptor_ms, True)]
-        variants += [("descriptor_ws", descriptor_ms, "warp_specialize")]
-    for r in rows if variants else []:
-        dtype = getattr(torch, r["dtype"])
-        a, b = (torch.randn((r["n"], r["n"]), device="cuda", dtype=dtype) for _ in "ab")
-        out = torch.empty_like(a)
-        for label, timing, flag in variants:
-            ms, meta, error = timing(a, b, out, flag)
-            r.update({f"{label}_ms": ms, f"{label}_tflops": 2 * r["n"] ** 3 / ms / 1e9,
-                      f"{label}_config": meta, f"{label}_relative_error": error})
+            variants += [("descriptor_tma", descriptor_runs, tma)]
+        variants += [("descriptor_ws", descriptor_runs, ws)]
+    for r in rows:
+        if variants:  # each variant's best config joins the row's interleaved timing
+            dtype = getattr(torch, r["dtype"])
+            a, b = (torch.randn((r["n"], r["n"]), device="cuda", dtype=dtype) for _ in "ab")
+            out = torch.empty_like(a)
+            r["contexts"] = {}
+            for label, candidates, context in variants:
+                run, meta, error = best_of(candidates(a, b, out), context, a, b, out)
+                if run is not None:
+                    r["runs"][label], r["contexts"][label] = run, context
+                    r.update({f"{label}_config": meta, f"{label}_relative_error": error})
+        time_row(r)
     device = torch.cuda.get_device_name()
     print(f"matmul on {device} (TFLOP/s, median; ratio = tessera / cuBLAS)")
     print(f"{'dtype':<9} {'n':>6} {'tessera':>8} {'cuBLAS':>8} {'ratio':>7} {'rel err':>8}")

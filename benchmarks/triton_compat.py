@@ -3,10 +3,11 @@
 Each kernel of tests/compat/kernels is Triton code whose imports name Tessera; the Triton side
 runs the same text with only its import lines changed back (tests/compat/loader.py). Both
 sides are first checked against the float64 references (``check``), then timed at the
-benchmark size (``bench``) with CUDA events (median of ``do_bench``; each side's own
-``do_bench``, with its L2 flush). The ratio is Triton's time over Tessera's: above 1 means
-Tessera is faster. Autotuned kernels are tuned on their first call, which stays out of the
-timing.
+benchmark size (``bench``) with CUDA events by one timer, in alternating rounds
+(``tessera.testing.do_bench_interleaved``: the median of 5 rounds' medians, L2 flushed before
+each run), so that the GPU's clock drift falls on both sides alike. The ratio is Triton's time
+over Tessera's: above 1 means Tessera is faster. Autotuned kernels are tuned on their first
+call, which stays out of the timing.
 
     python3 benchmarks/triton_compat.py [--json out.json] [--only name,...]
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import traceback
@@ -24,11 +26,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from compat import loader  # noqa: E402
 
 
-def time_side(module, do_bench) -> float:
+def prepared(module):
+    """The side's benchmark call, compiled (and autotuned) outside the timing."""
     fn, args = module.bench("cuda")
-    fn(*args)  # compile (and autotune) outside the timing
+    fn(*args)
     torch.cuda.synchronize()
-    return do_bench(lambda: fn(*args), return_mode="median")
+    return lambda: fn(*args)
 
 
 def main() -> None:
@@ -38,20 +41,24 @@ def main() -> None:
     options = parser.parse_args()
     names = options.only.split(",") if options.only else loader.module_names()
 
-    import tessera.testing
-    import triton.testing
+    from tessera.testing import do_bench_interleaved
     rows = []
     for name in names:
-        row = {"kernel": name}
-        for side, load, bench in (("tessera", loader.load_tessera, tessera.testing.do_bench),
-                                  ("triton", loader.load_triton, triton.testing.do_bench)):
+        row, runs = {"kernel": name}, {}
+        for side, load in (("tessera", loader.load_tessera), ("triton", loader.load_triton)):
             try:
                 module = load(name)
                 module.check("cuda")
-                row[side + "_ms"] = time_side(module, bench)
+                runs[side] = prepared(module)
             except Exception as error:  # one failing side must not hide the other results
                 row[side + "_error"] = f"{type(error).__name__}: {error}".splitlines()[0][:200]
                 traceback.print_exc()
+        try:
+            row.update({f"{side}_ms": ms for side, ms in
+                        do_bench_interleaved(runs, rounds=5).items()})
+        except Exception as error:
+            row["timing_error"] = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+            traceback.print_exc()
         if "tessera_ms" in row and "triton_ms" in row:
             row["triton_over_tessera"] = row["triton_ms"] / row["tessera_ms"]
         rows.append(row)
@@ -63,6 +70,13 @@ def main() -> None:
             return f"{row[key]:{width}.4f}" if key in row else f"{'error':>{width}s}"
         print(f"{row['kernel']:20s} {cell('tessera_ms', 11)} {cell('triton_ms', 10)} "
               f"{cell('triton_over_tessera', 15)}")
+    ratios = {row["kernel"]: row["triton_over_tessera"] for row in rows
+              if "triton_over_tessera" in row}
+    if ratios:
+        geomean = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
+        lowest = min(ratios, key=ratios.get)
+        print(f"geomean over {len(ratios)} kernels: {geomean:.3f}; lowest "
+              f"{ratios[lowest]:.3f} ({lowest})")
     if options.json:
         with open(options.json, "w") as out:
             json.dump(rows, out, indent=1)

@@ -1,10 +1,16 @@
 """Testing and benchmarking helpers: do_bench (CUDA-event timing), relative errors,
 gpu_available, and perf_report/Benchmark tables with plots (as triton.testing)."""
-from .bench import GPUUnavailableError, do_bench, gpu_available, relative_error
+from .bench import (
+    GPUUnavailableError,
+    do_bench,
+    do_bench_interleaved,
+    gpu_available,
+    relative_error,
+)
 from .perf_report import Benchmark, Mark, Table, perf_report
 
-__all__ = ["Benchmark", "GPUUnavailableError", "Mark", "Table", "do_bench", "gpu_available",
-           "perf_report", "relative_error"]
+__all__ = ["Benchmark", "GPUUnavailableError", "Mark", "Table", "do_bench",
+           "do_bench_interleaved", "gpu_available", "perf_report", "relative_error"]
 
 # triton.testing's checking and CUDA-graph timing (compat.py)
 from .compat import assert_close, do_bench_cudagraph  # noqa: E402

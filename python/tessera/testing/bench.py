@@ -11,7 +11,8 @@ of the per-run times, in milliseconds.
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+import contextlib
+from typing import Callable, ContextManager, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -132,3 +133,27 @@ def do_bench(fn: Callable[[], object], warmup: float = 25, rep: float = 100,
         ends[i].record()
     torch.cuda.synchronize()
     return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], quantiles, return_mode)
+
+
+def do_bench_interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 7,
+                         rep: float = 40, warmup: float = 10, flush_l2: bool = True,
+                         contexts: Optional[Mapping[str, Callable[[], ContextManager]]] = None
+                         ) -> Dict[str, float]:
+    """Median milliseconds per call of each of ``fns``, timed in alternating rounds.
+
+    A ratio of two kernels timed one after the other drifts with the GPU's clocks (a long
+    tensor-core kernel heats the card and lowers them; a shared machine's load changes): on
+    an H200 two medians of the same 0.2 ms matmul taken a minute apart differed by 8%. Here
+    each round times every function for about ``rep`` ms (do_bench, L2 flushed), in turn, and
+    the result per function is the median of its rounds' medians, so drift falls on all of
+    them alike. ``rounds`` * ``rep`` * len(fns) ms in all. ``contexts`` may give a function a
+    context (e.g. ``knobs.scope(...)``) entered around each of its rounds rather than each call.
+    """
+    per_round: Dict[str, List[float]] = {name: [] for name in fns}
+    contexts = contexts or {}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            with contexts.get(name, contextlib.nullcontext)():
+                per_round[name].append(do_bench(fn, warmup=warmup, rep=rep,
+                                                return_mode="median", flush_l2=flush_l2))
+    return {name: float(np.median(times)) for name, times in per_round.items()}
