@@ -1,11 +1,11 @@
-"""What the differentiable PyTorch custom ops of RMSNorm, LayerNorm (norms.py) and matmul
+"""What the differentiable PyTorch custom ops of RMSNorm, LayerNorm (norms/) and matmul
 (gemm.py) share; each family defines its own ops beside its launches, as attention does
 (flash_attention/torch_op.py). The ops serve training (DDP, FSDP2, torch.compile): opaque
 graph nodes with a fake implementation (output shapes and dtypes, all that tracing needs) and
 an autograd formula.
 
 - ``tessera::rms_norm(x, w, eps) -> y``, backward ``tessera::rms_norm_backward(dy, x, w,
-  eps) -> (dx, dw)`` (the fused backward kernels of norms.py)
+  eps) -> (dx, dw)`` (the fused backward kernels of norms/)
 - ``tessera::layer_norm(x, w, b, eps) -> y``, backward ``tessera::layer_norm_backward(dy, x,
   w, eps) -> (dx, dw, db)``
 - ``tessera::matmul(a, b, bias?, activation) -> c``; its backward is two more matmuls
