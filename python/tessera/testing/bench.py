@@ -154,6 +154,7 @@ def do_bench_interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 
     for _ in range(rounds):
         for name, fn in fns.items():
             with contexts.get(name, contextlib.nullcontext)():
-                per_round[name].append(do_bench(fn, warmup=warmup, rep=rep,
-                                                return_mode="median", flush_l2=flush_l2))
+                ms = do_bench(fn, warmup=warmup, rep=rep, return_mode="median",
+                              flush_l2=flush_l2)
+                per_round[name].append(float(ms))  # type: ignore[arg-type]  # one statistic
     return {name: float(np.median(times)) for name, times in per_round.items()}
