@@ -228,3 +228,51 @@ def test_sm80_and_knob_off_keep_the_f16_path():
     with knobs.scope(wgmma=False):
         ptx = compile_matmul("e4m3", "e5m2").asm["ptx"]
     assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k16" in ptx
+
+
+def load_fp8_matmul_script():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).parents[3] / "scripts" / "fp8_matmul.py"
+    spec = importlib.util.spec_from_file_location("fp8_matmul_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_benchmark_kernel_configs_pipeline_both_operands(index):
+    # benchmarks/matmul.py --fp8's kernel, B column-major (K-major), as torch._scaled_mm's.
+    script = load_fp8_matmul_script()
+    meta, num_warps, num_stages = script.CONFIGS[index]
+    size = 512
+    a = np.zeros((size, size), FP8["e4m3"])
+    b = np.zeros((size, size), FP8["e4m3"])
+    c = np.zeros((size, size), ml_dtypes.bfloat16)
+    scale = np.ones(1, np.float32)
+    kernel = script.fp8_matmul_kernel.compile(
+        a, b, c, scale, scale, size, size, size, size, 1, 1, size, size, 1, arch="sm_90a",
+        num_warps=num_warps, num_stages=num_stages, **meta)
+    tgir = kernel.asm["tgir"]
+    bm, bn, bk = meta["BLOCK_M"], meta["BLOCK_N"], meta["BLOCK_K"]
+    assert f"tensor<{num_stages}x{bm}x{bk}xf8e4m3" in tgir
+    assert f"tensor<{num_stages}x{bk}x{bn}xf8e4m3" in tgir  # B's ring, K-major
+    assert all(s.split(".")[0].endswith("k32") for s in wgmma_shapes(kernel.asm["ptx"]))
+    assert wgmma_shapes(kernel.asm["ptx"])
+    assemble(kernel)
+
+
+def test_benchmark_kernel_runs_in_the_interpreter():
+    script = load_fp8_matmul_script()
+    rng = np.random.default_rng(1)
+    m, n, k = 48, 80, 112
+    a = fp8_values(rng, (m, k), "e4m3")
+    b = np.asfortranarray(fp8_values(rng, (k, n), "e4m3"))
+    c = np.full((m, n), np.nan, np.float32)
+    scale_a, scale_b = np.full(1, 0.5, np.float32), np.full(1, 4.0, np.float32)
+    with knobs.scope(interpret=True):
+        script.fp8_matmul_kernel[(tessera.cdiv(m, 32) * tessera.cdiv(n, 32),)](
+            a, b, c, scale_a, scale_b, m, n, k, k, 1, 1, k, n, 1, BLOCK_M=32, BLOCK_N=32,
+            BLOCK_K=32, GROUP_SIZE_M=2)
+    ref = a.astype(np.float64) @ b.astype(np.float64) * 2.0
+    assert relative_error(c, ref) < 1e-6
