@@ -160,9 +160,10 @@ void emitWgmma(KernelLowering &lowering, const WgmmaKind &kind, int n, bool tran
     text += (i ? ", $" : "$") + std::to_string(i);
   // Register A has no transpose immediate (PTX ISA: imm-trans-a only with a descriptor), and
   // 8-bit kinds have none at all (K-major only).
-  std::string trans = kind.kStep == 32 ? std::string()
-                      : (registerA ? std::string() : ", " + std::to_string(transA ? 1 : 0)) +
-                            ", " + std::to_string(transB ? 1 : 0);
+  std::string trans = kind.kStep == 32
+                          ? std::string()
+                          : (registerA ? std::string() : ", " + std::to_string(transA ? 1 : 0)) +
+                                ", " + std::to_string(transB ? 1 : 0);
   text += "}, " + aText + ", $" + std::to_string(bIndex) + ", p, 1, 1" + trans + ";\n}";
   constraints += "l,r";
   for (int i = 0; i < count; ++i)
@@ -253,16 +254,11 @@ namespace {
 /// The PTX kind of a wgmma operand's elements, "" when wgmma does not take it.
 std::string wgmmaTypeName(ir::ScalarKind kind) {
   switch (kind) {
-  case ir::ScalarKind::F16:
-    return "f16";
-  case ir::ScalarKind::BF16:
-    return "bf16";
-  case ir::ScalarKind::F8E4M3:
-    return "e4m3";
-  case ir::ScalarKind::F8E5M2:
-    return "e5m2";
-  default:
-    return "";
+  case ir::ScalarKind::F16: return "f16";
+  case ir::ScalarKind::BF16: return "bf16";
+  case ir::ScalarKind::F8E4M3: return "e4m3";
+  case ir::ScalarKind::F8E5M2: return "e5m2";
+  default: return "";
   }
 }
 

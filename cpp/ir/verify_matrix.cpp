@@ -82,15 +82,15 @@ void verifyDot(const Operation &op) {
                   "got " +
                       a.str() + " and " + b.str());
   if (fp8 && (out != ScalarKind::F32 || !lowered))
-    emitError(op, "an e4m3/e5m2 dot is a wgmma dot into f32 (accelerate_matmul), got " +
-                      result.str());
+    emitError(op,
+              "an e4m3/e5m2 dot is a wgmma dot into f32 (accelerate_matmul), got " + result.str());
   if (op.hasAttr("max_num_imprecise_acc")) {
     const auto *count = std::get_if<int64_t>(&op.attr("max_num_imprecise_acc"));
     if (!count || *count < 0 || *count > k)
       emitError(op, "max_num_imprecise_acc must be an integer in [0, K]");
   }
   // f64 and i8 (int32 sums) run on the FMA units.
-  bool outputOk = fp8                   ? out == ScalarKind::F32
+  bool outputOk = fp8                     ? out == ScalarKind::F32
                   : in == ScalarKind::F64 ? out == ScalarKind::F64
                   : in == ScalarKind::I8
                       ? out == ScalarKind::I32

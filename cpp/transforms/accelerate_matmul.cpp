@@ -156,7 +156,9 @@ std::vector<int> chooseWarps(Operation *dot, int numWarps) {
 bool moduleAllowsWgmma(const Module &module) { return module.intAttrOr("wgmma", 0) != 0; }
 
 /// The kinds wgmma multiplies natively in 8 bits (PTX ISA: .e4m3, .e5m2).
-bool isWgmmaFp8(ScalarKind kind) { return kind == ScalarKind::F8E4M3 || kind == ScalarKind::F8E5M2; }
+bool isWgmmaFp8(ScalarKind kind) {
+  return kind == ScalarKind::F8E4M3 || kind == ScalarKind::F8E5M2;
+}
 
 /// wgmma's warps for a dot that can use it, as Triton's warpsPerTileV3: warpgroups of 4 warps
 /// along M, more warps along M while the rows last, then along N; nullopt when the dot does

@@ -124,7 +124,7 @@ def build_dot(semantic: Any, a: tensor, b: tensor, acc: tensor | None,
             and max_num_imprecise_acc > a.shape[-1]:
         raise ValueError(f"max_num_imprecise_acc ({max_num_imprecise_acc}) must be <= K "
                          f"({a.shape[-1]})")
-    attrs = {}
+    attrs: dict[str, Any] = {}
     if a.dtype.is_fp8() or b.dtype.is_fp8():
         # Every fp8 value is exact in float16 and every product of two is exact in float32:
         # the float16 tensor-core product gives the fp8 product's value. On sm_90a the
