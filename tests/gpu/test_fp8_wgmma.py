@@ -102,8 +102,9 @@ def test_fp8_wgmma_against_float64(shape, a_kind, b_kind, b_view, num_stages):
 
 
 @pytest.mark.parametrize("blocks,num_warps", [((64, 64, 32), 4), ((128, 256, 128), 8),
-                                              ((128, 128, 128), 8)],
-                         ids=["64x64x32w4", "128x256x128w8", "128x128x128w8"])
+                                              ((128, 128, 128), 8), ((64, 128, 256), 4)],
+                         ids=["64x64x32w4", "128x256x128w8", "128x128x128w8",
+                              "64x128x256w4"])  # the last: K-major rows of 2 x 128 bytes
 def test_fp8_wgmma_tilings(blocks, num_warps):
     a, b = operands(1000, 520, 336, "e4m3", "e5m2", 5)
     for b_view in (False, True):
