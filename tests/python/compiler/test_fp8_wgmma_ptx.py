@@ -276,3 +276,20 @@ def test_benchmark_kernel_runs_in_the_interpreter():
             BLOCK_K=32, GROUP_SIZE_M=2)
     ref = a.astype(np.float64) @ b.astype(np.float64) * 2.0
     assert relative_error(c, ref) < 1e-6
+
+
+@tessera.jit
+def fp8_dot_f16_out(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * BN + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], tl.dot(a, b, out_dtype=tl.float16))
+
+
+def test_f16_accumulation_keeps_the_widened_path():
+    # Only an f32 accumulator takes the native kinds; out_dtype=float16 multiplies the f16
+    # widenings (mma.sync: wgmma here takes f32 accumulators only).
+    a = np.zeros((64, 64), FP8["e4m3"])
+    kernel = fp8_dot_f16_out.compile(a, a, np.zeros((64, 64), np.float16), BM=64, BN=64,
+                                     BK=64, arch="sm_90a", num_warps=4)
+    assert "e4m3.e4m3" not in kernel.asm["ptx"] and "f16.f16" in kernel.asm["ptx"]
