@@ -293,3 +293,15 @@ def test_f16_accumulation_keeps_the_widened_path():
     kernel = fp8_dot_f16_out.compile(a, a, np.zeros((64, 64), np.float16), BM=64, BN=64,
                                      BK=64, arch="sm_90a", num_warps=4)
     assert "e4m3.e4m3" not in kernel.asm["ptx"] and "f16.f16" in kernel.asm["ptx"]
+
+
+def test_sm80_pipelined_fp8_ir_runs_exactly_in_the_interpreter():
+    # On sm_80 the fp8 loads (other=0: a cast of zero) are pipelined too, then widened.
+    blocks = (64, 64, 64)
+    kernel = compile_matmul("e5m2", "e4m3", arch="sm_80", blocks=blocks, num_stages=3)
+    assert "async_copy" in kernel.asm["tgir"]
+    rng = np.random.default_rng(5)
+    m, n, k = 80, 112, 80
+    a, b = fp8_values(rng, (m, k), "e5m2"), fp8_values(rng, (k, n), "e4m3")
+    c = run_tgir(kernel, a, b, m, n, k, blocks, (n, 1))
+    assert relative_error(c, a.astype(np.float64) @ b.astype(np.float64)) < 1e-6
