@@ -22,10 +22,17 @@ TMA path against the pointer path and cuBLAS in the same run.
 (products in flight across loop iterations: docs/perf/wgmma_across_iterations.md), each of
 gemm.CONFIGS timed and the best kept per setting, in the same run (a fresh @jit per setting:
 the knob is read at compile time). The descriptor rows follow TESSERA_WGMMA_PIPELINE.
+
+--fp8 adds a row per size: the scaled fp8 matmul of scripts/fp8_matmul.py (e4m3 A row-major,
+B column-major, per-tensor scales of 1.0, float32 accumulation, bf16 out; each of its configs,
+the best kept; wgmma's native fp8 kinds on sm_90a) against torch._scaled_mm on the same
+operands (cuBLAS; its default accumulation, and use_fast_accum=True as "torch_fast_accum"),
+in the same interleaved timing.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -119,6 +126,31 @@ def pipeline_runs(a, b, out):
         yield f"{meta} w{config.num_warps} s{config.num_stages}", run
 
 
+def measure_fp8(n: int) -> dict:
+    """The fp8 row: scripts/fp8_matmul.py's best config against torch._scaled_mm."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
+    import fp8_matmul
+    e4m3 = torch.float8_e4m3fn
+    a = torch.randn((n, n), device="cuda").to(e4m3)
+    b = torch.randn((n, n), device="cuda").to(e4m3).t().contiguous().t()  # column-major
+    out = torch.empty((n, n), device="cuda", dtype=torch.bfloat16)
+    scale = torch.ones((), device="cuda", dtype=torch.float32)
+    candidates = [(f"{meta} w{warps} s{stages}",
+                   lambda meta=meta, warps=warps, stages=stages: fp8_matmul.run(
+                       a, b, out, scale, scale, meta, warps, stages))
+                  for meta, warps, stages in fp8_matmul.CONFIGS]
+    run, config, error = best_of(candidates, contextlib.nullcontext, a, b, out)
+    if run is None:
+        raise RuntimeError("no config of scripts/fp8_matmul.py fits this GPU")
+    scaled = {"torch": False, "torch_fast_accum": True}
+    runs = {"tessera": run}
+    for label, fast in scaled.items():
+        runs[label] = (lambda fast=fast: torch._scaled_mm(
+            a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16, use_fast_accum=fast))
+    return {"n": n, "dtype": "float8_e4m3fn", "relative_error": error, "runs": runs,
+            "config": config}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", default=None, help="write the results here")
@@ -130,8 +162,11 @@ def main() -> None:
                         help="also the descriptor matmul by TMA with a producer warpgroup")
     parser.add_argument("--wgmma-pipeline", action="store_true",
                         help="also the matmul kernel with knobs.wgmma_pipeline off and on")
+    parser.add_argument("--fp8", action="store_true",
+                        help="also a scaled e4m3 matmul against torch._scaled_mm per size")
     args = parser.parse_args()
     rows = [measure(n, dtype) for dtype in args.dtypes for n in args.sizes]
+    fp8_rows = [measure_fp8(n) for n in args.sizes] if args.fp8 else []
     variants = []  # (label, candidate runs, knob context), on fresh inputs per row
     if args.wgmma_pipeline:
         variants += [("pipeline_off", pipeline_runs, scoped(wgmma_pipeline=False)),
@@ -144,6 +179,9 @@ def main() -> None:
         if not args.descriptor:
             variants += [("descriptor_tma", descriptor_runs, tma)]
         variants += [("descriptor_ws", descriptor_runs, ws)]
+    for r in fp8_rows:  # the fp8 kernel and cuBLAS's, no knob variants
+        time_row(r)
+        r["ratio_fast_accum"] = r["torch_fast_accum_ms"] / r["tessera_ms"]
     for r in rows:
         if variants:  # each variant's best config joins the row's interleaved timing
             dtype = getattr(torch, r["dtype"])
@@ -168,9 +206,15 @@ def main() -> None:
                 print(f"  {label:<15} {r[f'{label}_tflops']:>8.1f} TFLOP/s "
                       f"({r['torch_ms'] / r[f'{label}_ms']:.1%} of cuBLAS), rel err "
                       f"{r[f'{label}_relative_error']:.1e}, {r[f'{label}_config']}")
+    for r in fp8_rows:
+        print(f"{'e4m3':<9} {r['n']:>6} {r['tessera_tflops']:>8.1f} {r['torch_tflops']:>8.1f} "
+              f"{r['ratio']:>7.1%} {r['relative_error']:>8.1e}  (torch._scaled_mm; "
+              f"use_fast_accum: {r['torch_fast_accum_tflops']:.1f} TFLOP/s, ratio "
+              f"{r['ratio_fast_accum']:.1%}; {r['config']})")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"benchmark": "matmul", "device": device, "results": rows}, f, indent=2)
+            json.dump({"benchmark": "matmul", "device": device, "results": rows + fp8_rows},
+                      f, indent=2)
 
 
 if __name__ == "__main__":

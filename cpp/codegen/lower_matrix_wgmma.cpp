@@ -5,6 +5,8 @@
 // Each warpgroup (4 warps, 64 rows) issues, per k step of 16 and per accumulator tile of its
 //   wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} {d...}, descA, descB, 1, 1, 1,
 //   tA, tB
+// (fp8: m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2}, k steps of 32, both operands K-major: PTX has no
+// transpose for 8-bit kinds, so materialize_wgmma_operands and the pipeliner store them so)
 // with 64-bit matrix descriptors (PTX ISA "Matrix Descriptor Format": start address >> 4,
 // leading and stride byte offsets >> 4, swizzle mode) built from the operands' tiles; then
 // commits the group. wgmma.mma_async has no LLVM intrinsic, so it is inline PTX. The wait
@@ -112,12 +114,19 @@ llvm::Value *subDescriptor(KernelLowering &lowering, const ir::Operation &op,
   return lowering.builder().CreateAdd(base, lowering.builder().getInt64(uint64_t(bytes) >> 4));
 }
 
-/// d = a * b + d for one m64nNk16 instruction of the warpgroup. A is a descriptor (`descA`)
-/// or, when `aWords` is not empty, four 32-bit registers (pairs of 16-bit elements).
-/// `accumulate` false: d = a * b (scale-d 0), the accumulator's input registers unused.
-void emitWgmma(KernelLowering &lowering, const std::string &inputType, int n, bool transA,
-               bool transB, llvm::Value *descA, const std::vector<llvm::Value *> &aWords,
-               llvm::Value *descB, std::vector<llvm::Value *> &accumulator, bool accumulate) {
+/// The instruction's kinds and extents: `shape` "m64nNkK", `types` ".f32.<a>.<b>".
+struct WgmmaKind {
+  std::string aType, bType;
+  int kStep = 16; // K per instruction: 32 bytes of each operand's row
+};
+
+/// d = a * b + d for one m64nNk16 (k32 for fp8) instruction of the warpgroup. A is a
+/// descriptor (`descA`) or, when `aWords` is not empty, four 32-bit registers (pairs of 16-bit
+/// elements). `accumulate` false: d = a * b (scale-d 0), the accumulator's input registers
+/// unused.
+void emitWgmma(KernelLowering &lowering, const WgmmaKind &kind, int n, bool transA, bool transB,
+               llvm::Value *descA, const std::vector<llvm::Value *> &aWords, llvm::Value *descB,
+               std::vector<llvm::Value *> &accumulator, bool accumulate) {
   llvm::IRBuilder<> &b = lowering.builder();
   int count = static_cast<int>(accumulator.size());
   bool registerA = !aWords.empty();
@@ -145,14 +154,17 @@ void emitWgmma(KernelLowering &lowering, const std::string &inputType, int n, bo
   }
   int bIndex = next++, scaleIndex = next++;
   std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" + std::to_string(scaleIndex) +
-                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k16.f32." +
-                     inputType + "." + inputType + " {";
+                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k" +
+                     std::to_string(kind.kStep) + ".f32." + kind.aType + "." + kind.bType + " {";
   for (int i = 0; i < count; ++i)
     text += (i ? ", $" : "$") + std::to_string(i);
-  // Register A has no transpose immediate (PTX ISA: imm-trans-a only with a descriptor).
-  text += "}, " + aText + ", $" + std::to_string(bIndex) + ", p, 1, 1, " +
-          (registerA ? std::string() : std::to_string(transA ? 1 : 0) + ", ") +
-          std::to_string(transB ? 1 : 0) + ";\n}";
+  // Register A has no transpose immediate (PTX ISA: imm-trans-a only with a descriptor), and
+  // 8-bit kinds have none at all (K-major only).
+  std::string trans = kind.kStep == 32
+                          ? std::string()
+                          : (registerA ? std::string() : ", " + std::to_string(transA ? 1 : 0)) +
+                                ", " + std::to_string(transB ? 1 : 0);
+  text += "}, " + aText + ", $" + std::to_string(bIndex) + ", p, 1, 1" + trans + ";\n}";
   constraints += "l,r";
   for (int i = 0; i < count; ++i)
     constraints += "," + std::to_string(i);
@@ -237,25 +249,67 @@ size_t wgmmaRegisterInputCount(const ir::Operation &dot, const MmaEncoding &mma)
   return static_cast<size_t>(alongM * alongN * (dot.operand(0)->type().shape()[1] / 16) * 4);
 }
 
+namespace {
+
+/// The PTX kind of a wgmma operand's elements, "" when wgmma does not take it.
+std::string wgmmaTypeName(ir::ScalarKind kind) {
+  switch (kind) {
+  case ir::ScalarKind::F16: return "f16";
+  case ir::ScalarKind::BF16: return "bf16";
+  case ir::ScalarKind::F8E4M3: return "e4m3";
+  case ir::ScalarKind::F8E5M2: return "e5m2";
+  default: return "";
+  }
+}
+
+/// The instruction kind of the dot: f16/bf16 (one type), or any two 8-bit kinds.
+WgmmaKind wgmmaKindOf(const ir::Operation &op) {
+  const ir::Type &aType = op.operand(0)->type(), &bType = op.operand(1)->type();
+  WgmmaKind kind{wgmmaTypeName(aType.scalarKind()), wgmmaTypeName(bType.scalarKind()),
+                 aType.bitWidth() == 8 ? 32 : 16};
+  bool fp8 = aType.bitWidth() == 8 && bType.bitWidth() == 8;
+  if (op.result()->type().scalarKind() != ir::ScalarKind::F32 || kind.aType.empty() ||
+      kind.bType.empty() || (!fp8 && kind.aType != kind.bType))
+    ir::emitError(op, "codegen: wgmma dots take f16/bf16 (or e4m3/e5m2) operands into f32 "
+                      "(accelerate_matmul)");
+  return kind;
+}
+
+/// K elements of fp8 products summed in wgmma's own accumulator before they are added into
+/// the f32 result (Triton's max_num_imprecise_acc): 0 when no such promotion is asked for
+/// (the attribute absent or above K: Hopper's default, 2^30).
+int64_t impreciseAccumulation(const ir::Operation &op, const WgmmaKind &kind, int64_t k) {
+  if (kind.kStep != 32 || !op.hasAttr("max_num_imprecise_acc"))
+    return 0;
+  int64_t count = op.intAttr("max_num_imprecise_acc");
+  return count <= k ? std::max<int64_t>(count, 1) : 0;
+}
+
+} // namespace
+
 void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaEncoding &mma) {
   const ir::Type &aType = op.operand(0)->type(), &cType = op.result()->type();
-  if (cType.scalarKind() != ir::ScalarKind::F32 ||
-      (aType.scalarKind() != ir::ScalarKind::F16 && aType.scalarKind() != ir::ScalarKind::BF16))
-    ir::emitError(op, "codegen: wgmma dots take f16/bf16 operands into f32 (accelerate_matmul)");
-  std::string inputType = aType.scalarKind() == ir::ScalarKind::F16 ? "f16" : "bf16";
+  WgmmaKind kind = wgmmaKindOf(op);
+  const std::string &inputType = kind.aType; // f16/bf16 register A words
   // A from shared memory (a descriptor) or, for chained dots, from registers.
   bool registerA = lowering.sharedOperandOf(op.operand(0)) == nullptr;
   if (registerA != readsRegisterA(op)) // wgmmaRegisterInputCount decides from the IR
     ir::emitError(op, "codegen: internal error: a wgmma A operand that is neither a local_load "
                       "of a shared tile nor in registers");
+  if (registerA && kind.kStep == 32)
+    ir::emitError(op, "codegen: internal error: an 8-bit wgmma A operand in registers "
+                      "(materialize_wgmma_operands stages it)");
   OperandTile a = registerA ? OperandTile{} : describeOperand(lowering, op, 0);
   OperandTile b = describeOperand(lowering, op, 1);
+  if (kind.kStep == 32 && (a.mnMajor || b.mnMajor))
+    ir::emitError(op, "codegen: internal error: an 8-bit wgmma operand in shared memory that is "
+                      "not K-major (wgmma has no transpose for 8-bit kinds)");
 
   const std::vector<int> &warps = mma.getWarpsPerCTA();
   int n = mma.getInstrShape()[1];
   int64_t m = cType.shape()[0], nTotal = cType.shape()[1], k = aType.shape()[1];
   int64_t rowsPerRep = 16 * int64_t(warps[0]), colsPerRep = int64_t(n) * warps[1];
-  if (m % rowsPerRep != 0 || nTotal % colsPerRep != 0 || k % 16 != 0)
+  if (m % rowsPerRep != 0 || nTotal % colsPerRep != 0 || k % kind.kStep != 0)
     ir::emitError(op, "codegen: the dot's shape does not tile into " + mma.str());
 
   // The warpgroup's place: warp bits step M first (16, 32 within the warpgroup, then 64, ...),
@@ -327,25 +381,49 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
     for (int64_t kk = 0; kk < k; kk += 16)
       for (int64_t row0 = 0; row0 < m; row0 += rowsPerRep)
         aWordsOf[{row0, kk}] = aWordsAt(row0, kk);
+  // With max_num_imprecise_acc (fp8), each run of `stepsPerPartial` k steps sums into fresh
+  // registers (scale-d 0 at its first step), which are waited for and added into the f32
+  // result in f32 (as Triton's partial accumulator): wgmma's fp8 accumulation keeps fewer
+  // bits than f32.
+  int64_t imprecise = impreciseAccumulation(op, kind, k);
+  int64_t stepsPerPartial = imprecise ? (imprecise + kind.kStep - 1) / kind.kStep : 0;
+  Registers partial(result.size(), llvm::UndefValue::get(builder.getFloatTy()));
   lowering.callIntrinsic(llvm::Intrinsic::nvvm_wgmma_fence_sync_aligned, {}, {});
-  for (int64_t kk = 0; kk < k; kk += 16)
+  for (int64_t kk = 0, step = 0; kk < k; kk += kind.kStep, ++step) {
+    bool partialStart = imprecise && step % stepsPerPartial == 0;
+    Registers &target = imprecise ? partial : result;
     for (int64_t row0 = 0; row0 < m; row0 += rowsPerRep)
       for (int64_t col0 = 0; col0 < nTotal; col0 += colsPerRep) {
         std::vector<int> regs = registersOfTile(row0, col0);
         std::vector<llvm::Value *> accumulator;
         for (int reg : regs)
-          accumulator.push_back(result[reg]);
+          accumulator.push_back(target[reg]);
         llvm::Value *descA =
             registerA ? nullptr : subDescriptor(lowering, op, a, {row0, kk}, baseA);
         std::vector<llvm::Value *> aWords =
             registerA ? aWordsOf[{row0, kk}] : std::vector<llvm::Value *>{};
         llvm::Value *descB = subDescriptor(lowering, op, b, {kk, col0}, baseB);
         aInputs.insert(aInputs.end(), aWords.begin(), aWords.end());
-        emitWgmma(lowering, inputType, n, a.mnMajor, b.mnMajor, descA, aWords, descB, accumulator,
-                  !(zeroAccumulator && kk == 0));
+        bool accumulate = imprecise ? !partialStart : !(zeroAccumulator && kk == 0);
+        emitWgmma(lowering, kind, n, a.mnMajor, b.mnMajor, descA, aWords, descB, accumulator,
+                  accumulate);
         for (size_t i = 0; i < regs.size(); ++i)
-          result[regs[i]] = accumulator[i];
+          target[regs[i]] = accumulator[i];
       }
+    bool last = kk + kind.kStep >= k;
+    if (imprecise && ((step + 1) % stepsPerPartial == 0 || last)) {
+      lowering.callIntrinsic(llvm::Intrinsic::nvvm_wgmma_commit_group_sync_aligned, {}, {});
+      emitWgmmaWait(lowering, partial, 0, {});
+      for (size_t i = 0; i < result.size(); ++i)
+        result[i] = builder.CreateFAdd(result[i], partial[i]);
+      if (!last)
+        lowering.callIntrinsic(llvm::Intrinsic::nvvm_wgmma_fence_sync_aligned, {}, {});
+    }
+  }
+  if (imprecise) { // every product already waited for and added
+    lowering.setRegisters(op.result(), std::move(result));
+    return;
+  }
   lowering.callIntrinsic(llvm::Intrinsic::nvvm_wgmma_commit_group_sync_aligned, {}, {});
   if (lowering.overlapWgmma()) {
     lowering.setRegisters(op.result(), std::move(result));

@@ -71,11 +71,27 @@ void verifyDot(const Operation &op) {
   ScalarKind in = a.scalarKind(), out = result.scalarKind();
   bool inputsOk = in == ScalarKind::F16 || in == ScalarKind::BF16 || in == ScalarKind::F32 ||
                   in == ScalarKind::F64 || in == ScalarKind::I8;
-  if (!inputsOk || b.scalarKind() != in)
-    emitError(op, "dot inputs must both be f16, bf16, f32, f64 or i8, got " + a.str() + " and " +
-                      b.str());
-  // f64 and i8 (int32 sums) run on the FMA units; the front end widens fp8 to f16.
-  bool outputOk = in == ScalarKind::F64 ? out == ScalarKind::F64
+  // The front end widens fp8 to f16; on wgmma accelerate_matmul multiplies e4m3/e5m2 tiles
+  // (any mix) natively, into f32.
+  auto wgmmaFp8 = [](ScalarKind kind) {
+    return kind == ScalarKind::F8E4M3 || kind == ScalarKind::F8E5M2;
+  };
+  bool fp8 = wgmmaFp8(in) && wgmmaFp8(b.scalarKind());
+  if (!fp8 && (!inputsOk || b.scalarKind() != in))
+    emitError(op, "dot inputs must both be f16, bf16, f32, f64 or i8 (or e4m3/e5m2 on wgmma), "
+                  "got " +
+                      a.str() + " and " + b.str());
+  if (fp8 && (out != ScalarKind::F32 || !lowered))
+    emitError(op,
+              "an e4m3/e5m2 dot is a wgmma dot into f32 (accelerate_matmul), got " + result.str());
+  if (op.hasAttr("max_num_imprecise_acc")) {
+    const auto *count = std::get_if<int64_t>(&op.attr("max_num_imprecise_acc"));
+    if (!count || *count < 0 || *count > k)
+      emitError(op, "max_num_imprecise_acc must be an integer in [0, K]");
+  }
+  // f64 and i8 (int32 sums) run on the FMA units.
+  bool outputOk = fp8                     ? out == ScalarKind::F32
+                  : in == ScalarKind::F64 ? out == ScalarKind::F64
                   : in == ScalarKind::I8
                       ? out == ScalarKind::I32
                       : out == ScalarKind::F32 || (out == ScalarKind::F16 && in == ScalarKind::F16);

@@ -26,7 +26,8 @@
 //    that a row of the product stays within one warp and the cast result can feed the next
 //    dot from registers. Otherwise warps split M and N as Triton's warpsPerTileV2 does:
 //    double along the dim with more instruction tiles per warp left.
-// 3. Retype the dot and convert its operands in, its result back out.
+// 3. Retype the dot and convert its operands in, its result back out. On wgmma, a dot of
+//    widened e4m3/e5m2 tiles multiplies the 8-bit tiles themselves (narrowFp8Operands).
 // 4. A narrowing cast of the result moves before that conversion (half the bytes to move);
 //    remove_layout_conversions repeats this once the accumulator leaves its loop in #mma.
 #include "transforms/dot_layout_rules.h"
@@ -154,21 +155,26 @@ std::vector<int> chooseWarps(Operation *dot, int numWarps) {
 /// The module's `wgmma` attribute: 1 when the target is sm_90a (and wgmma is not turned off).
 bool moduleAllowsWgmma(const Module &module) { return module.intAttrOr("wgmma", 0) != 0; }
 
+/// The kinds wgmma multiplies natively in 8 bits (PTX ISA: .e4m3, .e5m2).
+bool isWgmmaFp8(ScalarKind kind) {
+  return kind == ScalarKind::F8E4M3 || kind == ScalarKind::F8E5M2;
+}
+
 /// wgmma's warps for a dot that can use it, as Triton's warpsPerTileV3: warpgroups of 4 warps
 /// along M, more warps along M while the rows last, then along N; nullopt when the dot does
-/// not fit: f16/bf16 operands with an f32 accumulator, M a multiple of 64, K of 16, N >= 16
-/// (so both operands' shared rows are at least 32 bytes, the narrowest swizzle); chained
-/// dots need M a multiple of 16 rows per warp.
+/// not fit: f16/bf16 operands (or any two of e4m3/e5m2) with an f32 accumulator, M a multiple
+/// of 64, K of 16 (32 for fp8), N >= 16 (so both operands' shared rows are at least 32 bytes,
+/// the narrowest swizzle); chained dots need M a multiple of 16 rows per warp.
 std::optional<MmaEncoding> chooseWgmma(Operation *dot, int numWarps) {
   const Type &aType = dot->operand(0)->type();
-  ScalarKind input = aType.scalarKind();
-  if ((input != ScalarKind::F16 && input != ScalarKind::BF16) ||
-      dot->operand(1)->type().scalarKind() != input ||
+  ScalarKind input = aType.scalarKind(), inputB = dot->operand(1)->type().scalarKind();
+  bool fp8 = isWgmmaFp8(input) && isWgmmaFp8(inputB);
+  if ((!fp8 && ((input != ScalarKind::F16 && input != ScalarKind::BF16) || inputB != input)) ||
       dot->result()->type().scalarKind() != ScalarKind::F32 || numWarps % 4 != 0)
     return std::nullopt;
   const std::vector<int64_t> &shape = dot->result()->type().shape();
   int64_t m = shape[0], n = shape[1], k = aType.shape()[1];
-  if (m % 64 != 0 || k % 16 != 0 || n < 16)
+  if (m % 64 != 0 || k % (fp8 ? 32 : 16) != 0 || n < 16)
     return std::nullopt;
   std::vector<int> warps{4, 1};
   if (feedsDotOperandA(dot->result()) || comesFromDot(dot->operand(0))) {
@@ -203,12 +209,44 @@ bool usesTensorCores(const Operation &dot) {
   return !dot.hasAttr("input_precision") || dot.stringAttr("input_precision") != "ieee";
 }
 
-// Plan step 3.
+/// The e4m3/e5m2 tile that `value` (an f16 dot operand) widens, looking through layout
+/// conversions; null when it is not such a widening.
+Value *widenedFp8(Value *value) {
+  Operation *def = value->definingOp();
+  while (def && def->code() == OpCode::ConvertLayout)
+    def = def->operand(0)->definingOp();
+  if (!def || def->code() != OpCode::ExtF || !isWgmmaFp8(def->operand(0)->type().scalarKind()))
+    return nullptr;
+  return def->operand(0);
+}
+
+// Plan step 3 (fp8 on wgmma). The front end gives fp8 dots as f16 dots of the exactly widened
+// operands (tir is target-neutral; mma.sync and the interpreter take them so). On wgmma an
+// f16 dot into f32 whose operands both widen e4m3/e5m2 tiles multiplies those tiles instead
+// (wgmma's .e4m3/.e5m2 kinds, K 32 per instruction): the same products, half the shared
+// bytes. Chained dots (an A in registers) keep the f16 path: wgmma reads 8-bit A from
+// registers in another fragment than the accumulator's.
+void narrowFp8Operands(Operation *dot, int numWarps) {
+  Value *a = widenedFp8(dot->operand(0)), *b = widenedFp8(dot->operand(1));
+  if (!a || !b || dot->result()->type().scalarKind() != ScalarKind::F32 ||
+      feedsDotOperandA(dot->result()) || comesFromDot(dot->operand(0)))
+    return;
+  Value *f16[2] = {dot->operand(0), dot->operand(1)};
+  dot->setOperand(0, a);
+  dot->setOperand(1, b);
+  if (!chooseWgmma(dot, numWarps)) { // shapes wgmma's k32 does not tile
+    dot->setOperand(0, f16[0]);
+    dot->setOperand(1, f16[1]);
+  }
+}
+
 void accelerateDot(Operation *dot, int numWarps, bool wgmma) {
   EncodingPtr resultEncoding = dot->result()->type().encoding();
   if (!resultEncoding)
     emitError(*dot, "accelerate_matmul needs layouts: run assign_layouts first");
   int kWidth = 1;
+  if (wgmma)
+    narrowFp8Operands(dot, numWarps);
   std::optional<MmaEncoding> v3 = wgmma ? chooseWgmma(dot, numWarps) : std::nullopt;
   if (v3) {
     resultEncoding = std::make_shared<const MmaEncoding>(*v3);

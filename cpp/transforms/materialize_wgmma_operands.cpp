@@ -7,6 +7,8 @@
 // Runs after the pipeliner, before allocate_shared. The exception: an A operand its
 // producer already holds in the operand's registers (P = softmax(Q K^T) cast to 16 bits, in
 // the accumulator's layout of the previous wgmma) stays in registers, where wgmma reads it.
+// 8-bit (e4m3/e5m2) tiles are stored K-major whatever their registers' order: wgmma has no
+// transpose for them.
 //
 //   %a = convert_layout %x : (tensor<128x64xf16, #B>) -> tensor<128x64xf16, #dot_op<{opIdx = 0,
 //   parent = #mma<{version = 3, ...}>, ...}>> %d = dot %a, %b, %c ...
@@ -40,7 +42,9 @@ bool wgmmaOperandStaysInRegisters(const Operation &convert) {
   const auto &operand =
       static_cast<const DotOperandEncoding &>(*convert.result()->type().encoding());
   const Type &source = convert.operand(0)->type();
-  if (operand.getOpIdx() != 0 || !source.encoding())
+  // 8-bit A stays in shared memory: wgmma's register fragment for it is not the accumulator's
+  // layout (accelerate_matmul keeps chained fp8 dots on f16).
+  if (operand.getOpIdx() != 0 || !source.encoding() || source.bitWidth() == 8)
     return false;
   ConversionPlan plan = planConversion(source.encoding()->toLinearLayout(source.shape()),
                                        tensorLayoutOf(convert.result()->type()));
@@ -57,6 +61,11 @@ void materialize(Operation *convert) {
                         "layout, got " +
                             type.str());
   int fastest = analysis::fastestDim(type.encoding()->toLinearLayout(type.shape()));
+  if (type.bitWidth() == 8) { // wgmma reads 8-bit operands K-major only: the store transposes
+    const auto &operand =
+        static_cast<const DotOperandEncoding &>(*convert->result()->type().encoding());
+    fastest = operand.getOpIdx() == 0 ? 1 : 0;
+  }
   EncodingPtr shared =
       wgmmaSharedEncoding(type.shape(), {fastest, 1 - fastest}, type.bitWidth() / 8);
   if (!shared)

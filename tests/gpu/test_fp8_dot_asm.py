@@ -108,7 +108,10 @@ def test_fp8_matmul_against_float64_of_the_fp8_values(shape, a_dtype, b_dtype):
     run_matmul(a, b, c, (64, 64, 64))
     ref = a.double() @ b.double()
     err = ((c.double() - ref).norm() / ref.norm()).item()
-    assert err < 1e-5, err  # exact products; float32 sums of up to 333 terms
+    # Exact products; float32 sums of up to 333 terms, except on sm_90 where e4m3/e5m2 run on
+    # wgmma's fp8 kinds, whose accumulator keeps fewer bits (tests/gpu/test_fp8_wgmma.py).
+    native = torch.cuda.get_device_capability() == (9, 0)
+    assert err < (1e-2 if native else 1e-5), err
 
 
 @pytest.mark.parametrize("shape", [(256, 256, 256), (1000, 520, 333)],

@@ -33,6 +33,10 @@ bool isZeroConstant(Value *value) {
   Operation *def = value->definingOp();
   if (def && def->code() == OpCode::Splat)
     def = def->operand(0)->definingOp();
+  // A float cast of +0 is +0 in every format, fp8 too (code 0): the folder leaves casts into
+  // fp8 in place (an fp8 load's `other=0`).
+  while (def && (def->code() == OpCode::TruncF || def->code() == OpCode::ExtF))
+    def = def->operand(0)->definingOp();
   if (!def || def->code() != OpCode::Constant)
     return false;
   const Attribute &attr = def->attr("value");
@@ -94,6 +98,17 @@ void collectConversions(Operation *load, PipelinedLoad &out) {
   out.conversions.assign(converts.begin(), converts.end());
 }
 
+/// Whether every dot reading the tile has its K dim where the tile is contiguous (`fastest`,
+/// in the load's dims): A's K is dim 1, B's dim 0, swapped when a trans is read.
+bool contiguousAlongK(const PipelinedLoad &load, int fastest) {
+  return std::all_of(load.reads.begin(), load.reads.end(), [&](const OperandRead &read) {
+    const auto &operand =
+        static_cast<const DotOperandEncoding &>(*read.convert->result()->type().encoding());
+    int kDim = operand.getOpIdx() == 0 ? 1 : 0;
+    return (read.transposed ? 1 - kDim : kDim) == fastest;
+  });
+}
+
 // Plan step 1. Returns why not, or "". `tma`: a 2-D descriptor load carrying its tensor map
 // will be copied by the TMA unit, which fills out-of-bounds elements itself (zeros or NaN, as
 // the map says) and copies whole boxes: neither the zero fill nor the per-thread runs that
@@ -132,6 +147,14 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
     bool wgmma = std::all_of(out.reads.begin(), out.reads.end(), [](const OperandRead &read) {
       return isWgmmaOperand(read.convert->result()->type().encoding().get());
     });
+    if (wgmma && elementBytes == 1 && !contiguousAlongK(out, fastest)) {
+      // wgmma reads 8-bit operands K-major only (PTX ISA: no transpose for .e4m3/.e5m2): a
+      // copy cannot turn an M/N-contiguous tile around, so it is loaded in the loop and
+      // materialize_wgmma_operands stores it K-major (Triton does the same).
+      out.reads.clear();
+      out.transposes.clear();
+      return "an 8-bit wgmma operand contiguous along M or N (wgmma reads it K-major)";
+    }
     if (wgmma) // wgmma reads the slot through a descriptor: its swizzle modes
       out.slotEncoding = wgmmaSharedEncoding(type.shape(), {fastest, 1 - fastest}, elementBytes);
     if (!out.slotEncoding) // ldmatrix reads of either orientation: swizzled
@@ -218,9 +241,13 @@ LoopSchedule scheduleLoop(Operation *loop, int numStages, bool tma) {
     std::string why = checkLoad(op.get(), axisInfo, tma, load);
     if (why.empty())
       schedule.loads.push_back(std::move(load));
+    else
+      skipped.push_back(why);
   }
   if (schedule.loads.empty()) {
     schedule.reason = "no load that feeds a dot can be pipelined";
+    for (const std::string &why : skipped)
+      schedule.reason += "; " + why;
     return schedule;
   }
   schedule.reason = collectAheadSlice(schedule);

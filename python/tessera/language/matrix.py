@@ -10,7 +10,8 @@ default, as Triton's), "tf32x3", "ieee", "bf16x3" or "bf16x6" (bfloat16 parts of
 operand: 3 or 6 bfloat16 products).
 
 How each runs: float16/bfloat16 (and tf32) on tensor cores (wgmma on sm_90a, mma.sync
-elsewhere); fp8 operands are widened to float16 (exact) and take that path; int8 (exact int32
+elsewhere); fp8 operands are widened to float16 (exact) and take that path, except on sm_90a,
+where e4m3/e5m2 operands (any mix) into float32 run on wgmma's native fp8 kinds; int8 (exact int32
 sums, wrapping as Triton's) on tensor cores too; float64 and "ieee" float32 on the FMA units.
 A 3-D dot is unrolled over its batch dim: each batch's operands are picked out of the tiles
 by masked sums (exact), multiplied by one 2-D dot (tensor cores) and placed in the result;
@@ -123,16 +124,21 @@ def build_dot(semantic: Any, a: tensor, b: tensor, acc: tensor | None,
             and max_num_imprecise_acc > a.shape[-1]:
         raise ValueError(f"max_num_imprecise_acc ({max_num_imprecise_acc}) must be <= K "
                          f"({a.shape[-1]})")
+    attrs: dict[str, Any] = {}
     if a.dtype.is_fp8() or b.dtype.is_fp8():
         # Every fp8 value is exact in float16 and every product of two is exact in float32:
-        # the float16 tensor-core product gives the fp8 product's value. (Accumulation is
-        # always full float32, so max_num_imprecise_acc only has its upper bound checked.)
+        # the float16 tensor-core product gives the fp8 product's value. On sm_90a the
+        # compiler multiplies e4m3/e5m2 tiles natively instead (wgmma k32, accelerate_matmul),
+        # whose accumulator keeps fewer bits than float32 unless max_num_imprecise_acc (<= K)
+        # asks for the sums to be added into float32 every that many products (Triton's
+        # rule; without it, Hopper's default 2**30: never). The f16 path always sums in f32.
+        if max_num_imprecise_acc is not None and len(shape) == 2:
+            attrs["max_num_imprecise_acc"] = max_num_imprecise_acc
         a, b = semantic.cast(a, tl.float16), semantic.cast(b, tl.float16)
     if acc is None:
         acc = semantic.full(shape, 0, result)
     if len(shape) == 3:
         return _batched_dot(semantic, a, b, acc, result, input_precision)
-    attrs = {}
     if a.dtype == tl.float32:
         attrs["input_precision"] = DEFAULT_F32_PRECISION if input_precision is None \
             else input_precision
@@ -221,8 +227,10 @@ def dot(input: tensor, other: tensor, acc: tensor | None = None,
     bits), "tf32x3" (three tf32 products, about float32 accuracy), "ieee" (exact float32
     products, FMA units), "bf16x3" / "bf16x6" (each operand split into 2 / 3 bfloat16 parts,
     3 / 6 bfloat16 tensor-core products); ``allow_tf32=False`` is the old spelling of "ieee".
-    ``max_num_imprecise_acc`` (fp8 only) is accepted and checked against K: the sums are
-    always kept in full float32.
+    ``max_num_imprecise_acc`` (fp8 only, <= K): on sm_90a's native fp8 products, the number
+    of products summed in the tensor core's narrower accumulator before each addition into
+    float32 (default: no such additions, as Triton's on Hopper); elsewhere the sums are
+    always full float32.
 
     Example::
 

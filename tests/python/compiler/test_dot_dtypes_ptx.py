@@ -1,6 +1,6 @@
-"""tl.dot on int8 (mma.sync m16n8k32 s8, int32 sums), float64 (FMA), fp8 (widened to f16 in
-registers, then wgmma on sm_90a / mma.sync on sm_80) and 3-D tiles compiles for sm_80 and
-sm_90a, and ptxas accepts it."""
+"""tl.dot on int8 (mma.sync m16n8k32 s8, int32 sums), float64 (FMA), fp8 (native wgmma k32 on
+sm_90a; widened to f16 in registers for mma.sync on sm_80) and 3-D tiles compiles for sm_80
+and sm_90a, and ptxas accepts it."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -70,9 +70,11 @@ def test_float64_dot_uses_fma_f64(arch):
     assemble(ptx, arch)
 
 
-def test_fp8_dot_on_sm90a_is_a_wgmma_of_the_widened_operands():
+def test_fp8_dot_on_sm90a_is_a_native_fp8_wgmma():
+    # test_fp8_wgmma_ptx.py covers the native path in depth
     ptx = compile_matmul("sm_90a", ml_dtypes.float8_e4m3fn, np.float32)
-    assert "wgmma.mma_async" in ptx and "cvt.rn.f16x2.e4m3x2" in ptx
+    assert "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3" in ptx
+    assert "cvt.rn.f16x2.e4m3x2" not in ptx
     assemble(ptx, "sm_90a")
 
 
