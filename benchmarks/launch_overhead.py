@@ -4,6 +4,11 @@ Method (docs/benchmarks.md): best of 3 rounds of 20000 launches each, with 3 and
 tensor arguments, measured in the same process; the GPU work is negligible, so the number is
 the host cost of binding, specializing, packing and cuLaunchKernel.
 
+The driver floor, measured in the same run: the very cubin Tessera launched, its parameters,
+grid and stream packed once (driver.packed_launch), relaunched by a no-argument C call that
+does only what Tessera's launch does around the driver (cuCtxGetCurrent, cuLaunchKernel
+without the GIL); "above the floor" is what Tessera adds to it (docs/perf/launch_overhead.md).
+
 ``--dispatch-only`` (the default without a GPU) measures Tessera's launch path up to the driver
 call: kernels are "prepared" into launchers without a kernel, whose launches the C++ fast path
 (cpp/bindings/launch.cpp) records instead of calling cuLaunchKernel; tensors are CPU tensors.
@@ -71,6 +76,21 @@ def measure_tessera(ts, sync) -> Dict[str, float]:
             "tessera_16": time_launches(lambda: tiny16[(1,)](*ts, BLOCK=128), sync)}
 
 
+def measure_floor(ts) -> Dict[str, float]:
+    """The driver floor of each kernel: its last launch repeated with the parameters packed
+    once, with the GIL released around cuLaunchKernel (as every Tessera launch) and held."""
+    from tessera.runtime import driver
+
+    results = {}
+    for kernel, args, count in ((tiny3, ts[:3], 3), (tiny16, ts, 16)):
+        (launchable,) = kernel._kernels.values()  # the one specialization launched above
+        stream = launchable.current_stream()
+        for name, release in (("floor", True), ("floor_gil_held", False)):
+            floor = driver.packed_launch(launchable.launcher, (1,), stream, args, release)
+            results[f"{name}_{count}"] = time_launches(lambda: floor(), torch.cuda.synchronize)
+    return results
+
+
 def measure_triton(ts) -> Dict[str, float]:
     import triton
     import triton.language as ttl
@@ -107,6 +127,7 @@ def main() -> None:
     else:
         ts = [torch.randn(128, device="cuda") for _ in range(16)]
         results.update(measure_tessera(ts, torch.cuda.synchronize))
+        results.update(measure_floor(ts))
         try:
             results.update(measure_triton(ts))
         except ImportError:
@@ -114,10 +135,15 @@ def main() -> None:
         results["torch_add"] = time_launches(lambda: torch.add(ts[0], ts[1], out=ts[2]),
                                              torch.cuda.synchronize)
     title = "dispatch only (µs)" if dispatch_only else "launch (µs/launch)"
+    if "floor_3" in results:
+        for n in (3, 16):
+            results[f"above_floor_{n}"] = results[f"tessera_{n}"] - results[f"floor_{n}"]
     print(f"{title:<20} {'3 args':>8} {'16 args':>8}")
-    for name in ("tessera", "triton"):
+    rows = (("floor", "driver floor"), ("floor_gil_held", "  GIL held"),
+            ("tessera", "tessera"), ("above_floor", "  above the floor"), ("triton", "triton"))
+    for name, label in rows:
         if f"{name}_3" in results:
-            print(f"{name:<20} {results[f'{name}_3'] * 1e6:>8.2f} "
+            print(f"{label:<20} {results[f'{name}_3'] * 1e6:>8.2f} "
                   f"{results[f'{name}_16'] * 1e6:>8.2f}")
     if "torch_add" in results:
         print(f"{'torch.add':<20} {results['torch_add'] * 1e6:>8.2f}")

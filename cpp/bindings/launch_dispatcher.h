@@ -14,6 +14,10 @@ namespace tessera::bindings {
 /// exchange_current_stream to the runtime submodule (called by bindRuntime in runtime.cpp).
 void bindDispatcher(pybind11::module_ &m);
 
+/// Adds PackedLaunch and packed_launch (packed_launch.cpp: the driver floor of benchmarks) to
+/// the runtime submodule.
+void bindPackedLaunch(pybind11::module_ &m);
+
 /// Sets the Python error tessera._tessera.runtime.CudaError (with `call` and `code`); defined
 /// in runtime.cpp beside the exception type.
 void setCudaError(const runtime::CudaError &error);
