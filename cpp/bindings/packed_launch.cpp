@@ -77,8 +77,8 @@ PyType_Slot packedLaunchSlots[] = {
     {Py_tp_doc, const_cast<char *>("PackedLaunch(): launches the packed kernel again.")},
     {0, nullptr}};
 
-PyType_Spec packedLaunchSpec = {"tessera._tessera.runtime.PackedLaunch",
-                                sizeof(PackedLaunchObject), 0,
+PyType_Spec packedLaunchSpec = {"tessera._tessera.runtime.PackedLaunch", sizeof(PackedLaunchObject),
+                                0,
                                 Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL |
                                     Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
                                 packedLaunchSlots};
