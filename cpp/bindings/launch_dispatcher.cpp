@@ -46,7 +46,7 @@ void dispatcherDealloc(PyObject *self) {
 }
 
 PyObject *dispatcherSubscript(PyObject *self, PyObject *grid) {
-  BoundLaunchObject *bound = PyObject_New(BoundLaunchObject, gBoundLaunchType);
+  BoundLaunchObject *bound = newBoundLaunch(gBoundLaunchType);
   if (bound == nullptr)
     return nullptr;
   bound->vectorcall = boundLaunchCall;
