@@ -65,6 +65,9 @@ def use_recording_launchers() -> None:
                                      driver.KernelLauncher(kinds, None, launch_options.num_warps),
                                      0, "other", jit_fn.runtime_names, {})
         kernel.current_stream = int             # int() == 0, the legacy default stream
+        # The fast path reads the stream as on a GPU: one C call to torch's DLPack exchange
+        # table (a CPU build of torch reports no stream: 0).
+        kernel.stream_type = torch.Tensor
         kernel.launch = lambda grid, args: None  # the first launch, on the Python path
         return kernel
 
