@@ -243,24 +243,6 @@ def test_interpret_mode_is_never_launched_from_cpp(gpu, monkeypatch):
     assert fast_launch_count(mixed) == 2 and gpu.python_launch_count() == 1
 
 
-def test_an_interpret_override_of_a_mutable_type_is_read_at_each_launch(gpu, monkeypatch):
-    """The fast path reads the interpret knob only when its sources change, except for an
-    override whose truth can change while it stays the same object."""
-    mixed = make_mixed()
-    interpreted = []
-    monkeypatch.setattr(type(mixed), "_run_interpreted",
-                        lambda self, *a: interpreted.append(self.__name__))
-    x = torch.randn(256)
-    switch = []
-    knobs.interpret = switch
-    for _ in range(2):
-        mixed[1](x, x, 10, 1.0, True, BLOCK=128)
-    assert fast_launch_count(mixed) == 1 and interpreted == []
-    switch.append("on")
-    mixed[1](x, x, 10, 1.0, True, BLOCK=128)
-    assert interpreted == ["mixed"] and fast_launch_count(mixed) == 1
-
-
 def test_keywords_spelled_at_run_time_bind_as_written_ones(gpu):
     """Keyword names built at run time are not interned: the fast path compares them by value,
     parameters and launch options alike."""
