@@ -161,7 +161,7 @@ private:
     if (!PyLong_CheckExact(obj))
       return false;
     int overflow = 0;
-    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    long long value = runtime::python::intValue(obj, overflow);
     if (overflow != 0 || (value == -1 && PyErr_Occurred())) {
       PyErr_Clear();
       return false;
@@ -186,7 +186,7 @@ private:
     }
     if (PyLong_CheckExact(obj)) {
       int overflow = 0;
-      long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+      long long value = runtime::python::intValue(obj, overflow);
       if (overflow == 0 && !(value == -1 && PyErr_Occurred())) {
         key.push(keyWord(KeyTag::ConstInt));
         key.push(static_cast<uint64_t>(value));
