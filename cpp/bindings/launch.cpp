@@ -80,7 +80,7 @@ bool gridDimension(PyObject *value, unsigned &dimension) {
   if (!PyLong_CheckExact(value))
     return false;
   int overflow = 0;
-  long long parsed = PyLong_AsLongLongAndOverflow(value, &overflow);
+  long long parsed = runtime::python::intValue(value, overflow);
   if (overflow != 0 || parsed < 0 || parsed > 0xffffffffLL)
     return false;
   dimension = static_cast<unsigned>(parsed);
