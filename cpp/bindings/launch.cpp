@@ -423,34 +423,13 @@ PyObject *boundLaunchCall(PyObject *callable, PyObject *const *args, size_t narg
   return result;
 }
 
-namespace {
-// `kernel[grid]` makes a BoundLaunch per launch, which lives for that one call: a few freed
-// ones are kept for reuse (as CPython keeps freed floats and tuples), saving an allocation and
-// a free per launch. Only touched with the GIL held.
-constexpr int kFreeBoundLaunches = 4;
-PyObject *freeBoundLaunches[kFreeBoundLaunches];
-int freeBoundLaunchCount = 0;
-} // namespace
-
-BoundLaunchObject *newBoundLaunch(PyTypeObject *type) {
-  void *memory = freeBoundLaunchCount > 0 ? freeBoundLaunches[--freeBoundLaunchCount]
-                                          : PyObject_Malloc(type->tp_basicsize);
-  if (memory == nullptr)
-    return reinterpret_cast<BoundLaunchObject *>(PyErr_NoMemory());
-  return reinterpret_cast<BoundLaunchObject *>(
-      PyObject_Init(static_cast<PyObject *>(memory), type));
-}
-
 void boundLaunchDealloc(PyObject *self) {
   auto *bound = reinterpret_cast<BoundLaunchObject *>(self);
   PyTypeObject *type = Py_TYPE(self);
   Py_XDECREF(bound->dispatcher);
   Py_XDECREF(bound->grid);
-  if (freeBoundLaunchCount < kFreeBoundLaunches)
-    freeBoundLaunches[freeBoundLaunchCount++] = self;
-  else
-    type->tp_free(self);
-  Py_DECREF(type); // PyObject_Init took a reference to the (heap) type
+  type->tp_free(self);
+  Py_DECREF(type);
 }
 
 DispatchGlobals &dispatchGlobals() {

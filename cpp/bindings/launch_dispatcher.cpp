@@ -46,7 +46,7 @@ void dispatcherDealloc(PyObject *self) {
 }
 
 PyObject *dispatcherSubscript(PyObject *self, PyObject *grid) {
-  BoundLaunchObject *bound = newBoundLaunch(gBoundLaunchType);
+  BoundLaunchObject *bound = PyObject_New(BoundLaunchObject, gBoundLaunchType);
   if (bound == nullptr)
     return nullptr;
   bound->vectorcall = boundLaunchCall;

@@ -199,9 +199,6 @@ bool packValues(const runtime::KernelLauncher &launcher,
                 const runtime::python::ArgumentValue *values, size_t count,
                 runtime::ArgumentBuffer &buffer);
 
-/// A BoundLaunch's memory, from a small free list when it can (launch.cpp), with its type
-/// and one reference set; its fields are the caller's to fill.
-BoundLaunchObject *newBoundLaunch(PyTypeObject *type);
 PyObject *boundLaunchCall(PyObject *callable, PyObject *const *args, size_t nargsf,
                           PyObject *kwnames);
 void boundLaunchDealloc(PyObject *self);

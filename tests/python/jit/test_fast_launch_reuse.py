@@ -2,8 +2,8 @@
 and what it must read again each time, without a GPU (launch_fakes.py: kernels are prepared
 into launchers without a kernel, whose fast launches are recorded).
 
-Kept: the interpret knob's truth (until its sources change), freed BoundLaunch objects, the
-launch table's last hit. Read again at every launch: everything about a tensor (dtype,
+Kept: the interpret knob's truth (until its sources change), the launch table's last hit, a
+kernel[grid] object's grid. Read again at every launch: everything about a tensor (dtype,
 alignment, extent, device), even when the same Python object comes back changed."""
 import os
 import sys
@@ -90,8 +90,8 @@ def test_an_object_with_data_ptr_that_is_no_tensor_takes_the_python_path(gpu):
 
 
 def test_bound_launches_keep_their_own_grid(gpu):
-    """kernel[grid] objects are recycled once freed: live ones keep their grids, and a freed
-    one's grid is never launched again."""
+    """kernel[grid] objects made and freed between the launches of live ones leave those
+    their own grids; a live one keeps its kernel alive."""
     copy = make_copy()
     x, y = torch.randn(256), torch.randn(256)
     copy[(1,)](x, y, 256, BLOCK=64)
