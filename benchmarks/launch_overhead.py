@@ -119,6 +119,27 @@ def measure_triton(ts) -> Dict[str, float]:
             "triton_16": time_launches(lambda: ttiny16[(1,)](*ts, BLOCK=128), sync)}
 
 
+def report(results: Dict[str, float], title: str) -> None:
+    """The table (µs per launch), Tessera's cost above the driver floor, and what each of the
+    13 arguments the 16-argument kernel adds costs (ns), row by row."""
+    if "floor_3" in results:
+        for n in (3, 16):
+            results[f"above_floor_{n}"] = results[f"tessera_{n}"] - results[f"floor_{n}"]
+    print(f"{title:<20} {'3 args':>8} {'16 args':>8}")
+    rows = (("floor", "driver floor"), ("floor_gil_held", "  GIL held"),
+            ("tessera", "tessera"), ("above_floor", "  above the floor"), ("triton", "triton"))
+    for name, label in rows:
+        if f"{name}_3" in results:
+            print(f"{label:<20} {results[f'{name}_3'] * 1e6:>8.2f} "
+                  f"{results[f'{name}_16'] * 1e6:>8.2f}")
+    if "torch_add" in results:
+        print(f"{'torch.add':<20} {results['torch_add'] * 1e6:>8.2f}")
+    added = [(label.strip(), (results[f"{name}_16"] - results[f"{name}_3"]) / 13)
+             for name, label in rows if f"{name}_3" in results and name != "above_floor"]
+    print("ns per added argument: " + ", ".join(f"{label} {cost * 1e9:.0f}"
+                                                for label, cost in added))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", default=None)
@@ -144,19 +165,7 @@ def main() -> None:
             print("triton not installed: no anchor")
         results["torch_add"] = time_launches(lambda: torch.add(ts[0], ts[1], out=ts[2]),
                                              torch.cuda.synchronize)
-    title = "dispatch only (µs)" if dispatch_only else "launch (µs/launch)"
-    if "floor_3" in results:
-        for n in (3, 16):
-            results[f"above_floor_{n}"] = results[f"tessera_{n}"] - results[f"floor_{n}"]
-    print(f"{title:<20} {'3 args':>8} {'16 args':>8}")
-    rows = (("floor", "driver floor"), ("floor_gil_held", "  GIL held"),
-            ("tessera", "tessera"), ("above_floor", "  above the floor"), ("triton", "triton"))
-    for name, label in rows:
-        if f"{name}_3" in results:
-            print(f"{label:<20} {results[f'{name}_3'] * 1e6:>8.2f} "
-                  f"{results[f'{name}_16'] * 1e6:>8.2f}")
-    if "torch_add" in results:
-        print(f"{'torch.add':<20} {results['torch_add'] * 1e6:>8.2f}")
+    report(results, "dispatch only (µs)" if dispatch_only else "launch (µs/launch)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
