@@ -40,17 +40,19 @@ bool notFalseText(PyObject *bytes) {
   return !(text.empty() || text == "0" || text == "false" || text == "no" || text == "off");
 }
 
-/// Whether this call must run in the interpreter (or be left to Python to find out).
-bool interpreting(const DispatcherState &state) {
-  if (state.interpret != InterpretMode::FromKnob)
-    return state.interpret == InterpretMode::Always;
-  const DispatchGlobals &globals = dispatchGlobals();
+/// Whether kernels following the knob run in the interpreter, read from the knob's sources now;
+/// `stable`: false for an override whose truth may change while the dict does not (a list).
+bool interpretKnobNow(const DispatchGlobals &globals, bool &stable) {
+  stable = true;
   if (globals.knobOverrides == nullptr || globals.rawEnviron == nullptr)
-    return true;
+    return true; // unknown: the Python path finds out
   PyObject *override = PyDict_GetItemWithError(globals.knobOverrides, launchStrings().interpret);
   if (override != nullptr) { // `knobs.interpret = ...` wins over the environment
     int truth = PyObject_IsTrue(override);
     PyErr_Clear();
+    stable = override == Py_None || PyBool_Check(override) || PyLong_CheckExact(override) ||
+             PyFloat_CheckExact(override) || PyUnicode_CheckExact(override) ||
+             PyBytes_CheckExact(override);
     return truth != 0;
   }
   PyObject *raw = PyDict_GetItemWithError(globals.rawEnviron, globals.interpretVariable);
@@ -62,11 +64,23 @@ bool interpreting(const DispatcherState &state) {
   return notFalseText(raw);
 }
 
+/// Whether this call must run in the interpreter (or be left to Python to find out). The knob's
+/// truth is the one currentKnobEpoch() last looked at: call that first.
+bool interpreting(const DispatcherState &state) {
+  if (state.interpret != InterpretMode::FromKnob)
+    return state.interpret == InterpretMode::Always;
+  const DispatchGlobals &globals = dispatchGlobals();
+  bool stable;
+  if (globals.interpretKnob == KnobTruth::EachLaunch)
+    return interpretKnobNow(globals, stable);
+  return globals.interpretKnob == KnobTruth::True;
+}
+
 bool gridDimension(PyObject *value, unsigned &dimension) {
   if (!PyLong_CheckExact(value))
     return false;
   int overflow = 0;
-  long long parsed = PyLong_AsLongLongAndOverflow(value, &overflow);
+  long long parsed = runtime::python::intValue(value, overflow);
   if (overflow != 0 || parsed < 0 || parsed > 0xffffffffLL)
     return false;
   dimension = static_cast<unsigned>(parsed);
@@ -91,6 +105,25 @@ bool parseGrid(PyObject *grid, LaunchGrid &parsed) {
 }
 
 } // namespace
+
+int launchOptionSlot(PyObject *name) {
+  // Keyword names are almost always interned (identifiers in code), as are the option names:
+  // two distinct interned strings differ, so only the rare uninterned name is compared.
+  const LaunchStrings &strings = launchStrings();
+  bool interned = PyUnicode_Check(name) && PyUnicode_CHECK_INTERNED(name);
+  auto same = [&](PyObject *option) {
+    return name == option ||
+           (!interned && PyUnicode_Check(name) && PyUnicode_Compare(name, option) == 0);
+  };
+  if (same(strings.numWarps))
+    return kNumWarpsSlot;
+  if (same(strings.numStages))
+    return kNumStagesSlot;
+  for (size_t o = 0; o < kLaunchOptionCount; ++o)
+    if (same(strings.options[o]))
+      return static_cast<int>(o);
+  return kNotALaunchOption;
+}
 
 bool packValue(ArgKind kind, const ArgumentValue &value, uint64_t &slot) {
   if (kind == ArgKind::TensorMap) { // the host address of its 128 bytes, 64-byte aligned
@@ -179,18 +212,23 @@ PyObject *metaDictionary(const DispatcherState &state, PyObject *const *runtimeV
   return meta;
 }
 
-/// Keyword names are almost always interned (identifiers in code), as are the parameter names:
-/// two distinct interned strings differ, so only the rare uninterned name is compared.
-bool sameName(PyObject *keyword, PyObject *interned) {
-  if (keyword == interned)
-    return true;
-  return PyUnicode_Check(keyword) && !PyUnicode_CHECK_INTERNED(keyword) &&
-         PyUnicode_Compare(keyword, interned) == 0;
-}
-
 // ------------------------------------------------------------------------------ the fast path
 
 enum class Outcome { Launched, Error, Fallback };
+
+/// The index of the parameter named `name` (`count` when none): interned names by identity,
+/// then, for a name that is not interned, by value.
+size_t parameterIndex(const DispatcherState &state, PyObject *name) {
+  const size_t count = state.parameters.size();
+  for (size_t i = 0; i < count; ++i)
+    if (state.parameters[i].name == name)
+      return i;
+  if (PyUnicode_Check(name) && !PyUnicode_CHECK_INTERNED(name))
+    for (size_t i = 0; i < count; ++i)
+      if (PyUnicode_Compare(name, state.parameters[i].name) == 0)
+        return i;
+  return count;
+}
 
 /// Binds the call's arguments to parameters (borrowed references in `bound`), or fails.
 /// A launch option keyword that is also the name of a parameter binds both (as Triton passes
@@ -207,31 +245,25 @@ bool bindArguments(const DispatcherState &state, PyObject *const *args, Py_ssize
   for (Py_ssize_t k = 0; k < keywords; ++k) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, k);
     PyObject *value = args[nargs + k];
-    bool option = true;
-    if (sameName(name, launchStrings().numWarps))
+    // Parameters first: their launch option slots were found when the kernel was configured.
+    size_t index = parameterIndex(state, name);
+    int option;
+    if (index < count) {
+      if (bound[index] != nullptr)
+        return false;
+      bound[index] = value;
+      option = state.parameters[index].launchOption;
+    } else {
+      option = launchOptionSlot(name);
+      if (option == kNotALaunchOption)
+        return false;
+    }
+    if (option == kNumWarpsSlot)
       numWarps = value;
-    else if (sameName(name, launchStrings().numStages))
+    else if (option == kNumStagesSlot)
       numStages = value;
-    else {
-      option = false;
-      for (size_t o = 0; o < kLaunchOptionCount && !option; ++o)
-        if (sameName(name, launchStrings().options[o])) {
-          options[o] = value;
-          option = true;
-        }
-    }
-    size_t index = count;
-    for (size_t i = 0; i < count && index == count; ++i)
-      if (sameName(name, state.parameters[i].name))
-        index = i;
-    if (index == count) {
-      if (option)
-        continue;
-      return false;
-    }
-    if (bound[index] != nullptr)
-      return false;
-    bound[index] = value;
+    else if (option != kNotALaunchOption)
+      options[option] = value;
   }
   for (size_t i = 0; i < count; ++i) {
     if (bound[i] == nullptr)
@@ -296,7 +328,7 @@ Outcome launchOrRecord(DispatcherState &state, const LaunchTarget &target, const
 Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args, Py_ssize_t nargs,
                   PyObject *kwnames, PyObject *&evaluatedGrid) {
   if (!state.configured || state.generation != dispatchGlobals().generation ||
-      interpreting(state) || state.knobEpoch != currentKnobEpoch() || !state.globalsUnchanged())
+      state.knobEpoch != currentKnobEpoch() || interpreting(state) || !state.globalsUnchanged())
     return Outcome::Fallback;
   PyObject *bound[kMaxFastParameters];
   PyObject *numWarps = launchStrings().defaultWarps, *numStages = launchStrings().defaultStages;
@@ -407,8 +439,10 @@ DispatchGlobals &dispatchGlobals() {
 
 uint64_t currentKnobEpoch() {
   DispatchGlobals &globals = dispatchGlobals();
-  if (globals.knobOverrides == nullptr || globals.rawEnviron == nullptr)
+  if (globals.knobOverrides == nullptr || globals.rawEnviron == nullptr) {
+    globals.interpretKnob = KnobTruth::True; // the Python path reads the knob
     return globals.knobEpoch;
+  }
 #if PY_VERSION_HEX < 0x030C0000 // no dict watchers: PEP 509's version tag moves on every change
   uint64_t overridesVersion =
       reinterpret_cast<PyDictObject *>(globals.knobOverrides)->ma_version_tag;
@@ -422,6 +456,11 @@ uint64_t currentKnobEpoch() {
   if (!globals.knobSourcesChanged)
     return globals.knobEpoch;
   globals.knobSourcesChanged = false;
+  bool stable;
+  bool interpret = interpretKnobNow(globals, stable);
+  globals.interpretKnob = !stable     ? KnobTruth::EachLaunch
+                          : interpret ? KnobTruth::True
+                                      : KnobTruth::False;
   bool anyOverride = PyDict_GET_SIZE(globals.knobOverrides) != 0;
   for (size_t i = 0; i < globals.codeKnobs.size(); ++i) {
     // An override wins over the environment.

@@ -85,6 +85,7 @@ PyObject *dispatcherConfigure(PyObject *self, PyObject *args) {
       return nullptr;
     }
     PyUnicode_InternInPlace(&parameter.name);
+    parameter.launchOption = launchOptionSlot(parameter.name);
     int flag = PyObject_IsTrue(PyTuple_GET_ITEM(flags, i));
     parameter.isConstexpr = flag > 0;
     parameter.defaultValue = Py_XNewRef(PyDict_GetItemWithError(defaults, parameter.name));

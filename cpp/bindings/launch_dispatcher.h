@@ -14,6 +14,10 @@ namespace tessera::bindings {
 /// exchange_current_stream to the runtime submodule (called by bindRuntime in runtime.cpp).
 void bindDispatcher(pybind11::module_ &m);
 
+/// Adds PackedLaunch and packed_launch (packed_launch.cpp: the driver floor of benchmarks) to
+/// the runtime submodule.
+void bindPackedLaunch(pybind11::module_ &m);
+
 /// Sets the Python error tessera._tessera.runtime.CudaError (with `call` and `code`); defined
 /// in runtime.cpp beside the exception type.
 void setCudaError(const runtime::CudaError &error);
@@ -39,6 +43,9 @@ inline const LaunchStrings &launchStrings() {
   return *instance;
 }
 
+/// A knob's truth as last read; EachLaunch: read it again at every launch.
+enum class KnobTruth : uint8_t { False, True, EachLaunch };
+
 struct DispatchGlobals {
   // Bumped whenever a KernelDispatcher (a @jit function) is created: a kernel compiled before a
   // @jit helper it calls was redefined takes the Python path once, which checks its sources.
@@ -63,21 +70,35 @@ struct DispatchGlobals {
   // watcher sets it (Python 3.12+); before 3.12 the dicts' version tags are compared.
   bool knobSourcesChanged = true;
   uint64_t overridesVersion = 0, environVersion = 0;
+  // The interpret knob as read when the sources last changed (with the code knobs), so that a
+  // launch costs no dict lookup for it: True also when the sources are unknown (then every
+  // launch asks the Python path), EachLaunch for an override of a mutable type.
+  KnobTruth interpretKnob = KnobTruth::True;
 };
 DispatchGlobals &dispatchGlobals();
 
 /// The epoch of the code knobs' current values (DispatchGlobals::knobEpoch), after looking at
-/// them: a few dict lookups.
+/// them when their sources changed (a few dict lookups; a flag test otherwise), which also
+/// refreshes DispatchGlobals::interpretKnob.
 uint64_t currentKnobEpoch();
 
 /// JITFunction(interpret=...): None follows the knob.
 enum class InterpretMode { FromKnob, Always, Never };
 
+/// Which launch option a keyword sets: an index of LaunchStrings::options, or one of these.
+constexpr int kNumWarpsSlot = -1, kNumStagesSlot = -2, kNotALaunchOption = -3;
+
+/// The launch option `name` (a str) names, or kNotALaunchOption.
+int launchOptionSlot(PyObject *name);
+
 struct Parameter {
-  PyObject *name = nullptr;         // strong
+  PyObject *name = nullptr;         // strong, interned
   PyObject *defaultValue = nullptr; // strong, null when required
   bool isConstexpr = false;
   uint8_t specializeFlags = 0; // runtime::python::SpecializeFlags
+  // The launch option of the same name (kNotALaunchOption: none, the usual case): given by
+  // keyword, the value goes to both.
+  int launchOption = kNotALaunchOption;
 };
 
 /// What the fast path would have launched, for a launcher without a kernel (tests, and

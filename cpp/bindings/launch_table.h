@@ -114,14 +114,14 @@ public:
   }
 
   const LaunchEntry *find(const LaunchKey &key) {
-    uint64_t hash = key.hash();
-    if (last_ != nullptr && lastHash_ == hash && key.equals(last_->key))
+    // Launches repeat: compare with the last hit before hashing.
+    if (last_ != nullptr && key.equals(last_->key))
       return last_;
+    uint64_t hash = key.hash();
     auto range = entries_.equal_range(hash);
     for (auto it = range.first; it != range.second; ++it) {
       if (key.equals(it->second.key)) {
         last_ = &it->second; // nodes of an unordered_multimap never move
-        lastHash_ = hash;
         return last_;
       }
     }
@@ -161,7 +161,7 @@ private:
     if (!PyLong_CheckExact(obj))
       return false;
     int overflow = 0;
-    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    long long value = runtime::python::intValue(obj, overflow);
     if (overflow != 0 || (value == -1 && PyErr_Occurred())) {
       PyErr_Clear();
       return false;
@@ -186,7 +186,7 @@ private:
     }
     if (PyLong_CheckExact(obj)) {
       int overflow = 0;
-      long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+      long long value = runtime::python::intValue(obj, overflow);
       if (overflow == 0 && !(value == -1 && PyErr_Occurred())) {
         key.push(keyWord(KeyTag::ConstInt));
         key.push(static_cast<uint64_t>(value));
@@ -227,7 +227,6 @@ private:
 
   std::unordered_multimap<uint64_t, LaunchEntry> entries_;
   const LaunchEntry *last_ = nullptr;
-  uint64_t lastHash_ = 0;
   std::vector<PyObject *> constants_; // strong references; never dropped (indices are in keys)
 };
 

@@ -132,10 +132,28 @@ inline uint64_t maskedWord(uint64_t word, uint8_t flags) {
   return word;
 }
 
+/// PyLong_AsLongLongAndOverflow of an int, inline for the ints of one machine digit (sizes,
+/// strides, block sizes: nearly every int a launch passes), which CPython stores compactly.
+inline long long intValue(PyObject *obj, int &overflow) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject *>(obj))) {
+    overflow = 0;
+    return PyUnstable_Long_CompactValue(reinterpret_cast<PyLongObject *>(obj));
+  }
+#else
+  Py_ssize_t size = Py_SIZE(obj); // the sign and number of 30-bit digits
+  if (size >= -1 && size <= 1) {
+    overflow = 0;
+    return size * static_cast<long long>(reinterpret_cast<PyLongObject *>(obj)->ob_digit[0]);
+  }
+#endif
+  return PyLong_AsLongLongAndOverflow(obj, &overflow);
+}
+
 /// ("int", "i32" | "i64" | "u64", divisible by 16, equal to 1), as specialization.integer_code.
 inline bool specializeInt(PyObject *obj, uint64_t &word, ArgumentValue &value) {
   int overflow = 0;
-  long long signedValue = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  long long signedValue = intValue(obj, overflow);
   uint64_t code, divisible, one;
   if (overflow == 0) {
     if (signedValue == -1 && PyErr_Occurred()) {

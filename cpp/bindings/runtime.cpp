@@ -219,6 +219,7 @@ void bindRuntime(py::module_ &m) {
   registerExceptions(m);
   bindObjects(m);
   bindDispatcher(m);
+  bindPackedLaunch(m);
   m.def("driver_available", &driverAvailable,
         "(True, description) when libcuda loads and sees a device, else (False, reason).");
   m.def("driver_version", &driverVersion);

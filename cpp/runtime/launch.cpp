@@ -72,25 +72,6 @@ uint16_t roundToFormat(double value, int exponentBits, int mantissaBits) {
          static_cast<uint16_t>(rounded & ((uint64_t(1) << mantissaBits) - 1));
 }
 
-struct IntegerRange {
-  int64_t min;
-  uint64_t max;
-};
-
-IntegerRange rangeOf(ArgKind kind) {
-  switch (kind) {
-  case ArgKind::I1: return {0, 1};
-  case ArgKind::I8: return {INT8_MIN, INT8_MAX};
-  case ArgKind::I16: return {INT16_MIN, INT16_MAX};
-  case ArgKind::I32: return {INT32_MIN, INT32_MAX};
-  case ArgKind::I64: return {INT64_MIN, INT64_MAX};
-  case ArgKind::U32: return {0, UINT32_MAX};
-  case ArgKind::U64:
-  case ArgKind::Pointer: return {0, UINT64_MAX};
-  default: return {0, 0};
-  }
-}
-
 } // namespace
 
 bool parseArgKind(const std::string &name, ArgKind &kind) {
@@ -109,22 +90,6 @@ size_t argKindBytes(ArgKind kind) { return kindEntry(kind).bytes; }
 uint16_t toHalfBits(double value) { return roundToFormat(value, 5, 10); }
 uint16_t toBfloat16Bits(double value) { return roundToFormat(value, 8, 7); }
 
-bool storeSigned(ArgKind kind, int64_t value, uint64_t &slot) {
-  if (value >= 0)
-    return storeUnsigned(kind, static_cast<uint64_t>(value), slot);
-  if (value < rangeOf(kind).min)
-    return false;
-  slot = static_cast<uint64_t>(value); // two's complement: the low bytes hold the narrow value
-  return true;
-}
-
-bool storeUnsigned(ArgKind kind, uint64_t value, uint64_t &slot) {
-  if (value > rangeOf(kind).max)
-    return false;
-  slot = value; // little-endian: the low bytes of the slot are the narrow value
-  return true;
-}
-
 void storeFloat(ArgKind kind, double value, uint64_t &slot) {
   slot = 0;
   switch (kind) {
@@ -142,18 +107,6 @@ void storeFloat(ArgKind kind, double value, uint64_t &slot) {
 std::string integerRange(ArgKind kind) {
   IntegerRange range = rangeOf(kind);
   return "[" + std::to_string(range.min) + ", " + std::to_string(range.max) + "]";
-}
-
-ArgumentBuffer::ArgumentBuffer(size_t count) : slots_(inlineSlots_), params_(inlineParams_) {
-  if (count > kInlineArguments) {
-    heapSlots_.reset(new uint64_t[count]);
-    heapParams_.reset(new void *[count]);
-    slots_ = heapSlots_.get();
-    params_ = heapParams_.get();
-  }
-  // Narrow kinds are read from the low bytes of their slot (little-endian x86-64 / aarch64).
-  for (size_t i = 0; i < count; ++i)
-    params_[i] = &slots_[i];
 }
 
 KernelLauncher::KernelLauncher(std::vector<ArgKind> signature, std::shared_ptr<Function> function,

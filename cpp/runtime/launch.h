@@ -49,10 +49,42 @@ inline bool isFloatKind(ArgKind kind) {
 uint16_t toHalfBits(double value);
 uint16_t toBfloat16Bits(double value);
 
+/// The values an integer kind holds (a pointer: any 64-bit address).
+struct IntegerRange {
+  int64_t min;
+  uint64_t max;
+};
+inline IntegerRange rangeOf(ArgKind kind) {
+  switch (kind) {
+  case ArgKind::I1: return {0, 1};
+  case ArgKind::I8: return {INT8_MIN, INT8_MAX};
+  case ArgKind::I16: return {INT16_MIN, INT16_MAX};
+  case ArgKind::I32: return {INT32_MIN, INT32_MAX};
+  case ArgKind::I64: return {INT64_MIN, INT64_MAX};
+  case ArgKind::U32: return {0, UINT32_MAX};
+  case ArgKind::U64:
+  case ArgKind::Pointer: return {0, UINT64_MAX};
+  default: return {0, 0};
+  }
+}
+
 /// Store a value of `kind` into an 8-byte slot. The integer forms return false when the value
-/// does not fit the kind (e.g. 300 for "i8", -1 for "u32"); nothing is stored then.
-bool storeSigned(ArgKind kind, int64_t value, uint64_t &slot);
-bool storeUnsigned(ArgKind kind, uint64_t value, uint64_t &slot);
+/// does not fit the kind (e.g. 300 for "i8", -1 for "u32"); nothing is stored then. Inline:
+/// every launch stores each scalar argument through them.
+inline bool storeUnsigned(ArgKind kind, uint64_t value, uint64_t &slot) {
+  if (value > rangeOf(kind).max)
+    return false;
+  slot = value; // little-endian: the low bytes of the slot are the narrow value
+  return true;
+}
+inline bool storeSigned(ArgKind kind, int64_t value, uint64_t &slot) {
+  if (value >= 0)
+    return storeUnsigned(kind, static_cast<uint64_t>(value), slot);
+  if (value < rangeOf(kind).min)
+    return false;
+  slot = static_cast<uint64_t>(value); // two's complement: the low bytes hold the narrow value
+  return true;
+}
 void storeFloat(ArgKind kind, double value, uint64_t &slot);
 /// The range of `kind` as text, for error messages: "[-128, 127]".
 std::string integerRange(ArgKind kind);
@@ -62,7 +94,17 @@ std::string integerRange(ArgKind kind);
 class ArgumentBuffer {
 public:
   static constexpr size_t kInlineArguments = 64;
-  explicit ArgumentBuffer(size_t count);
+  explicit ArgumentBuffer(size_t count) : slots_(inlineSlots_), params_(inlineParams_) {
+    if (count > kInlineArguments) {
+      heapSlots_.reset(new uint64_t[count]);
+      heapParams_.reset(new void *[count]);
+      slots_ = heapSlots_.get();
+      params_ = heapParams_.get();
+    }
+    // Narrow kinds are read from the low bytes of their slot (little-endian x86-64 / aarch64).
+    for (size_t i = 0; i < count; ++i)
+      params_[i] = &slots_[i];
+  }
   ArgumentBuffer(const ArgumentBuffer &) = delete;
   ArgumentBuffer &operator=(const ArgumentBuffer &) = delete;
 

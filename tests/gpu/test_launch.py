@@ -168,6 +168,39 @@ def test_cupy_arrays():
 
 # ----------------------------------------------------------------------- launch overhead
 
+@tessera.jit
+def axpy(out_ptr, x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    result = tl.load(x_ptr + offs, mask=mask) * alpha + tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, result, mask=mask)
+
+
+def test_packed_launch_repeats_the_kernel_with_its_parameters():
+    """driver.packed_launch (the driver floor of benchmarks/launch_overhead.py) launches the
+    very kernel Tessera launched, with parameters packed once, on the stream it was given."""
+    from tessera.runtime import driver
+
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    n = 3001
+    out, x, y = tensors(n, torch.float32, 0, gen)
+    axpy[(tessera.cdiv(n, 256),)](out, x, y, n, 0.5, BLOCK=256)  # compiles, loads, registers
+    torch.cuda.synchronize()
+    check(out, x, y, 0.5, 1, False)
+    (launchable,) = axpy._kernels.values()
+    out2, x2, y2 = tensors(n, torch.float32, 0, gen)
+    stream = torch.cuda.Stream()
+    torch.cuda.synchronize()  # the inputs were made on the default stream
+    floor = driver.packed_launch(launchable.launcher, (tessera.cdiv(n, 256),),
+                                 stream.cuda_stream, [out2, x2, y2, n, -1.5])
+    for _ in range(2):
+        floor()
+    stream.synchronize()
+    check(out2, x2, y2, -1.5, 1, False)
+    with pytest.raises(TypeError, match="no arguments"):
+        floor(1)
+
+
 def empty_kernels(num_args: int, module_name: str, decorator: str):
     """An empty kernel of `num_args` pointer arguments, in a file (kernels need source)."""
     names = ", ".join(f"p{i}" for i in range(num_args))

@@ -6,7 +6,7 @@ CUDA driver: modules and launches
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['ArgumentError', 'BoundLaunch', 'CudaError', 'Function', 'KernelDispatcher', 'KernelLauncher', 'Module', 'check_tensor_map_arguments', 'device_count', 'device_info', 'driver_available', 'driver_version', 'encode_tensor_map_tiled', 'exchange_current_stream', 'extraction_protocol', 'jit_ptx_to_cubin', 'load_module', 'set_interpret_sources', 'specialization_words', 'synchronize', 'tensor_info']
+__all__: list[str] = ['ArgumentError', 'BoundLaunch', 'CudaError', 'Function', 'KernelDispatcher', 'KernelLauncher', 'Module', 'PackedLaunch', 'check_tensor_map_arguments', 'device_count', 'device_info', 'driver_available', 'driver_version', 'encode_tensor_map_tiled', 'exchange_current_stream', 'extraction_protocol', 'jit_ptx_to_cubin', 'load_module', 'packed_launch', 'set_interpret_sources', 'specialization_words', 'synchronize', 'tensor_info']
 class CudaError(RuntimeError):
     """
     A CUDA driver call failed, or no driver is available. Attributes: call (the driver function), code (CUresult, -1 when there is no driver).
@@ -136,6 +136,14 @@ class KernelDispatcher:
         """
         Return self[key].
         """
+class PackedLaunch:
+    """
+    PackedLaunch(): launches the packed kernel again.
+    """
+    def __call__(self, *args, **kwargs):
+        """
+        Call self as a function.
+        """
 def check_tensor_map_arguments(arg0: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg1: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg2: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg3: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], arg4: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
     Checks encode_tensor_map_tiled's array arguments on the CPU (ValueError when wrong).
@@ -169,6 +177,10 @@ def jit_ptx_to_cubin(ptx: str, device: typing.SupportsInt | typing.SupportsIndex
 def load_module(image: str, device: typing.SupportsInt | typing.SupportsIndex) -> Module:
     """
     Loads a cubin/fatbin (bytes) or PTX (str or bytes, assembled by the driver JIT).
+    """
+def packed_launch(launcher: typing.Any, grid: typing.Any, stream: typing.SupportsInt | typing.SupportsIndex, args: typing.Any, release_gil: bool = True) -> typing.Any:
+    """
+    A PackedLaunch: calling it launches `launcher` on `grid` and `stream` with `args` packed now (as launcher.launch packs them), and does nothing else; release_gil: around cuLaunchKernel, as every Tessera launch does (benchmarks: the driver floor).
     """
 def set_interpret_sources(overrides: typing.Any, raw_environ: typing.Any, variable: bytes, code_knobs: tuple = ()) -> None:
     """

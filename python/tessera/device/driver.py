@@ -39,12 +39,14 @@ jit_ptx_to_cubin = _rt.jit_ptx_to_cubin
 synchronize = _rt.synchronize
 tensor_info = _rt.tensor_info
 extraction_protocol = _rt.extraction_protocol
+packed_launch = _rt.packed_launch  # the driver floor of benchmarks/launch_overhead.py
 
 __all__ = [
     "ArgumentError", "CudaError", "DeviceProperties", "Function", "KernelLauncher", "Module",
     "current_stream", "device_and_stream", "device_count", "device_info", "device_of",
     "driver_available", "driver_version", "extraction_protocol", "framework_of",
-    "get_device_properties", "jit_ptx_to_cubin", "load_module", "synchronize", "tensor_info",
+    "get_device_properties", "jit_ptx_to_cubin", "load_module", "packed_launch", "synchronize",
+    "tensor_info",
 ]
 
 

@@ -243,6 +243,21 @@ def test_interpret_mode_is_never_launched_from_cpp(gpu, monkeypatch):
     assert fast_launch_count(mixed) == 2 and gpu.python_launch_count() == 1
 
 
+def test_keywords_spelled_at_run_time_bind_as_written_ones(gpu):
+    """Keyword names built at run time are not interned: the fast path compares them by value,
+    parameters and launch options alike."""
+    mixed = make_mixed()
+    x = torch.randn(256)
+    block, warps = "".join(["BLO", "CK"]), "".join(["num_", "warps"])
+    assert block is not sys.intern("BLOCK") and warps is not sys.intern("num_warps")
+    for expected_fast in (False, True, True):
+        kernel, parameters, fast = launch_and_see(gpu, mixed, 1, (x, x, 10, 1.0, True),
+                                                  {block: 128, warps: 8})
+        assert fast == expected_fast and kernel.prepared_for[2] == 8
+        assert parameters == expected_parameters([x, x, 10, 1.0, True])
+    assert len(gpu.prepared) == 1
+
+
 def test_a_new_jit_function_sends_the_next_launch_through_python(gpu, monkeypatch):
     mixed = make_mixed()
     checks = []

@@ -48,6 +48,23 @@ def test_launching_without_a_kernel_raises_instead_of_crashing():
     launcher.launch((0,), 0, [0, 7])
 
 
+@no_driver
+def test_a_packed_launch_packs_now_and_launches_on_each_call():
+    """driver.packed_launch (the driver floor of benchmarks/launch_overhead.py): the launcher's
+    packing errors when made, the launcher's launch errors when called, no arguments."""
+    launcher = driver.KernelLauncher(["ptr", "i32", "fp32"], None, num_warps=4)
+    with pytest.raises(TypeError, match="takes 3 arguments, got 2"):
+        driver.packed_launch(launcher, (1,), 0, [16, 5])
+    with pytest.raises(driver.ArgumentError, match="argument 0: a numpy.ndarray in CPU memory"):
+        driver.packed_launch(launcher, (1,), 0, [np.zeros(4, np.float32), 5, 1.0])
+    floor = driver.packed_launch(launcher, (2, 3), 0x5EED, [16, 5, 1.5], False)
+    for _ in range(2):
+        with pytest.raises(driver.CudaError, match="no loaded kernel"):
+            floor()
+    with pytest.raises(TypeError, match="no arguments"):
+        floor(1)
+
+
 def test_launcher_validates_its_configuration():
     with pytest.raises(ValueError, match="unknown argument kind 'f32'"):
         driver.KernelLauncher(["ptr", "f32"], None, num_warps=4)
