@@ -21,6 +21,7 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <unordered_map>
 
 namespace tessera::analysis {
 
@@ -175,9 +176,9 @@ private:
     case OpCode::AsyncCopy:
     case OpCode::TmaLoad: return accessOf(op.operand(1), op.operand(2));
     default:
-      if (op.hasAttr("scratch_offset") && scratchBytes(op) > 0) {
+      if (op.hasAttr("scratch_offset") && scratchOf(op) > 0) {
         int64_t offset = op.intAttr("scratch_offset");
-        return SharedAccess{ByteRange{offset, offset + scratchBytes(op)}, RingSlot{}};
+        return SharedAccess{ByteRange{offset, offset + scratchOf(op)}, RingSlot{}};
       }
       return std::nullopt;
     }
@@ -212,9 +213,20 @@ private:
       barrierBefore(op, state, insert, groupsToKeep(op, state));
   }
 
+  /// scratchBytes(op), computed once per op: the walk visits each op several times (loops
+  /// until their fixed point, writeOf at each check), and a conversion's size comes from a
+  /// search over shared tiles.
+  int64_t scratchOf(const ir::Operation &op) const {
+    auto [it, added] = scratch_.try_emplace(&op, 0);
+    if (added)
+      it->second = scratchBytes(op);
+    return it->second;
+  }
+
   int64_t sharedSize_;
   bool wgmmaInFlight_;
   int inserted_ = 0;
+  mutable std::unordered_map<const ir::Operation *, int64_t> scratch_;
 };
 
 // Plan steps 2, 3, 5 and 6.
@@ -307,7 +319,7 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
   }
   if (!op.hasAttr("scratch_offset"))
     return;
-  int64_t bytes = scratchBytes(op);
+  int64_t bytes = scratchOf(op);
   if (bytes == 0)
     return;
   // Writes its scratch, barrier (inside the op, waiting for every wgmma group), reads it:

@@ -6,6 +6,8 @@
 #include "layout/conversion.h"
 
 #include <algorithm>
+#include <deque>
+#include <mutex>
 #include <stdexcept>
 
 namespace tessera {
@@ -58,7 +60,10 @@ int sharedAccessVectorWidth(const LinearLayout &layout, const SharedTileLayout &
   return width;
 }
 
-SharedTileLayout chooseConversionTile(const LinearLayout &src, const LinearLayout &dst,
+namespace {
+
+/// chooseConversionTile without the memo below.
+SharedTileLayout searchConversionTile(const LinearLayout &src, const LinearLayout &dst,
                                       int elemBytes) {
   checkSameTensor(src, dst);
   if (src.getNumOutDims() == 0)
@@ -115,6 +120,52 @@ SharedTileLayout chooseConversionTile(const LinearLayout &src, const LinearLayou
         }
       }
   return best;
+}
+
+/// The latest answers of chooseConversionTile. One conversion is asked about several times
+/// per compile (its plan in remove_layout_conversions, its scratch size in allocate_shared and
+/// at every visit of membar's walk, its lowering in codegen), and each answer simulates
+/// dozens of tiles of thousands of elements. Threads may compile at once (codegen runs
+/// without the GIL): a lock guards it.
+class TileMemo {
+public:
+  std::optional<SharedTileLayout> find(const LinearLayout &src, const LinearLayout &dst,
+                                       int elemBytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Entry &entry : entries_)
+      if (entry.elemBytes == elemBytes && entry.src == src && entry.dst == dst)
+        return entry.tile;
+    return std::nullopt;
+  }
+  void add(const LinearLayout &src, const LinearLayout &dst, int elemBytes,
+           const SharedTileLayout &tile) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.push_back({src, dst, elemBytes, tile});
+    if (entries_.size() > kCapacity) // more than one kernel's conversions: forget the oldest
+      entries_.pop_front();
+  }
+
+private:
+  struct Entry {
+    LinearLayout src, dst;
+    int elemBytes;
+    SharedTileLayout tile;
+  };
+  static constexpr size_t kCapacity = 64;
+  std::mutex mutex_;
+  std::deque<Entry> entries_;
+};
+
+} // namespace
+
+SharedTileLayout chooseConversionTile(const LinearLayout &src, const LinearLayout &dst,
+                                      int elemBytes) {
+  static TileMemo memo;
+  if (std::optional<SharedTileLayout> known = memo.find(src, dst, elemBytes))
+    return *known;
+  SharedTileLayout tile = searchConversionTile(src, dst, elemBytes);
+  memo.add(src, dst, elemBytes, tile);
+  return tile;
 }
 
 namespace {

@@ -20,28 +20,73 @@ int inputSize(const LinearLayout &layout, const char *dim) {
   return layout.hasInDim(dim) ? layout.getInDimSize(dim) : 1;
 }
 
-/// Element offset in `tile` of the element at hardware index (reg, lane, warp).
-int64_t elementOffset(const LinearLayout &layout, const SharedTileLayout &tile, int reg, int lane,
-                      int warp) {
-  LinearLayout::DimValues coords =
-      layout.apply({{kRegisterDim, reg}, {kLaneDim, lane}, {kWarpDim, warp}});
-  std::vector<int64_t> tileCoords;
+/// The element offset in `tile` of every hardware index, [(warp * 32 + lane) * numRegisters +
+/// reg] (SharedAccessTable order): one table per layout and tile, shared by every candidate
+/// plan, instead of evaluating the layout and the tile per element and per candidate.
+std::vector<int64_t> elementOffsets(const LinearLayout &layout, const SharedTileLayout &tile) {
+  std::vector<std::string> outDims;
   for (int axis = 0; axis < static_cast<int>(tile.shape.size()); ++axis)
-    tileCoords.push_back(coords[layout.getOutDimIndex(tensorDimName(axis))].second);
-  return tile.offsetOf(tileCoords);
+    outDims.push_back(tensorDimName(axis));
+  bool sameTensor = layout.getOutDimNames() == outDims;
+  for (int axis = 0; sameTensor && axis < static_cast<int>(tile.shape.size()); ++axis)
+    sameTensor = layout.getOutDimSize(outDims[axis]) == tile.shape[axis];
+  if (sameTensor)
+    return computeSharedOffsets(layout, tile).offsets;
+  // A layout of another extent than the tile (not made by codegen): element by element.
+  int numRegisters = inputSize(layout, kRegisterDim), numWarps = inputSize(layout, kWarpDim);
+  std::vector<int64_t> offsets;
+  for (int warp = 0; warp < numWarps; ++warp)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int reg = 0; reg < numRegisters; ++reg) {
+        LinearLayout::DimValues coords =
+            layout.apply({{kRegisterDim, reg}, {kLaneDim, lane}, {kWarpDim, warp}});
+        std::vector<int64_t> tileCoords;
+        for (const std::string &dim : outDims)
+          tileCoords.push_back(coords[layout.getOutDimIndex(dim)].second);
+        offsets.push_back(tile.offsetOf(tileCoords));
+      }
+  return offsets;
+}
+
+/// The row address plan.addresses gives every (instruction, lane, warp), indexed
+/// [(warp * 32 + lane) * numInstructions + instruction]. The layout is linear: each index's
+/// row is that of the index with its lowest set bit cleared, XORed with that bit's.
+std::vector<int64_t> rowAddresses(const LdmatrixPlan &plan, int numInstructions, int numWarps) {
+  auto log2 = [](int size) { return __builtin_ctz(static_cast<unsigned>(size)); };
+  int instructionBits = log2(numInstructions), laneBits = 5;
+  std::vector<int64_t> rows(int64_t(numWarps) * 32 * numInstructions, 0);
+  for (int64_t index = 1; index < static_cast<int64_t>(rows.size()); ++index) {
+    int64_t low = index & -index;
+    if (index != low) {
+      rows[index] = rows[index & (index - 1)] ^ rows[low];
+      continue;
+    }
+    int bit = __builtin_ctzll(static_cast<uint64_t>(low));
+    int instruction = bit < instructionBits ? 1 << bit : 0;
+    int lane = bit >= instructionBits && bit < instructionBits + laneBits
+                   ? 1 << (bit - instructionBits)
+                   : 0;
+    int warp = bit >= instructionBits + laneBits ? 1 << (bit - instructionBits - laneBits) : 0;
+    rows[index] =
+        plan.addresses.apply({{kRegisterDim, instruction}, {kLaneDim, lane}, {kWarpDim, warp}})[0]
+            .second;
+  }
+  return rows;
 }
 
 /// Plan step 1 and 2 for one candidate.
-LdmatrixPlan buildPlan(const LinearLayout &layout, const SharedTileLayout &tile, int numMatrices,
-                       bool transposed, int elementsPerWord) {
+LdmatrixPlan buildPlan(const LinearLayout &layout, const SharedTileLayout &tile,
+                       const std::vector<int64_t> &offsets, int numMatrices, bool transposed,
+                       int elementsPerWord) {
   LdmatrixPlan plan;
   plan.transposed = transposed;
   plan.numMatrices = numMatrices;
   plan.elementsPerWord = elementsPerWord;
   plan.registersPerInstruction = numMatrices * elementsPerWord;
-  int numInstructions = inputSize(layout, kRegisterDim) / plan.registersPerInstruction;
+  int numRegisters = inputSize(layout, kRegisterDim);
+  int numInstructions = numRegisters / plan.registersPerInstruction;
   auto offsetOf = [&](int reg, int lane, int warp) -> LinearLayout::BasisVector {
-    return {static_cast<int32_t>(elementOffset(layout, tile, reg, lane, warp))};
+    return {static_cast<int32_t>(offsets[(int64_t(warp) * 32 + lane) * numRegisters + reg])};
   };
   std::vector<LinearLayout::BasisVector> instructionBases, laneBases, warpBases;
   for (int bit = 0; (1 << bit) < numInstructions; ++bit)
@@ -72,34 +117,25 @@ LdmatrixPlan buildPlan(const LinearLayout &layout, const SharedTileLayout &tile,
 }
 
 /// Plan step 3.
-bool isValid(const LdmatrixPlan &plan, const LinearLayout &layout, const SharedTileLayout &tile,
-             int elemBytes) {
+bool isValid(const LdmatrixPlan &plan, const LinearLayout &layout,
+             const std::vector<int64_t> &offsets, int elemBytes) {
   int numRegisters = inputSize(layout, kRegisterDim), numWarps = inputSize(layout, kWarpDim);
   int rowElements = 16 / elemBytes;
   int numInstructions = numRegisters / plan.registersPerInstruction;
+  std::vector<int64_t> rows = rowAddresses(plan, numInstructions, numWarps);
   for (int instruction = 0; instruction < numInstructions; ++instruction)
     for (int warp = 0; warp < numWarps; ++warp)
-      for (int lane = 0; lane < 8 * plan.numMatrices; ++lane) {
-        int64_t row =
-            plan.addresses
-                .apply({{kRegisterDim, instruction}, {kLaneDim, lane}, {kWarpDim, warp}})[0]
-                .second;
-        if (row % rowElements != 0)
+      for (int lane = 0; lane < 8 * plan.numMatrices; ++lane)
+        if (rows[(int64_t(warp) * 32 + lane) * numInstructions + instruction] % rowElements != 0)
           return false;
-      }
-  std::vector<int64_t> delivered = simulateLdmatrix(plan, numRegisters, numWarps);
-  for (int warp = 0; warp < numWarps; ++warp)
-    for (int lane = 0; lane < 32; ++lane)
-      for (int reg = 0; reg < numRegisters; ++reg)
-        if (delivered[(int64_t(warp) * 32 + lane) * numRegisters + reg] !=
-            elementOffset(layout, tile, reg, lane, warp))
-          return false;
-  return true;
+  return simulateLdmatrix(plan, numRegisters, numWarps) == offsets;
 }
 
 } // namespace
 
 std::vector<int64_t> simulateLdmatrix(const LdmatrixPlan &plan, int numRegisters, int numWarps) {
+  int numInstructions = numRegisters / plan.registersPerInstruction;
+  std::vector<int64_t> rows = rowAddresses(plan, numInstructions, numWarps);
   std::vector<int64_t> delivered(int64_t(numWarps) * 32 * numRegisters);
   for (int warp = 0; warp < numWarps; ++warp)
     for (int thread = 0; thread < 32; ++thread)
@@ -116,10 +152,7 @@ std::vector<int64_t> simulateLdmatrix(const LdmatrixPlan &plan, int numRegisters
           rowLane = 8 * word + 2 * (thread % 4) + half;
           column = thread / 4;
         }
-        int64_t row =
-            plan.addresses
-                .apply({{kRegisterDim, instruction}, {kLaneDim, rowLane}, {kWarpDim, warp}})[0]
-                .second;
+        int64_t row = rows[(int64_t(warp) * 32 + rowLane) * numInstructions + instruction];
         delivered[(int64_t(warp) * 32 + thread) * numRegisters + reg] = row + column;
       }
   return delivered;
@@ -132,14 +165,16 @@ std::optional<LdmatrixPlan> planLdmatrix(const LinearLayout &registerLayout,
     return std::nullopt;
   int elementsPerWord = 4 / elemBytes;
   int numRegisters = inputSize(registerLayout, kRegisterDim);
+  std::vector<int64_t> offsets = elementOffsets(registerLayout, tile);
   for (int numMatrices : {4, 2, 1})
     for (bool transposed : {false, true}) {
       if (transposed && elemBytes != 2)
         continue; // .trans moves 16-bit elements only
       if (numRegisters % (numMatrices * elementsPerWord) != 0)
         continue;
-      LdmatrixPlan plan = buildPlan(registerLayout, tile, numMatrices, transposed, elementsPerWord);
-      if (isValid(plan, registerLayout, tile, elemBytes))
+      LdmatrixPlan plan =
+          buildPlan(registerLayout, tile, offsets, numMatrices, transposed, elementsPerWord);
+      if (isValid(plan, registerLayout, offsets, elemBytes))
         return plan;
     }
   return std::nullopt;
@@ -182,15 +217,13 @@ SharedAccessTable ldmatrixRowAccesses(const LdmatrixPlan &plan, int numWarps, in
   table.numRegisters = numInstructions * rowElements;
   table.numLanes = 32;
   table.numWarps = numWarps;
+  std::vector<int64_t> rows = rowAddresses(plan, numInstructions, numWarps);
   for (int warp = 0; warp < numWarps; ++warp)
     for (int lane = 0; lane < 32; ++lane)
       for (int instruction = 0; instruction < numInstructions; ++instruction) {
         // Lanes past the last matrix give no address; they repeat the first matrix's rows.
         int addressLane = lane % (8 * plan.numMatrices);
-        int64_t row =
-            plan.addresses
-                .apply({{kRegisterDim, instruction}, {kLaneDim, addressLane}, {kWarpDim, warp}})[0]
-                .second;
+        int64_t row = rows[(int64_t(warp) * 32 + addressLane) * numInstructions + instruction];
         for (int element = 0; element < rowElements; ++element)
           table.offsets.push_back(row + element);
       }

@@ -170,8 +170,23 @@ SharedAccessTable computeSharedOffsets(const HeldElements &held, const SharedTil
   table.numRegisters = held.numRegisters;
   table.numLanes = held.numLanes;
   table.numWarps = held.numWarps;
-  for (const std::vector<int64_t> &coords : held.coords)
-    table.offsets.push_back(tile.offsetOf(coords));
+  if (!tile.isLinear()) {
+    table.offsets.reserve(held.coords.size());
+    for (const std::vector<int64_t> &coords : held.coords)
+      table.offsets.push_back(tile.offsetOf(coords));
+    return table;
+  }
+  // An unpadded tile's offset is linear over GF(2) in the coordinates (toLinearLayout), and
+  // the coordinates are linear in the index (listHeldElements): each index's offset is that of
+  // the index with its lowest set bit cleared, XORed with that bit's. One offsetOf per bit,
+  // not per element (the conversion-tile search computes thousands of tables).
+  int64_t count = static_cast<int64_t>(held.coords.size());
+  table.offsets.assign(count, 0);
+  for (int64_t bit = 1; bit < count; bit <<= 1)
+    table.offsets[bit] = tile.offsetOf(held.coords[bit]);
+  for (int64_t index = 1; index < count; ++index)
+    if (index & (index - 1))
+      table.offsets[index] = table.offsets[index & (index - 1)] ^ table.offsets[index & -index];
   return table;
 }
 

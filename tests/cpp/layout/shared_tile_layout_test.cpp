@@ -106,6 +106,44 @@ TEST(SharedMemoryTest, OffsetTableMatchesOffsetLayout) {
   }
 }
 
+// computeSharedOffsets builds an unpadded tile's table from one offset per index bit (XORs):
+// every entry must still be offsetOf of the element it holds, for swizzled, column-blocked
+// and 3-D tiles, and for padded ones (computed element by element).
+TEST(SharedMemoryTest, OffsetTableIsOffsetOfEachElement) {
+  Rng rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    int rank = 2 + static_cast<int>(rng() % 2);
+    std::vector<int64_t> shape = layout_test::randomShape(rng, rank, 5);
+    HeldElements held =
+        listHeldElements(layout_test::randomBlocked(rng, rank, 4)->toLinearLayout(shape));
+    SharedTileLayout tile = SharedTileLayout::rowMajor(shape);
+    std::shuffle(tile.order.begin(), tile.order.end(), rng);
+    int64_t rowLength = shape[tile.order[0]];
+    switch (trial % 3) {
+    case 0: // swizzled
+      tile.vec =
+          static_cast<int>(std::min<int64_t>(rowLength, layout_test::randomPowerOfTwo(rng, 3)));
+      tile.maxPhase = static_cast<int>(rowLength / tile.vec);
+      tile.perPhase = layout_test::randomPowerOfTwo(rng, 2);
+      break;
+    case 1: // column blocks, swizzled within each
+      tile.blockCols = static_cast<int>(std::max<int64_t>(1, rowLength / 2));
+      tile.vec = static_cast<int>(std::min<int64_t>(tile.blockCols, 2));
+      tile.maxPhase = static_cast<int>(tile.blockCols / tile.vec);
+      break;
+    default: tile.padElements = 1 + static_cast<int>(rng() % 4); break;
+    }
+    SCOPED_TRACE(tile.str());
+    tile.verify();
+    SharedAccessTable table = computeSharedOffsets(held, tile);
+    ASSERT_EQ(table.offsets.size(), held.coords.size());
+    bool matches = true;
+    for (size_t i = 0; i < held.coords.size(); ++i)
+      matches &= table.offsets[i] == tile.offsetOf(held.coords[i]);
+    EXPECT_TRUE(matches);
+  }
+}
+
 TEST(SharedMemoryTest, ColumnAccessConflictsUnlessSwizzledOrPadded) {
   SharedAccessTable plain = computeSharedOffsets(columnAccess(), tile2D(32, 32, 1, 1, 1));
   std::vector<int> perRegister = countBankConflicts(plain);
