@@ -63,10 +63,10 @@ void lowerTensorMapCreate(KernelLowering &lowering, const ir::Operation &op) {
   size_t rank = box.size();
   int64_t elementBytes = op.operand(1)->type().pointee().bitWidth() / 8;
   llvm::Value *map = lowering.registersOf(op.operand(0))[0];
-  // $0: thread 0 or not, $1: the map, $2: the tensor's address, then the dims and strides.
-  std::vector<llvm::Value *> args{
-      b.CreateZExt(b.CreateICmpEQ(lowering.threadId(), lowering.i32(0)), b.getInt32Ty()), map,
-      lowering.registersOf(op.operand(1))[0]};
+  // $0: the issuing thread or not (the one that copies through the map: lower_tma.cpp), $1:
+  // the map, $2: the tensor's address, then the dims and strides.
+  std::vector<llvm::Value *> args{b.CreateZExt(lowering.issuer(), b.getInt32Ty()), map,
+                                  lowering.registersOf(op.operand(1))[0]};
   std::string constraints = "r,l,l";
   std::string text = "{ .reg .pred p; .reg .b32 z; setp.ne.b32 p, $0, 0; mov.b32 z, 0; ";
   for (int offset = 0; offset < 128; offset += 16)
