@@ -6,7 +6,7 @@ sides are first checked against the float64 references (``check``), then timed a
 benchmark size (``bench``) with CUDA events (median of ``do_bench``; each side's own
 ``do_bench``, with its L2 flush). The ratio is Triton's time over Tessera's: above 1 means
 Tessera is faster. Autotuned kernels are tuned on their first call, which stays out of the
-timing.
+timing; each row names the config each side's autotuner picked.
 
     python3 benchmarks/triton_compat.py [--json out.json] [--only name,...]
 """
@@ -31,6 +31,17 @@ def time_side(module, do_bench) -> float:
     return do_bench(lambda: fn(*args), return_mode="median")
 
 
+def tuned_configs(module) -> list:
+    """The config each autotuned kernel of the module picked (its best_config, Triton's
+    attribute on both sides), so that a row says whether both sides time the same tile."""
+    picked = []
+    for name in sorted(vars(module)):
+        config = getattr(getattr(module, name), "best_config", None)
+        if config is not None:
+            picked.append(f"{name}: {config}")
+    return picked
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the results here")
@@ -49,6 +60,8 @@ def main() -> None:
                 module = load(name)
                 module.check("cuda")
                 row[side + "_ms"] = time_side(module, bench)
+                if tuned_configs(module):
+                    row[side + "_configs"] = tuned_configs(module)
             except Exception as error:  # one failing side must not hide the other results
                 row[side + "_error"] = f"{type(error).__name__}: {error}".splitlines()[0][:200]
                 traceback.print_exc()
