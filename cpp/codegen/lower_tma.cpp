@@ -1,6 +1,7 @@
-// TMA and mbarrier ops -> inline PTX (sm_90a; the opt-in TESSERA_TMA path). One thread (thread
-// 0 of the CTA) initializes the mbarriers, arrives with the expected byte count and issues the
-// copies; every thread waits on the barrier's phase parity. A tma_load of a tile whose rows
+// TMA and mbarrier ops -> inline PTX (sm_90a; the TESSERA_TMA path). One thread (the lane of
+// warp 0 elect.sync chose at the kernel's entry: KernelLowering::issuer) initializes the
+// mbarriers, arrives with the expected byte count and issues the copies; every thread waits
+// on the barrier's phase parity. A tma_load of a tile whose rows
 // exceed the swizzle span (128 bytes) issues one box per 128-byte column block, each to its
 // block of the slot (SharedTileLayout::blockCols), so the bytes land exactly where the
 // pipeliner's wgmma layout (layout/swizzled_shared.h) puts them; the host encodes the same box

@@ -78,32 +78,9 @@ Value *binary(Builder &builder, OpCode code, Value *lhs, Value *rhs,
   return builder.create(code, {lhs, rhs}, {type}, std::move(attrs))->result();
 }
 
-/// Clones the schedule's ahead ops at the builder; `mapping` holds the induction variable and
-/// carried values of the iteration and receives the clones' results. A scalar load among them
-/// (an index read) is masked by `inRange`: iterations past the end read nothing (0).
+/// Clones the schedule's ahead ops at the builder (cloneAheadOps, cross_tile.h).
 void cloneAhead(Builder &builder, const LoopSchedule &schedule, Mapping &mapping, Value *inRange) {
-  for (Operation *op : schedule.aheadOps) {
-    std::vector<Value *> operands;
-    for (Value *operand : op->operands())
-      operands.push_back(mapped(mapping, operand));
-    if (op->code() == OpCode::Load) {
-      Type element = op->result()->type();
-      if (operands.size() == 1)
-        operands.push_back(inRange);
-      else
-        operands[1] = binary(builder, OpCode::AndI, operands[1], inRange);
-      if (operands.size() == 2)
-        operands.push_back(element.isFloat() ? builder.constantFloat(0.0, element)
-                                             : builder.constantInt(0, element));
-    }
-    std::vector<Type> types;
-    for (auto &result : op->results())
-      types.push_back(result->type());
-    Operation *copy = builder.create(op->code(), operands, types, op->attributes());
-    copy->setLocation(op->location());
-    for (unsigned i = 0; i < op->numResults(); ++i)
-      mapping[op->result(i)] = copy->result(i);
-  }
+  cloneAheadOps(builder, schedule.aheadOps, mapping, inRange);
 }
 
 /// One async_copy per pipelined load into `slot` of its ring (masked by `inRange` and the
