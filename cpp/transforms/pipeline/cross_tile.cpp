@@ -54,16 +54,18 @@ int64_t tileBytes(const Operation &load) {
   return elements * type.bitWidth() / 8;
 }
 
-/// Shared memory the tile loop's body needs besides the loop: its local_allocs and its
-/// largest scratch (an op's scratch is live at that op only).
-int64_t bodyBytes(Operation *outer, const Operation *loop) {
+/// Shared memory that may be live beside the rings: every buffer of the func (another loop's
+/// rings already hoisted before the tile loop, say) and the largest scratch of the tile
+/// loop's body outside the loop (an op's scratch is live at that op only).
+int64_t otherBytes(Operation *outer, const Operation *loop) {
+  Operation *func = outer;
+  while (func->parentOp())
+    func = func->parentOp();
   int64_t allocs = 0, scratch = 0;
-  outer->walk([&](Operation *op) {
-    if (op == outer || op == loop || op->isInside(loop))
-      return;
+  func->walk([&](Operation *op) {
     if (op->code() == OpCode::LocalAlloc)
       allocs += analysis::localAllocBytes(*op);
-    else
+    else if (op->isInside(outer) && op != loop && !op->isInside(loop))
       scratch = std::max(scratch, analysis::scratchBytes(*op));
   });
   return allocs + scratch;
@@ -184,7 +186,7 @@ CrossTilePlan crossTilePlan(const LoopSchedule &schedule) {
   for (const PipelinedLoad &pipelined : schedule.loads)
     ringBytes += tileBytes(*pipelined.load) * schedule.numStages;
   int64_t barrierBytes = 2 * 128;
-  if (ringBytes + barrierBytes + bodyBytes(outer, loop) > kSharedLimit)
+  if (ringBytes + barrierBytes + otherBytes(outer, loop) > kSharedLimit)
     return reject("the rings and the tile loop's other shared memory would not fit at once");
 
   for (auto &op : loop->body().operations())
