@@ -18,11 +18,17 @@ from tessera import interpreter
 from tessera._tessera import ir
 from tessera.compiler import ptxas
 from tessera.config import knobs
+from tessera.runtime import allocation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__)))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import persistent_descriptor_matmul as pdm  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_tma_device_ptx as device_tma  # noqa: E402
+
+fake_gpu = device_tma.fake_gpu  # the faked driver (a module fixture), as the TMA tests use it
 
 SMALL = pdm.GPU_CONFIGS[-1]
 
@@ -111,3 +117,24 @@ def run_and_check(kernel, shape, programs, rng):
     interpreter.run(ir.parse_module(kernel.asm["tgir"]), grid=(programs,), args=[a, b, c, m, n, k])
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-3
+
+
+@pytest.mark.parametrize("case", pdm.CASES, ids=pdm.CASE_IDS)
+def test_gpu_launches_compile_across_tiles(fake_gpu, case):
+    # tests/gpu/test_cross_tile.py's launches (the small config) through kernel[grid], the
+    # driver faked: the kernel each launch gets copies across tiles; one program per grid slot.
+    torch = fake_gpu.torch
+    m, n, k, programs = case
+    a, b, c = (torch.zeros(*s, dtype=torch.float16) for s in ((m, k), (k, n), (m, n)))
+    allocations = device_tma.Allocations(torch)
+    allocation.set_allocator(allocations)
+    try:
+        pdm.launch(a, b, c, SMALL, programs)
+    finally:
+        allocation.set_allocator(allocation.NullAllocator())
+        pdm.persistent_matmul_kernel._kernels.clear()  # the fixture's fake launchers
+    launched = fake_gpu.launches[-1][0]
+    tgir = launched.asm["tgir"]
+    start, end = tile_loop_span(tgir)
+    assert tgir.index("mbarrier_init") < start and tgir.rindex("mbarrier_inval") > end
+    assert allocations.calls == [(256 * programs, 128, 0)]  # A's and B's maps per program
