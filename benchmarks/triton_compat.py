@@ -7,7 +7,8 @@ benchmark size (``bench``) with CUDA events by one timer, in alternating rounds
 (``tessera.testing.do_bench_interleaved``: the median of 5 rounds' medians, L2 flushed before
 each run), so that the GPU's clock drift falls on both sides alike. The ratio is Triton's time
 over Tessera's: above 1 means Tessera is faster. Autotuned kernels are tuned on their first
-call, which stays out of the timing.
+call, which stays out of the timing; each row names the config each side's autotuner
+picked.
 
     python3 benchmarks/triton_compat.py [--json out.json] [--only name,...]
 """
@@ -34,6 +35,17 @@ def prepared(module):
     return lambda: fn(*args)
 
 
+def tuned_configs(module) -> list:
+    """The config each autotuned kernel of the module picked (its best_config, Triton's
+    attribute on both sides), so that a row says whether both sides time the same tile."""
+    picked = []
+    for name in sorted(vars(module)):
+        config = getattr(getattr(module, name), "best_config", None)
+        if config is not None:
+            picked.append(f"{name}: {config}")
+    return picked
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the results here")
@@ -50,6 +62,8 @@ def main() -> None:
                 module = load(name)
                 module.check("cuda")
                 runs[side] = prepared(module)
+                if tuned_configs(module):
+                    row[side + "_configs"] = tuned_configs(module)
             except Exception as error:  # one failing side must not hide the other results
                 row[side + "_error"] = f"{type(error).__name__}: {error}".splitlines()[0][:200]
                 traceback.print_exc()

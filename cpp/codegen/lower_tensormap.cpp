@@ -4,13 +4,14 @@
 //   global_scratch {offset}: scratch + program * global_scratch + offset, where scratch is the
 //     kernel's last parameter and `program` the linear CTA id (x fastest), so each program
 //     owns global_scratch bytes of the launcher's allocation (grid size times that);
-//   tensormap_create: thread 0 of the CTA zeroes the 128 bytes (st.global), sets every field
+//   tensormap_create: the issuing thread (KernelLowering::issuer, one elected thread of warp
+//     0) zeroes the 128 bytes (st.global), sets every field
 //     the TMA reads with tensormap.replace.tile.*.global (address, rank - 1, box, dims, byte
 //     strides, element strides 1, element type, interleave none, swizzle, fill), then makes
 //     the writes visible to the tensor-map proxy: fence.proxy.tensormap::generic.release.gpu,
 //     and fence.proxy.tensormap::generic.acquire.gpu on the map before its first use.
 //
-// The copies that use the map are issued by thread 0 as well (lower_tma.cpp), so the writer,
+// The copies that use the map are issued by the same thread (lower_tma.cpp), so the writer,
 // the fences and the TMA instructions are in one thread's program order: no bar.sync is
 // needed between them. Fields no tensormap.replace names (L2 promotion, OOB compute) stay 0.
 // PTX ISA >= 8.6 (codegen emits .version 8.6) takes global strides in bytes.
@@ -63,10 +64,10 @@ void lowerTensorMapCreate(KernelLowering &lowering, const ir::Operation &op) {
   size_t rank = box.size();
   int64_t elementBytes = op.operand(1)->type().pointee().bitWidth() / 8;
   llvm::Value *map = lowering.registersOf(op.operand(0))[0];
-  // $0: thread 0 or not, $1: the map, $2: the tensor's address, then the dims and strides.
-  std::vector<llvm::Value *> args{
-      b.CreateZExt(b.CreateICmpEQ(lowering.threadId(), lowering.i32(0)), b.getInt32Ty()), map,
-      lowering.registersOf(op.operand(1))[0]};
+  // $0: the issuing thread or not (the one that copies through the map: lower_tma.cpp), $1:
+  // the map, $2: the tensor's address, then the dims and strides.
+  std::vector<llvm::Value *> args{b.CreateZExt(lowering.issuer(), b.getInt32Ty()), map,
+                                  lowering.registersOf(op.operand(1))[0]};
   std::string constraints = "r,l,l";
   std::string text = "{ .reg .pred p; .reg .b32 z; setp.ne.b32 p, $0, 0; mov.b32 z, 0; ";
   for (int offset = 0; offset < 128; offset += 16)

@@ -1,6 +1,7 @@
-// TMA and mbarrier ops -> inline PTX (sm_90a; the opt-in TESSERA_TMA path). One thread (thread
-// 0 of the CTA) initializes the mbarriers, arrives with the expected byte count and issues the
-// copies; every thread waits on the barrier's phase parity. A tma_load of a tile whose rows
+// TMA and mbarrier ops -> inline PTX (sm_90a; the TESSERA_TMA path). One thread (the lane of
+// warp 0 elect.sync chose at the kernel's entry: KernelLowering::issuer) initializes the
+// mbarriers, arrives with the expected byte count and issues the copies; every thread waits
+// on the barrier's phase parity. A tma_load of a tile whose rows
 // exceed the swizzle span (128 bytes) issues one box per 128-byte column block, each to its
 // block of the slot (SharedTileLayout::blockCols), so the bytes land exactly where the
 // pipeliner's wgmma layout (layout/swizzled_shared.h) puts them; the host encodes the same box
@@ -10,6 +11,7 @@
 #include "analysis/shared_footprint.h"
 #include "codegen/lower_debug.h"
 #include "ir/diagnostics.h"
+#include "layout/dot_operand.h"
 #include "layout/swizzled_shared.h"
 
 #include <llvm/IR/InlineAsm.h>
@@ -42,14 +44,26 @@ llvm::Value *barrierAddress(KernelLowering &lowering, const ir::Operation &op, u
   return b.CreateAdd(base, b.CreateMul(slot, lowering.i32(8)));
 }
 
-/// i32 1 in the issuing thread (thread 0 of the CTA, or the first producer thread inside a
-/// warp_specialize region) where `predicate` (may be null) holds, else 0.
+/// i32 1 in the issuing thread (one elected thread of warp 0, or of the first producer warp
+/// inside a warp_specialize region: KernelLowering::issuer) where `predicate` (may be null)
+/// holds, else 0.
 llvm::Value *leader(KernelLowering &lowering, llvm::Value *predicate) {
   llvm::IRBuilder<> &b = lowering.builder();
-  llvm::Value *first = b.CreateICmpEQ(lowering.threadId(), lowering.i32(lowering.issuerThread()));
+  llvm::Value *first = lowering.issuer();
   if (predicate)
     first = b.CreateAnd(first, predicate);
   return b.CreateZExt(first, b.getInt32Ty());
+}
+
+/// Whether some thread reads `ring` through the generic proxy: a local_load into registers
+/// (ldmatrix, ld.shared). A wgmma reads its shared operand through the async proxy itself,
+/// as the TMA writes it (lower_shared_buffers.cpp: such a local_load loads nothing).
+bool readThroughGenericProxy(const ir::Value *ring) {
+  for (const ir::Operation *user : ring->users())
+    if (user->code() == ir::OpCode::LocalLoad &&
+        !isWgmmaOperand(user->result()->type().encoding().get()))
+      return true;
+  return false;
 }
 
 const char *const kIfLeader = "{ .reg .pred p; setp.ne.b32 p, $0, 0; ";
@@ -100,10 +114,13 @@ void lowerTmaLoad(KernelLowering &lowering, const ir::Operation &op) {
   llvm::Value *map = lowering.registersOf(op.operand(0))[0];
   llvm::Value *row = lowering.registersOf(op.operand(5))[0];
   llvm::Value *column = lowering.registersOf(op.operand(6))[0];
-  // The slot was last read before the barrier that precedes this copy, possibly through the
-  // generic proxy (ldmatrix, when the dot is not on wgmma): order those reads before the
-  // async proxy's writes.
-  emitAsm(lowering, std::string(kIfLeader) + "@p fence.proxy.async.shared::cta; }", "r", {first});
+  // The slot was last read before the barrier (or the empty mbarrier) that precedes this
+  // copy. Through the generic proxy (ldmatrix, when the dot is not on wgmma), those reads are
+  // ordered before the async proxy's writes by a proxy fence. Read by wgmma only, they are
+  // async-proxy reads already: no fence (as Triton's and CUTLASS's TMA mainloops; the fence
+  // is a MEMBAR.ALL.CTA in SASS, in front of each of the issuing thread's copies).
+  if (readThroughGenericProxy(op.operand(1)))
+    emitAsm(lowering, std::string(kIfLeader) + "@p fence.proxy.async.shared::cta; }", "r", {first});
   for (int64_t box = 0; box < boxes; ++box) // TMA coordinates: innermost dim first
     emitAsm(lowering,
             std::string(kIfLeader) +

@@ -165,6 +165,13 @@ public:
   /// The thread that issues TMA copies and arrives with expect_tx: thread 0, or the first
   /// producer thread inside a warp_specialize region (lower_warp_specialize.cpp).
   int issuerThread() const { return issuerThread_; }
+  /// i1, true in one thread of issuerThread()'s warp: the lane elect.sync chose there, at the
+  /// kernel's entry (every warp converged), once per warp asked for, so every op that asks
+  /// gets the same thread. Not `tid == issuerThread()`: ptxas cannot tell that such a
+  /// predicate holds in one thread, and wraps each TMA instruction (whose operands must be
+  /// warp-uniform) in a loop over the threads where it holds (ELECT + BRA.U.ANY), where an
+  /// elected predicate lets it issue the copy once (as Triton's and CUTLASS's elect_one_sync).
+  llvm::Value *issuer();
   /// Lowers a warp_specialize op: the producer warps run its region and exit, the consumer
   /// warps go on (lower_warp_specialize.cpp).
   void lowerWarpSpecialize(const ir::Operation &op);
@@ -251,6 +258,8 @@ private:
   std::vector<PendingWgmma> pendingWgmma_; // in commit order
   std::map<std::string, LinearLayout> layouts_;
   llvm::Value *threadId_ = nullptr, *laneId_ = nullptr, *warpId_ = nullptr;
+  llvm::Value *elected_ = nullptr;       // elect.sync's predicate at the entry
+  std::map<int, llvm::Value *> issuers_; // issuer() per issuing warp
   llvm::GlobalVariable *sharedMemory_ = nullptr;
   int64_t sharedBytes_ = 0; // the func's shared_size (allocate_shared)
   llvm::Value *sharedAt(const ir::Operation &op, int64_t offset, int64_t bytes);

@@ -115,6 +115,8 @@ llvm::Value *KernelLowering::callIntrinsic(llvm::Intrinsic::ID id,
 void KernelLowering::emitThreadIds() {
   threadId_ = callIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {});
   threadId_->setName("tid");
+  elected_ = nullptr;
+  issuers_.clear();
 }
 
 llvm::IRBuilder<> KernelLowering::builderAfterThreadId() {
@@ -144,6 +146,27 @@ llvm::Value *KernelLowering::warpId() {
                                "warp");
   }
   return warpId_;
+}
+
+llvm::Value *KernelLowering::issuer() {
+  int warp = issuerThread_ / 32;
+  llvm::Value *&issuer = issuers_[warp];
+  if (!issuer) {
+    if (!elected_) {
+      llvm::IRBuilder<> entry = builderAfterThreadId();
+      llvm::Function *elect =
+          llvm::Intrinsic::getOrInsertDeclaration(&module_, llvm::Intrinsic::nvvm_elect_sync);
+      elected_ = entry.CreateExtractValue(entry.CreateCall(elect, {i32(-1)}), {1}, "elected");
+    }
+    // Right after the election (it follows the thread id, so this dominates every use too).
+    auto *election = llvm::cast<llvm::Instruction>(elected_);
+    llvm::IRBuilder<> entry(election->getParent());
+    if (llvm::Instruction *next = election->getNextNode())
+      entry.SetInsertPoint(next);
+    llvm::Value *inWarp = entry.CreateICmpEQ(entry.CreateLShr(threadId_, 5), i32(warp));
+    issuer = entry.CreateAnd(inWarp, elected_, "issuer");
+  }
+  return issuer;
 }
 
 llvm::Value *KernelLowering::sharedAt(const ir::Operation &op, int64_t offset, int64_t bytes) {

@@ -100,12 +100,14 @@ KNOBS: dict[str, Knob[Any]] = {
                           "Let a wgmma dot run on the tensor cores while the ops after it that "
                           "do not need its result execute, waiting at its first use (off: wait "
                           "right after each dot, e.g. to compare). Part of the cache key."),
-    "wgmma_pipeline": Knob("TESSERA_WGMMA_PIPELINE", False, _parse_bool,
+    "wgmma_pipeline": Knob("TESSERA_WGMMA_PIPELINE", True, _parse_bool,
                            "Keep a pipelined loop's wgmma product in flight across iterations "
-                           "(cp.async and TMA rings, sm_90a): a step's copies wait for the "
-                           "previous product only, behind a barrier after the step's product "
+                           "(cp.async and TMA rings, sm_90a), as Triton's and CUTLASS's "
+                           "mainloops: a step's copies wait for the previous product only, "
+                           "behind a barrier after the step's product "
                            "(docs/perf/wgmma_across_iterations.md; needs wgmma_overlap). Off: "
-                           "every step waits for its product. Part of the cache key."),
+                           "every step waits for its product (the tensor cores idle from its "
+                           "end to the next step's first product). Part of the cache key."),
     "tma": Knob("TESSERA_TMA", True, _parse_bool,
                 "The Hopper path for tensor descriptors (sm_90a only), on by default as in "
                 "Triton: host TensorDescriptor arguments also pass a CUtensorMap, device-side "

@@ -59,7 +59,7 @@ class LaunchOptions:
     # TESSERA_WGMMA, _OVERLAP and _PIPELINE when the launch is made (their defaults here).
     wgmma: bool = True
     wgmma_overlap: bool = True
-    wgmma_pipeline: bool = False
+    wgmma_pipeline: bool = True
 
     def compile_options(self, arch: str):
         """The CompileOptions of this launch for ``arch``."""

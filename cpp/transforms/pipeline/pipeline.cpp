@@ -38,7 +38,9 @@
 // copies with TMA and waits on an mbarrier per slot instead of cp.async groups (tma.h); such
 // loads need no per-thread runs (ragged shapes), as the TMA copies boxes. A loop the TMA plan
 // rejects is scheduled again for cp.async, and a descriptor load no TMA plan took drops its
-// tensor map: it is the plain masked load.
+// tensor map: it is the plain masked load. A TMA loop in the tile loop of a persistent kernel
+// that asks for it (tl.range(flatten=True)) copies across tiles (cross_tile.h).
+#include "transforms/pipeline/cross_tile.h"
 #include "transforms/pipeline/device_tensor_maps.h"
 #include "transforms/pipeline/schedule.h"
 #include "transforms/pipeline/tma.h"
@@ -61,8 +63,6 @@ using namespace ir;
 
 namespace {
 
-using Mapping = std::map<Value *, Value *>;
-
 Value *mapped(const Mapping &mapping, Value *value) {
   auto it = mapping.find(value);
   return it == mapping.end() ? value : it->second;
@@ -78,32 +78,9 @@ Value *binary(Builder &builder, OpCode code, Value *lhs, Value *rhs,
   return builder.create(code, {lhs, rhs}, {type}, std::move(attrs))->result();
 }
 
-/// Clones the schedule's ahead ops at the builder; `mapping` holds the induction variable and
-/// carried values of the iteration and receives the clones' results. A scalar load among them
-/// (an index read) is masked by `inRange`: iterations past the end read nothing (0).
+/// Clones the schedule's ahead ops at the builder (cloneAheadOps, cross_tile.h).
 void cloneAhead(Builder &builder, const LoopSchedule &schedule, Mapping &mapping, Value *inRange) {
-  for (Operation *op : schedule.aheadOps) {
-    std::vector<Value *> operands;
-    for (Value *operand : op->operands())
-      operands.push_back(mapped(mapping, operand));
-    if (op->code() == OpCode::Load) {
-      Type element = op->result()->type();
-      if (operands.size() == 1)
-        operands.push_back(inRange);
-      else
-        operands[1] = binary(builder, OpCode::AndI, operands[1], inRange);
-      if (operands.size() == 2)
-        operands.push_back(element.isFloat() ? builder.constantFloat(0.0, element)
-                                             : builder.constantInt(0, element));
-    }
-    std::vector<Type> types;
-    for (auto &result : op->results())
-      types.push_back(result->type());
-    Operation *copy = builder.create(op->code(), operands, types, op->attributes());
-    copy->setLocation(op->location());
-    for (unsigned i = 0; i < op->numResults(); ++i)
-      mapping[op->result(i)] = copy->result(i);
-  }
+  cloneAheadOps(builder, schedule.aheadOps, mapping, inRange);
 }
 
 /// One async_copy per pipelined load into `slot` of its ring (masked by `inRange` and the
@@ -264,7 +241,10 @@ Rings createRings(Builder &builder, const LoopSchedule &schedule, bool tma, cons
   return rings;
 }
 
-void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, const Module &module) {
+/// `cross`: the loop's copies run ahead into the next iteration of its tile loop
+/// (cross_tile.h; TMA, not specialized).
+void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, const Module &module,
+                  const CrossTilePlan *cross) {
   Operation *loop = schedule.loop;
   Block &body = loop->body();
   Operation *yield = body.terminator();
@@ -283,6 +263,11 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
     atEntry.setLocation(loop->location());
     made = createRings(atEntry, schedule, true, module);
     buildProducer(atEntry, schedule, made.slots, made.full, made.empty, module);
+  } else if (cross) { // live across the tile loop: its copies continue into the next tile
+    Builder atOuter;
+    atOuter.setInsertionPoint(cross->outer);
+    atOuter.setLocation(loop->location());
+    made = createRings(atOuter, schedule, true, module);
   } else {
     made = createRings(builder, schedule, tma, module);
   }
@@ -299,12 +284,18 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
 
   // Plan step 2: iterations 0 .. D-1; `state` ends holding the carried values of iteration D.
   // Their slots are fresh: no wait for a release (the barriers' init ordered earlier uses of
-  // the ring's bytes, with its bar.sync).
+  // the ring's bytes, with its bar.sync). Across tiles, the stages the previous tile did not
+  // copy, after their slots' release (beginCrossTile).
   Mapping state;
   for (unsigned carried : schedule.aheadCarried)
     state[body.argument(carried + 1)] = loop->operand(3 + carried);
+  CrossTile tile;
+  if (cross)
+    tile = beginCrossTile(*cross, schedule,
+                          [&](Builder &at, const Mapping &mapping, Value *slot, Value *inRange,
+                              Value *parity) { issue(at, mapping, slot, inRange, parity); });
   Value *iv = lower;
-  for (int j = 0; j < distance && !specialized; ++j) {
+  for (int j = 0; j < distance && !specialized && !cross; ++j) {
     if (j > 0)
       iv = binary(builder, OpCode::AddI, iv, step);
     Mapping mapping = state;
@@ -327,17 +318,23 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
     ahead[argument] = body.addArgument(argument->type());
     loop->addResult(argument->type());
   }
-  auto carry = [&](int64_t init) {
-    operands.push_back(constant(builder, init, Type::i32()));
+  auto carry = [&](Value *init) {
+    operands.push_back(init);
     loop->addResult(Type::i32());
     return body.addArgument(Type::i32());
   };
-  Value *readSlot = carry(0);
-  Value *writeSlot = specialized ? nullptr : carry(distance);
-  Value *phase = tma ? carry(0) : nullptr;
+  // Across tiles, each starts where the tiles before left the ring (ringStateAt).
+  RingState start{};
+  if (cross)
+    start = ringStateAt(builder, tile, numStages);
+  auto i32 = [&](int64_t value) { return constant(builder, value, Type::i32()); };
+  Value *readSlot = carry(cross ? start.readSlot : i32(0));
+  unsigned readSlotResult = loop->numResults() - 1;
+  Value *writeSlot = specialized ? nullptr : carry(cross ? start.writeSlot : i32(distance));
+  Value *phase = tma ? carry(cross ? start.readPhase : i32(0)) : nullptr;
   // A fresh barrier's wait for parity 1 returns at once (the phase "before" the first): the
   // first write of each slot needs no release.
-  Value *emptyPhase = tma && !specialized ? carry(1) : nullptr;
+  Value *emptyPhase = tma && !specialized ? carry(cross ? start.emptyPhase : i32(1)) : nullptr;
   loop->setOperands(operands);
 
   // Where iteration k + D's copies go (below), decided on the body as the user wrote it.
@@ -380,11 +377,18 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
     }
     issueAt.setLocation(loop->location());
     Value *aheadIv = binary(issueAt, OpCode::AddI, body.argument(0), aheadOffset);
-    ahead[body.argument(0)] = aheadIv;
-    Value *inRange =
-        binary(issueAt, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
-    cloneAhead(issueAt, schedule, ahead, inRange);
-    issue(issueAt, ahead, writeSlot, inRange, emptyPhase);
+    if (cross) { // past this tile's end, the next tile's first steps
+      Mapping across;
+      Value *inRange = aheadAcrossTiles(issueAt, tile, schedule, aheadIv, across);
+      cloneAheadOps(issueAt, cross->aheadOps, across, inRange);
+      issue(issueAt, across, writeSlot, inRange, emptyPhase);
+    } else {
+      ahead[body.argument(0)] = aheadIv;
+      Value *inRange =
+          binary(issueAt, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
+      cloneAhead(issueAt, schedule, ahead, inRange);
+      issue(issueAt, ahead, writeSlot, inRange, emptyPhase);
+    }
   }
 
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
@@ -429,7 +433,29 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
   // Plan step 4.
   Builder after;
   after.setInsertionPointAfter(loop);
-  if (tma) {
+  if (cross) {
+    // With products in flight, step k released step k - 1's slot: the last step's is released
+    // here (the loop's exit waited for its product), before the next tile's copies need it.
+    if (product) {
+      Value *last = loop->result(readSlotResult); // (g + n) % S: the slot after the last read
+      Value *wraps = binary(after, OpCode::CmpI, last, constant(after, 0, Type::i32()),
+                            {{"predicate", std::string("eq")}});
+      Value *previous = binary(after, OpCode::SubI, last, constant(after, 1, Type::i32()));
+      previous =
+          after
+              .create(OpCode::Select,
+                      {wraps, constant(after, numStages - 1, Type::i32()), previous}, {Type::i32()})
+              ->result();
+      Value *ran = binary(after, OpCode::CmpI, tile.iterations, constant(after, 0, Type::i32()),
+                          {{"predicate", std::string("sgt")}});
+      after.create(OpCode::MBarrierArrive, {empty, previous, ran}, {},
+                   {{"wgmma_pending", int64_t(0)}});
+    }
+    Builder afterOuter;
+    afterOuter.setInsertionPointAfter(cross->outer);
+    afterOuter.create(OpCode::MBarrierInval, {barriers}, {});
+    afterOuter.create(OpCode::MBarrierInval, {empty}, {});
+  } else if (tma) {
     after.create(OpCode::MBarrierInval, {barriers}, {});
     after.create(OpCode::MBarrierInval, {empty}, {});
   } else {
@@ -456,8 +482,14 @@ void pipelineLoops(Module &module) {
       // A loop that asks for it (or every loop, the module's warp_specialize) gets a producer
       // warpgroup where specializationRejection accepts it, else the plan above.
       bool specialized = tma && specializationRejection(schedule, module).empty();
+      // A loop in a tile loop that asks for it (tl.range(flatten=True)) copies across tiles.
+      CrossTilePlan cross;
+      Operation *outer = loop->parentOp();
+      if (tma && !specialized && outer && outer->hasAttr("flatten") &&
+          outer->intAttr("flatten") == 1)
+        cross = crossTilePlan(schedule);
       if (schedule.isPipelined())
-        pipelineLoop(schedule, tma, specialized, module);
+        pipelineLoop(schedule, tma, specialized, module, cross.outer ? &cross : nullptr);
     }
     dropUnusedTensorMaps(*func);
   }

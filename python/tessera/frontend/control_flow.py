@@ -358,6 +358,8 @@ class ControlFlowMixin:
                  if value is not None}
         if getattr(loop, "warp_specialize", False):  # the pipeliner's producer warpgroup
             attrs["warp_specialize"] = 1
+        if getattr(loop, "flatten", False):  # the pipeliner may copy across its iterations
+            attrs["flatten"] = 1
         inits = [liveins[n] for n in carried]
         init_handles = _handles(inits)
         for_op = self.builder.create("for", [lb.handle, ub.handle, stride.handle] + init_handles,

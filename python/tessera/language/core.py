@@ -681,12 +681,14 @@ class static_range:
 class range:
     """A runtime loop, as Python's ``range`` inside a kernel: ``for i in tl.range(0, n, 2):``
     becomes an IR ``for``. ``num_stages`` is a hint for the software pipeliner (honoured);
-    ``loop_unroll_factor`` is recorded on the loop. Triton's other hints are accepted and
-    change nothing here: ``disallow_acc_multi_buffer`` (Tessera never multi-buffers a dot's
-    accumulator) and ``flatten`` (nested loops are not flattened). ``warp_specialize`` gives
-    a TMA-pipelined loop (TESSERA_TMA, sm_90a) a producer warpgroup that issues its copies
-    (docs/perf/warp_specialization.md); a loop that cannot be specialized keeps the plain
-    pipeline. Example:
+    ``loop_unroll_factor`` is recorded on the loop. ``disallow_acc_multi_buffer`` is accepted
+    and changes nothing (Tessera never multi-buffers a dot's accumulator). ``flatten`` lets a
+    TMA-pipelined loop nested in this one copy across its iterations (a persistent kernel's
+    tile loop: the next tile's first stages are copied during this tile's last steps and
+    epilogue, as Triton's fused loop nest pipelines across tiles; the loops are not fused:
+    docs/perf/matmul_sass.md). ``warp_specialize`` gives a TMA-pipelined loop (TESSERA_TMA,
+    sm_90a) a producer warpgroup that issues its copies (docs/perf/warp_specialization.md);
+    a loop that cannot be specialized keeps the plain pipeline. Example:
     ``for k in tl.range(0, K, BLOCK_K, num_stages=3):``."""
 
     def __init__(self, arg1: Any, arg2: Any = None, step: Any = None,

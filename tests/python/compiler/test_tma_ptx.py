@@ -89,6 +89,11 @@ def check_tma_matmul(kernel, meta, device=False):
     else:
         assert waits[0] < expects[-1] < min(wgmma)
     assert max(wgmma) < min(invals)
+    # One issuing thread, chosen once by elect.sync (ptxas issues each copy once, where a
+    # `tid == 0` predicate had it loop over the threads the predicate might hold in), and no
+    # proxy fence before the copies: wgmma reads the slots through the async proxy too.
+    assert len(positions(ptx, r"elect\.sync")) == 1
+    assert not positions(ptx, r"fence\.proxy\.async\b")
     # One mbarrier per stage: the expect_tx and wait addresses are 8 bytes apart per slot.
     tgir = kernel.asm["tgir"]
     barriers = re.search(r"local_alloc \{offset = (\d+)\} : \(\) -> tensor<(\d+)xi64", tgir)

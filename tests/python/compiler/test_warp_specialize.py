@@ -34,9 +34,11 @@ from test_tma_ptx import check_tma_matmul, fake_gpu, positions  # noqa: E402,F40
 CONFIG_IDS = dm.CONFIG_IDS
 
 
-def compile_matmul(meta, specialize=True, pipeline=False, size=512, kernel=None, **constexprs):
+def compile_matmul(meta, specialize=True, pipeline=None, size=512, kernel=None, **constexprs):
+    """``pipeline``: knobs.wgmma_pipeline for this compile (None: the knob's current value)."""
     a = np.zeros((size, size), np.float16)
     kernel = kernel or dm.descriptor_matmul_kernel
+    pipeline = bool(knobs.wgmma_pipeline) if pipeline is None else pipeline
     with knobs.scope(tma=True, always_compile=True, warp_specialize=specialize,
                      wgmma_pipeline=pipeline):
         return kernel.compile(*dm.descriptors(a, a, a, meta), size, arch="sm_90a", **meta,
