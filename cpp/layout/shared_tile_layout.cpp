@@ -181,6 +181,7 @@ SharedAccessTable computeSharedOffsets(const HeldElements &held, const SharedTil
   // the index with its lowest set bit cleared, XORed with that bit's. One offsetOf per bit,
   // not per element (the conversion-tile search computes thousands of tables).
   int64_t count = static_cast<int64_t>(held.coords.size());
+  table.linear = true;
   table.offsets.assign(count, 0);
   for (int64_t bit = 1; bit < count; bit <<= 1)
     table.offsets[bit] = tile.offsetOf(held.coords[bit]);
@@ -206,9 +207,9 @@ struct AccessCost {
   int phases = 0;     // cycles it would take without conflicts
 };
 
-/// One AccessCost per access of one warp (see countBankConflicts for the model).
-std::vector<AccessCost> simulateWarp(const SharedAccessTable &table,
-                                     const BankConflictOptions &options) {
+/// Lanes served together: wide accesses are split into phases of lanes that together move at
+/// most 128 bytes. Throws for options the model does not cover.
+int lanesPerPhaseOf(const SharedAccessTable &table, const BankConflictOptions &options) {
   int bytesPerLane = options.elemBytes * options.vectorWidth;
   if (!isPowerOfTwo(options.elemBytes) || !isPowerOfTwo(options.vectorWidth) || bytesPerLane > 16 ||
       table.numRegisters % options.vectorWidth != 0)
@@ -216,10 +217,13 @@ std::vector<AccessCost> simulateWarp(const SharedAccessTable &table,
                                 "vectorWidth must divide the register count");
   if (options.warp < 0 || options.warp >= table.numWarps)
     throw std::invalid_argument("countBankConflicts: no warp " + std::to_string(options.warp));
+  return bytesPerLane <= kBankBytes ? kNumBanks : kNumBanks * kBankBytes / bytesPerLane;
+}
 
-  // Wide accesses are split into phases of lanes that together move at most 128 bytes.
-  int lanesPerPhase =
-      bytesPerLane <= kBankBytes ? kNumBanks : kNumBanks * kBankBytes / bytesPerLane;
+/// One AccessCost per access of one warp (see countBankConflicts for the model).
+std::vector<AccessCost> simulateWarp(const SharedAccessTable &table,
+                                     const BankConflictOptions &options) {
+  int lanesPerPhase = lanesPerPhaseOf(table, options);
   std::vector<AccessCost> costs;
   std::vector<int64_t> words; // reused: the distinct 4-byte words of one phase
   for (int first = 0; first < table.numRegisters; first += options.vectorWidth) {
@@ -263,8 +267,58 @@ int totalBankConflicts(const SharedAccessTable &table, const BankConflictOptions
   return measureSharedAccesses(table, options).conflicts;
 }
 
+namespace {
+
+/// Rank over GF(2) of bit vectors.
+int rankOf(std::vector<uint64_t> vectors) {
+  int rank = 0;
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    if (vectors[i] == 0)
+      continue;
+    ++rank;
+    uint64_t pivot = vectors[i] & -vectors[i]; // its lowest set bit
+    for (size_t j = i + 1; j < vectors.size(); ++j)
+      if (vectors[j] & pivot)
+        vectors[j] ^= vectors[i];
+  }
+  return rank;
+}
+
+/// measureSharedAccesses of a linear table. One phase of one access reads the indices
+/// first ^ r (r < vectorWidth) of lanes phaseStart ^ l (l < the phase's lanes): a coset of the
+/// subspace those low register and lane bits span. Its 4-byte words (offset * elemBytes / 4,
+/// plus the further words of an 8- or 16-byte element) are then a coset of a subspace W, and
+/// the banks (a word's low 5 bits) a coset of W's projection P(W). Every bank it reaches holds
+/// |W ∩ ker P| = 2^(dim W - dim P(W)) of its distinct words: the wavefronts of every phase of
+/// every access, whatever the coset.
+SharedAccessCost measureLinearAccesses(const SharedAccessTable &table,
+                                       const BankConflictOptions &options, int lanesPerPhase) {
+  auto wordOf = [&](int64_t offset) {
+    return static_cast<uint64_t>(offset * options.elemBytes) / kBankBytes;
+  };
+  std::vector<uint64_t> words;
+  for (int reg = 1; reg < options.vectorWidth; reg <<= 1)
+    words.push_back(wordOf(table.offset(reg, 0, 0)));
+  int phaseLanes = std::min(table.numLanes, lanesPerPhase);
+  for (int lane = 1; lane < phaseLanes; lane <<= 1)
+    words.push_back(wordOf(table.offset(0, lane, 0)));
+  for (int word = 1; word < options.elemBytes / kBankBytes; word <<= 1)
+    words.push_back(static_cast<uint64_t>(word));
+  std::vector<uint64_t> banks;
+  for (uint64_t word : words)
+    banks.push_back(word % kNumBanks);
+  int perPhase = 1 << (rankOf(words) - rankOf(banks));
+  int phases = (table.numRegisters / options.vectorWidth) *
+               ((table.numLanes + lanesPerPhase - 1) / lanesPerPhase);
+  return {phases * perPhase, phases * (perPhase - 1)};
+}
+
+} // namespace
+
 SharedAccessCost measureSharedAccesses(const SharedAccessTable &table,
                                        const BankConflictOptions &options) {
+  if (table.linear)
+    return measureLinearAccesses(table, options, lanesPerPhaseOf(table, options));
   SharedAccessCost total;
   for (const AccessCost &cost : simulateWarp(table, options)) {
     total.wavefronts += cost.wavefronts;

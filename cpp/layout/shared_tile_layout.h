@@ -59,6 +59,10 @@ struct SharedAccessTable {
   int numWarps = 0;
   /// Indexed [(warp * numLanes + lane) * numRegisters + register].
   std::vector<int64_t> offsets;
+  /// The offsets are linear over GF(2) in the index (offset(a ^ b) = offset(a) ^ offset(b)),
+  /// as computeSharedOffsets makes them for an unpadded tile: measureSharedAccesses then counts
+  /// from the offsets of the index bits instead of simulating every access.
+  bool linear = false;
 
   int64_t offset(int reg, int lane, int warp) const {
     return offsets[(static_cast<int64_t>(warp) * numLanes + lane) * numRegisters + reg];
@@ -112,6 +116,8 @@ struct SharedAccessCost {
   /// Sum of countBankConflicts.
   int conflicts = 0;
 };
+/// The totals of countBankConflicts' simulation; for a `linear` table, computed from the
+/// index bits (the same counts: tests/cpp/layout/shared_tile_layout_test.cpp).
 SharedAccessCost measureSharedAccesses(const SharedAccessTable &table,
                                        const BankConflictOptions &options = {});
 

@@ -144,6 +144,45 @@ TEST(SharedMemoryTest, OffsetTableIsOffsetOfEachElement) {
   }
 }
 
+// measureSharedAccesses counts a linear table's wavefronts from its index bits: the counts
+// must be the simulator's, for any layout (broadcasts too), swizzle, element size and width.
+TEST(SharedMemoryTest, LinearCountsMatchTheSimulation) {
+  Rng rng(6);
+  int compared = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    int rank = 1 + static_cast<int>(rng() % 2);
+    std::vector<int64_t> shape = layout_test::randomShape(rng, rank, 7);
+    LinearLayout layout = layout_test::randomBlocked(rng, rank, 4)->toLinearLayout(shape);
+    SharedTileLayout tile = SharedTileLayout::rowMajor(shape);
+    if (rank == 2) {
+      int64_t rowLength = shape[tile.order[0]];
+      tile.vec =
+          static_cast<int>(std::min<int64_t>(rowLength, layout_test::randomPowerOfTwo(rng, 3)));
+      tile.maxPhase = static_cast<int>(
+          std::min<int64_t>(rowLength / tile.vec, layout_test::randomPowerOfTwo(rng, 3)));
+      tile.perPhase = layout_test::randomPowerOfTwo(rng, 2);
+    }
+    SharedAccessTable table = computeSharedOffsets(layout, tile);
+    ASSERT_TRUE(table.linear);
+    SharedAccessTable simulated = table;
+    simulated.linear = false;
+    BankConflictOptions options;
+    options.elemBytes = layout_test::randomPowerOfTwo(rng, 3);
+    options.vectorWidth = std::min(layout_test::randomPowerOfTwo(rng, 3), 16 / options.elemBytes);
+    options.warp = static_cast<int>(rng() % table.numWarps);
+    if (table.numRegisters % options.vectorWidth != 0)
+      continue;
+    SCOPED_TRACE(layout.str() + " " + tile.str() + " bytes " + std::to_string(options.elemBytes) +
+                 " width " + std::to_string(options.vectorWidth));
+    SharedAccessCost fast = measureSharedAccesses(table, options);
+    SharedAccessCost slow = measureSharedAccesses(simulated, options);
+    EXPECT_EQ(fast.wavefronts, slow.wavefronts);
+    EXPECT_EQ(fast.conflicts, slow.conflicts);
+    ++compared;
+  }
+  EXPECT_GT(compared, 200);
+}
+
 TEST(SharedMemoryTest, ColumnAccessConflictsUnlessSwizzledOrPadded) {
   SharedAccessTable plain = computeSharedOffsets(columnAccess(), tile2D(32, 32, 1, 1, 1));
   std::vector<int> perRegister = countBankConflicts(plain);
