@@ -76,8 +76,9 @@ def test_with_noise_ranks_alone_differ_and_ranks_together_agree(tmp_path, world)
     alone = run_ranks(world, tune_sizes(noise_spec=(3.0, 1), distributed=False), tmp_path / "a")
     differing = [n for n in map(str, SIZES) if len({r["chosen"][n] for r in alone}) > 1]
     assert differing, "the noise should make ranks tuning alone disagree"
-    for result in alone:                                   # alone, each rank times everything
-        assert sorted(result["benched"]) == sorted(list(range(16)) * len(SIZES))
+    for result in alone:    # alone, each rank times everything (close finalists again: _refine)
+        assert set(result["benched"]) == set(range(16))
+        assert len(result["benched"]) >= 16 * len(SIZES)
     together = run_ranks(world, tune_sizes(noise_spec=(3.0, 1)), tmp_path / "t")
     for n in map(str, SIZES):
         assert len({r["chosen"][n] for r in together}) == 1, n
@@ -86,8 +87,7 @@ def test_with_noise_ranks_alone_differ_and_ranks_together_agree(tmp_path, world)
         best = min(timings, key=lambda item: (item[1], item[0]))[0]
         assert together[0]["chosen"][n] == best            # the fastest of the gathered times
     for rank, result in enumerate(together):               # each rank timed only its share
-        assert sorted(result["benched"]) == sorted(
-            [i for i in range(16) if i % world == rank] * len(SIZES))
+        assert set(result["benched"]) == {i for i in range(16) if i % world == rank}
 
 
 def test_the_fastest_wins_and_ties_go_to_the_lower_index(tmp_path):
@@ -117,7 +117,7 @@ def test_opting_out_by_knob_tunes_each_rank_alone(tmp_path):
         knobs.autotune_distributed = False
         return tune_sizes(sizes=(100,))(rank, world, directory)
     for result in run_ranks(2, scenario, tmp_path):
-        assert sorted(result["benched"]) == list(range(16))
+        assert set(result["benched"]) == set(range(16))
 
 
 def test_a_subgroup_tunes_apart_from_the_other_ranks(tmp_path):
@@ -128,7 +128,7 @@ def test_a_subgroup_tunes_apart_from_the_other_ranks(tmp_path):
         return tune_sizes(sizes=(100,), process_group=group)(rank, world, directory)
     out = run_ranks(4, scenario, tmp_path)
     for rank, result in enumerate(out):                      # shares within each pair
-        assert sorted(result["benched"]) == [i for i in range(16) if i % 2 == rank % 2]
+        assert set(result["benched"]) == {i for i in range(16) if i % 2 == rank % 2}
 
 
 def test_ranks_on_different_keys_get_a_clear_error(tmp_path):
