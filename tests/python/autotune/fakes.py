@@ -32,6 +32,7 @@ class FakeBackend(TuningBackend):
         self.workers: List[int] = []        # pid of the process that compiled each job
         self.installed: List[Dict] = []
         self.benched: List[Config] = []
+        self.warmed: List[Config] = []      # configs run untimed before a pass
 
     def enabled(self, jit_fn) -> bool:
         return True
@@ -48,6 +49,9 @@ class FakeBackend(TuningBackend):
 
     def install(self, job, outcome) -> None:
         self.installed.append({**job.constexpr_dict, "num_warps": job.options.num_warps})
+
+    def warm_up(self, call, config, do_bench) -> None:
+        self.warmed.append(config)
 
     def bench(self, call, config, do_bench) -> float:
         call()

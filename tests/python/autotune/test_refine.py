@@ -95,3 +95,15 @@ def test_at_most_the_fastest_finalists_are_refined():
     refined = fake.benched[len(configs):]
     assert refined == configs[:tuner.REFINE_FINALISTS] * tuner.REFINE_ROUNDS
     assert kernel.best_config == configs[0]
+
+
+def test_the_first_config_warms_the_gpu_before_the_pass_with_the_default_timer_only():
+    kernel = tessera.autotune(configs=CONFIGS, key=["n"], cache_results=False)(scale_kernel)
+    kernel.backend = fake = FakeBackend(Drifting(TRUTH, boosted=0))
+    run(kernel)
+    assert fake.warmed == [CONFIGS[0]]
+    own = tessera.autotune(configs=CONFIGS, key=["n"], cache_results=False,
+                           do_bench=lambda fn, quantiles=None: 1.0)(scale_kernel)
+    own.backend = fake = FakeBackend(Drifting(TRUTH, boosted=0))
+    run(own)
+    assert fake.warmed == []
