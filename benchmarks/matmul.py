@@ -55,7 +55,11 @@ def measure(n: int, dtype_name: str) -> dict:
     error = relative_error(out.float().cpu().numpy(), ref)
     runs = {"tessera": lambda: matmul(a, b, out=out), "torch": lambda: torch.matmul(a, b, out=out)}
     return {"n": n, "dtype": dtype_name, "relative_error": error, "runs": runs,
-            "config": str(getattr(gemm.tuned_matmul_kernel, "best_config", ""))}
+            "config": str(getattr(gemm.tuned_matmul_kernel, "best_config", "")),
+            # What the autotuner measured per config (ms; close finalists from its alternating
+            # rounds), to compare its pick with the variants' interleaved best.
+            "tuning_ms": {str(c): ms for c, ms in
+                          getattr(gemm.tuned_matmul_kernel, "configs_timings", {}).items()}}
 
 
 def time_row(r: dict) -> None:
@@ -200,6 +204,8 @@ def main() -> None:
     for r in rows:
         print(f"{r['dtype']:<9} {r['n']:>6} {r['tessera_tflops']:>8.1f} {r['torch_tflops']:>8.1f} "
               f"{r['ratio']:>7.1%} {r['relative_error']:>8.1e}")
+        tuned = sorted(r.get("tuning_ms", {}).items(), key=lambda item: item[1])[:3]
+        print("  autotuner's fastest: " + "; ".join(f"{ms:.4f} ms {c}" for c, ms in tuned))
         for label in ("pipeline_off", "pipeline_on", "descriptor", "descriptor_tma",
                       "descriptor_ws"):
             if f"{label}_ms" in r:
