@@ -99,7 +99,7 @@ def test_loop_carried_registers_from_tile_ir():
 
 
 def fake_type(shape=None, bits=32):
-    element = SimpleNamespace(kind="scalar", bit_width=bits)
+    element = SimpleNamespace(kind="scalar", bit_width=bits, is_float=lambda: True)
     return SimpleNamespace(is_tensor=lambda: shape is not None, shape=shape or [],
                            element_type=element)
 
@@ -124,3 +124,27 @@ def test_pipelined_dot_operands_count_towards_shared_memory():
     assert resources.why_not_fit_before_compile(mod, 8, 6, FAKE_H100).startswith(
         "out of shared memory")                                       # 5 x 48 KiB
     assert "loop-carried" in resources.why_not_fit_before_compile(mod, 4, 2, FAKE_H100)
+
+
+@tessera.jit
+def dot_loop(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    offs_m, offs_n, offs_k = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    a_ptrs = a_ptr + offs_m[:, None] * K + offs_k[None, :]
+    b_ptrs = b_ptr + offs_k[:, None] * BN + offs_n[None, :]
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        acc += tl.dot(tl.load(a_ptrs), tl.load(b_ptrs))
+        a_ptrs += BK
+        b_ptrs += BK * BN
+    tl.store(c_ptr + offs_m[:, None] * BN + offs_n[None, :], acc.to(tl.float16))
+
+
+def test_loop_carried_pointer_tiles_are_not_counted():
+    # The matmul's carried pointer tiles are a base plus arange offsets (one base register
+    # and immediates after codegen), so only the fp32 accumulator bounds the registers:
+    # 256 x 128 over 256 threads = 128 words, not 320 with the 64-bit pointer tiles.
+    signature = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "K": "i32"}
+    mod = build_tile_ir(dot_loop.fn, signature, {"BM": 256, "BN": 128, "BK": 64}, set(),
+                        set(), 8)
+    assert resources.estimate(mod, 8, 3)[1] == 128
+    assert resources.why_not_fit_before_compile(mod, 8, 3, FAKE_H100) is None
