@@ -87,6 +87,13 @@ CONFIGS = [
                    num_warps=8, num_stages=3),
     tessera.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_SIZE_M": 8},
                    num_warps=4, num_stages=4),
+    # Two warpgroups on 128 x 256 (wgmma's widest N: each B tile read from shared memory
+    # serves 64 rows x 256 columns; 220 registers, no spill) and 256 x 128 with a fourth
+    # stage (192 KiB): cuBLAS's large-tile shapes, for the large square products.
+    tessera.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
+                   num_warps=8, num_stages=3),
+    tessera.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
+                   num_warps=8, num_stages=4),
 ]
 
 tuned_matmul_kernel = tessera.autotune(configs=CONFIGS, key=["M", "N", "K"])(matmul_kernel)
