@@ -99,12 +99,13 @@ def visible(offs_m, cols, S, CAUSAL: tl.constexpr):
 def attention_fwd_steps(acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, start, end,
                         row0, offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N: tl.constexpr,
                         MASKED: tl.constexpr, CAUSAL: tl.constexpr, RELOAD: tl.constexpr,
-                        TMA: tl.constexpr = False):
+                        TMA: tl.constexpr = False, SPECIALIZE: tl.constexpr = False):
     """The online softmax over the key blocks starting in [start, end) (k_offs, v_offs: rows 0
     to BLOCK_N; row0: the first query row). Unless MASKED, each of their keys is in S and
     visible to every row. TMA: q_ptrs, k_head and v_head are the head's (S, D) tensor
-    descriptors (rows past S read as zeros, the TMA's fill), k_offs and v_offs unused."""
-    for start_n in range(start, end, BLOCK_N):
+    descriptors (rows past S read as zeros, the TMA's fill), k_offs and v_offs unused.
+    SPECIALIZE: the copies come from a producer warpgroup (the TMA pipeline's)."""
+    for start_n in tl.range(start, end, BLOCK_N, warp_specialize=SPECIALIZE):
         cols = start_n + tl.arange(0, BLOCK_N)
         if RELOAD:
             q_step = q_ptrs.load([row0, 0]) if TMA else load_rows(q_ptrs, offs_m, S, True)
@@ -135,7 +136,7 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
                          stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
                          D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          CAUSAL: tl.constexpr, RELOAD: tl.constexpr = False,
-                         TMA: tl.constexpr = False):
+                         TMA: tl.constexpr = False, SPECIALIZE: tl.constexpr = False):
     # Causal: the longest rows first (the last wave is of short ones; the dQ kernel too).
     start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
     off_bh = tl.program_id(axis=1)
@@ -177,7 +178,7 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
         q = load_rows(q_src, offs_m, S, True)
     acc, l_i, m_i = attention_fwd_steps(  # unmasked
         acc, l_i, m_i, q, q_src, k_head, v_head, k_offs, v_offs, 0, split, row0, offs_m, S,
-        qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD, TMA)
+        qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD, TMA, SPECIALIZE)
     acc = acc / l_i[:, None]
     o_ptrs = rows_of(o_ptr, stride_ob, stride_oh, stride_os, off_b, off_h, offs_m, D)
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < S)

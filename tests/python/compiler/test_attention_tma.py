@@ -22,15 +22,15 @@ from tessera.ops.flash_attention.configs import tma_path
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
-def compile_tma(D, dtype, causal, config, S=1024, H=2, st=None):
+def compile_tma(D, dtype, causal, config, S=1024, H=2, st=None, specialize=False):
     x = np.zeros((1, H, S, D), DTYPES[dtype])
     lse = np.zeros((1, H, S), np.float32)
     st = tuple(s // x.itemsize for s in x.strides[:3]) if st is None else st
     block_m, block_n, num_warps, num_stages = config
     return fa.attention_fwd_kernel.compile(
         x, x, x, x, lse, 0.125 * fa.LOG2E, 2, S, *st * 4, D=D, BLOCK_M=block_m,
-        BLOCK_N=block_n, CAUSAL=causal, RELOAD=False, TMA=True, num_warps=num_warps,
-        num_stages=num_stages, arch="sm_90a")
+        BLOCK_N=block_n, CAUSAL=causal, RELOAD=False, TMA=True, SPECIALIZE=specialize,
+        num_warps=num_warps, num_stages=num_stages, arch="sm_90a")
 
 
 def loops(tgir: str) -> list:
@@ -67,9 +67,10 @@ def test_both_loops_copy_by_tma_without_spills(D, causal, dtype):
         assert kernel.metadata["spill_stores"] == 0, (D, causal, dtype, config, index)
 
 
+@pytest.mark.parametrize("specialize", [False, True], ids=["tma", "warp_specialized"])
 @pytest.mark.parametrize("S, D, causal", [(77, 64, True), (80, 128, False), (45, 64, False),
                                           (200, 128, True)])
-def test_pipelined_tma_ir_runs_in_the_interpreter(S, D, causal):
+def test_pipelined_tma_ir_runs_in_the_interpreter(S, D, causal, specialize):
     # Each head's rows sit in a larger buffer whose rows past S are NaN: a tile crossing S that
     # read the next head's rows (or any row past S) instead of the descriptor's zero fill would
     # make its scores or P V NaN.
@@ -85,8 +86,10 @@ def test_pipelined_tma_ir_runs_in_the_interpreter(S, D, causal):
     st_in = tuple(s // q.itemsize for s in q.strides[:3])
     st_out = tuple(s // o.itemsize for s in o.strides[:3])
     assert all(tma_path(x, arch="sm_90a") for x in (q, k, v))
-    kernel = compile_tma(D, "bf16", causal, config, S=S, H=H, st=st_in)
+    kernel = compile_tma(D, "bf16", causal, config, S=S, H=H, st=st_in,
+                         specialize=specialize)
     assert "cp.async.bulk.tensor" in kernel.asm["ptx"]
+    assert ("setmaxnreg" in kernel.asm["ptx"]) == specialize
     interpreter.run(ir.parse_module(kernel.asm["tgir"]), grid=(-(-S // config[0]), H),
                     args=[q, k, v, o, lse, scale * fa.LOG2E, H, S, *st_in * 3, *st_out])
     ref_o, ref_lse = reference(q, k, v, causal, scale)
