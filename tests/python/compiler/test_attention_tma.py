@@ -67,6 +67,41 @@ def test_both_loops_copy_by_tma_without_spills(D, causal, dtype):
         assert kernel.metadata["spill_stores"] == 0, (D, causal, dtype, config, index)
 
 
+@pytest.mark.parametrize("knob", [False, True], ids=["asked_by_the_loop", "and_the_knob"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, 128])
+def test_warp_specialized_unmasked_loop(D, causal, knob):
+    # SPECIALIZE: the unmasked loop's K and V come from a producer warpgroup (its own maps,
+    # written in two more scratch slots); the masked loop keeps the consumers' TMA pipeline,
+    # also with knobs.warp_specialize asking for every loop (a loop's own request goes first).
+    # The tile of Q stored before the loop costs one barrier before it, none per step.
+    config = fa.WGMMA_CONFIGS["fwd"][D][0]
+    with knobs.scope(warp_specialize=knob):
+        kernel = compile_tma(D, "fp16", causal, config, specialize=True)
+    ptx, tgir = kernel.asm["ptx"], kernel.asm["tgir"]
+    warps = config[2]
+    assert kernel.metadata["total_num_warps"] == warps + 4
+    assert kernel.metadata["global_scratch_size"] == 5 * 128
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx)
+    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+\d+;", ptx)
+    producer = tgir[tgir.index("warp_specialize {"):]
+    producer = producer[:producer.index("\n    }")]
+    assert producer.count("tensormap_create") == 2 and producer.count("tma_load") == 2
+    masked, unmasked = loops(tgir[tgir.index("\n    }", tgir.index("warp_specialize {")):])
+    assert masked.count("tma_load") == 3 and "tma_load" not in unmasked
+    assert "mbarrier_wait" in unmasked and "mbarrier_arrive" in unmasked
+    assert "barrier {" not in unmasked and "barrier :" not in unmasked
+    # The consumers' loops (after the role split) hold no bar.sync: named barriers, if any,
+    # are outside them.
+    consumer = ptx[ptx.index("setmaxnreg.inc"):]
+    waiting = [body for _, body in re.findall(
+        r"\n(\$L__BB\d+_\d+):\n(.*?)\n\s*@%p\d+ bra\s+\1;", consumer, re.S)
+        if "mbarrier.try_wait" in body]
+    assert len(waiting) == 2 and not any("bar.sync" in body for body in waiting)
+    if ptxas.find_ptxas() is not None:
+        assert kernel.metadata["spill_stores"] == 0
+
+
 @pytest.mark.parametrize("specialize", [False, True], ids=["tma", "warp_specialized"])
 @pytest.mark.parametrize("S, D, causal", [(77, 64, True), (80, 128, False), (45, 64, False),
                                           (200, 128, True)])
@@ -167,3 +202,44 @@ def test_default_allocator_serves_only_where_none_was_set():
         allocation.set_allocator(allocation.NullAllocator())
     with allocation.default_allocator(None):
         assert isinstance(allocation.get_allocator(), allocation.NullAllocator)
+
+
+# --- attention_forward's launch on an sm_90a GPU, the driver faked (test_tma_ptx.py) ----------
+
+from test_tma_ptx import fake_gpu  # noqa: E402,F401  (a module fixture)
+
+
+@pytest.mark.parametrize("specialize", [False, True], ids=["tma", "warp_specialized"])
+def test_attention_forward_launches_the_tma_kernel(fake_gpu, monkeypatch, specialize):  # noqa: F811
+    # The wrapper picks the TMA variant for sm_90a inputs that meet the TMA's rules, with
+    # SPECIALIZE under knobs.warp_specialize, and gives the launch an allocator for the maps'
+    # scratch (5 maps specialized, 3 not, per program); strided rows of 136 bytes do not.
+    torch = fake_gpu.torch
+    from tessera.ops.flash_attention import configs
+    monkeypatch.setattr(configs, "_arch", lambda x: "sm_90a")
+    from tessera.autotuner import Target, TuningBackend
+    from tessera.runtime.driver import DeviceProperties
+    h100 = DeviceProperties(
+        index=0, name="Fake H100", compute_capability=(9, 0), multiprocessor_count=132,
+        max_threads_per_block=1024, warp_size=32, max_shared_memory_per_block=49152,
+        max_shared_memory_per_block_optin=232448, max_shared_memory_per_multiprocessor=233472,
+        max_registers_per_multiprocessor=65536, l2_cache_bytes=50 * 2**20)
+    monkeypatch.setattr(TuningBackend, "target",
+                        lambda self, jit_fn, values: Target(0, h100.name, "sm_90a", h100))
+    B, H, S, D = 1, 2, 200, 64
+    q = torch.zeros((B, H, S, D), dtype=torch.float16)
+    with knobs.scope(autotune="off", warp_specialize=specialize):
+        before = len(fake_gpu.launches)
+        fa.attention_forward(q, q, q, causal=True)
+        kernel, kinds, buffer = fake_gpu.launches[-1]
+        assert len(fake_gpu.launches) == before + 1 and kinds[-1] == "ptr"  # the scratch
+        assert "cp.async.bulk.tensor" in kernel.asm["ptx"]
+        assert kernel.metadata["global_scratch_size"] == (5 if specialize else 3) * 128
+        assert ("setmaxnreg" in kernel.asm["ptx"]) == specialize
+        strided = torch.zeros((B, H, S, D + 4), dtype=torch.float16)[..., :D]
+        fa.attention_forward(strided, strided, strided, causal=True)
+        kernel, kinds, _ = fake_gpu.launches[-1]
+        assert "cp.async.bulk" not in kernel.asm["ptx"] and "global_scratch_size" not in (
+            kernel.metadata)
+    assert isinstance(allocation.get_allocator(), allocation.NullAllocator)
+    fa.attention_fwd_kernel._kernels.clear()  # the fixture's fake launchers

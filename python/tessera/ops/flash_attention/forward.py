@@ -187,9 +187,12 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
 
 
 def _scratch_allocator(like):
-    """An allocator of int8 torch tensors on `like`'s device (torch's stream-ordered cache)."""
+    """An allocator of int8 torch tensors on `like`'s device (torch's stream-ordered cache),
+    `alignment`-aligned (torch's CUDA blocks are 512-byte aligned; a view skips to it else)."""
     import torch
 
     def allocate(size: int, alignment: int, stream):
-        return torch.empty(size, device=like.device, dtype=torch.int8)
+        raw = torch.empty(size + alignment, device=like.device, dtype=torch.int8)
+        start = -raw.data_ptr() % alignment
+        return raw[start:start + size]
     return allocate
