@@ -142,8 +142,6 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
     off_bh = tl.program_id(axis=1)
     off_b, off_h = off_bh // H, off_bh % H
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
-    v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
     if TMA:
         # One (S, D) descriptor per head: its bounds are the head's, so a block crossing S
         # reads zeros (never the next head's rows) and the loads need no masks. The pipeliner
@@ -151,6 +149,11 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
         q_src = tl.make_tensor_descriptor(
             q_ptr + off_b * stride_qb + off_h * stride_qh, shape=[S, D],
             strides=[stride_qs, 1], block_shape=[BLOCK_M, D])
+    else:
+        q_src = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
+    k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
+    v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
+    if TMA:
         k_head = tl.make_tensor_descriptor(k_head, shape=[S, D], strides=[stride_ks, 1],
                                            block_shape=[BLOCK_N, D])
         v_head = tl.make_tensor_descriptor(v_head, shape=[S, D], strides=[stride_vs, 1],
@@ -158,15 +161,14 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
         k_offs = None
         v_offs = None
     else:
-        q_src = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
         k_offs = offsets_of(tl.arange(0, BLOCK_N), stride_ks, D)
         v_offs = offsets_of(tl.arange(0, BLOCK_N), stride_vs, D)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, D), dtype=tl.float32)
-    row0 = start_m * BLOCK_M
-    split = (tl.minimum(row0, S) if CAUSAL else S) // BLOCK_N * BLOCK_N
+    split = (tl.minimum(start_m * BLOCK_M, S) if CAUSAL else S) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, S) if CAUSAL else S
+    row0 = start_m * BLOCK_M  # the first query row: a TMA box coordinate
     acc, l_i, m_i = attention_fwd_steps(  # masked, Q re-read at each step
         acc, l_i, m_i, None, q_src, k_head, v_head, k_offs, v_offs, split, hi, row0, offs_m,
         S, qk_scale, stride_ks, stride_vs, BLOCK_N, True, CAUSAL, True, TMA)
