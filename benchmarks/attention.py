@@ -15,6 +15,9 @@ n/a (the reason goes to the JSON and the notes under the tables).
 
     python3 benchmarks/attention.py --quick --json OUT.json --plot OUT.png
     python3 benchmarks/attention.py --sweep fa3 --triton-tutorial PATH  # Triton's own tutorial
+    python3 benchmarks/attention.py --tma-ab --dtypes float16,bfloat16 --json OUT.json
+        # the forward's TMA path off / on / warp-specialized beside cuDNN (sm_90a; about
+        # 3 minutes for the 24 cases, --quick 8 cases)
 
 Estimated duration on an H100/H200 (warm kernel cache; add about 2 minutes of compilation when
 cold): --sweep fa3 about 6 minutes (72 cases x 6 providers x 3 passes), --sweep cs336 about
@@ -31,6 +34,7 @@ import gc
 import importlib.util
 import json
 import math
+import os
 import sys
 import warnings
 from dataclasses import dataclass
@@ -236,6 +240,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="Triton's python/tutorials/06-fused-attention.py, timed as 'triton'")
     parser.add_argument("--warmup", type=float, default=25, help="do_bench warm-up budget (ms)")
     parser.add_argument("--rep", type=float, default=100, help="do_bench timing budget (ms)")
+    parser.add_argument("--tma-ab", action="store_true",
+                        help="instead of the sweeps: the forward with knobs.tma off / on (and "
+                        "warp-specialized) beside cuDNN, interleaved (attention_tma_ab.py)")
+    parser.add_argument("--dtypes", default="float16",
+                        help="--tma-ab's dtypes, comma-separated (float16,bfloat16)")
     args = parser.parse_args(argv)
     if args.warmup <= 0 or args.rep <= 0:
         parser.error("--warmup and --rep must be positive")
@@ -620,6 +629,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
               + " ".join(f"{p} {cell(res.get(p), 'ms', digits=3)} ms" for p in PASSES)
               + (f"  [{row['reason']}]" if row.get("reason") else ""), flush=True)
 
+    if args.tma_ab:
+        tma_ab(args, report, save)
+        return
     sweeps = ("fa3", "cs336", "leaderboard") if args.sweep == "all" else (args.sweep,)
     if "fa3" in sweeps:
         print("FlashAttention-3-style sweep", flush=True)
@@ -647,6 +659,25 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         except Exception as exc:  # matplotlib missing or too old: the numbers are in the JSON
             report["notes"].append(f"no plot: {reason_of(exc)}")
     print_report(report)
+
+
+def tma_ab(args: argparse.Namespace, report: dict, save: Callable[[], None]) -> None:
+    """--tma-ab: attention_tma_ab.py's rows (report["tma_ab"]) and their table."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import attention_tma_ab
+
+    report["tma_ab"] = []
+
+    def progress(row: dict) -> None:
+        report["tma_ab"].append(row)
+        print(f"  {row['dtype']} S={row['S']} D={row['D']} causal={row['causal']}: "
+              + " ".join(f"{n} {row.get(n + '_ms', math.nan):.3f} ms"
+                         for n in ("tma_off", "tma_on", "tma_ws", "cudnn")), flush=True)
+        save()
+
+    attention_tma_ab.run(args.quick, args.dtypes.split(","), reference, relative_error, BOUNDS,
+                         progress)
+    print("\n" + attention_tma_ab.table(report["tma_ab"]))
 
 
 def print_report(report: dict) -> None:

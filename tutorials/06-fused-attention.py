@@ -58,6 +58,12 @@ LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x · log2(e))
 # `lse2 = m + log2(l) = log2(Σ_j 2^(qk_j))`, with `qk_j = q·k_j · sm_scale · log2(e)`; the
 # natural-log value is `lse = lse2 / log2(e) = ln(Σ_j exp(q·k_j · sm_scale))`. The backward
 # rebuilds `P = 2^(qk - lse2)` from it with one `exp2`.
+#
+# `TMA` (a constexpr the library's wrapper sets on Hopper, this tutorial's leaves off) reads
+# Q, K and V through one `tl.make_tensor_descriptor` per head, of shape (S, D): the pipeliner
+# copies the loops' tiles with the TMA unit and mbarriers instead of cp.async, and a block
+# crossing S reads zeros from the descriptor's bounds (never the next head's rows), so those
+# loads need no masks. docs/perf/attention_tma.md has the design.
 
 # %%
 @tessera.jit
@@ -91,15 +97,26 @@ def visible(offs_m, cols, S, CAUSAL: tl.constexpr):
 
 @tessera.jit
 def attention_fwd_steps(acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, start, end,
-                        offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N: tl.constexpr,
-                        MASKED: tl.constexpr, CAUSAL: tl.constexpr, RELOAD: tl.constexpr):
+                        row0, offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N: tl.constexpr,
+                        MASKED: tl.constexpr, CAUSAL: tl.constexpr, RELOAD: tl.constexpr,
+                        TMA: tl.constexpr = False, SPECIALIZE: tl.constexpr = False):
     """The online softmax over the key blocks starting in [start, end) (k_offs, v_offs: rows 0
-    to BLOCK_N). Unless MASKED, each of their keys is in S and visible to every row."""
-    for start_n in range(start, end, BLOCK_N):
+    to BLOCK_N; row0: the first query row). Unless MASKED, each of their keys is in S and
+    visible to every row. TMA: q_ptrs, k_head and v_head are the head's (S, D) tensor
+    descriptors (rows past S read as zeros, the TMA's fill), k_offs and v_offs unused.
+    SPECIALIZE: the copies come from a producer warpgroup (the TMA pipeline's)."""
+    for start_n in tl.range(start, end, BLOCK_N, warp_specialize=SPECIALIZE):
         cols = start_n + tl.arange(0, BLOCK_N)
-        q_step = load_rows(q_ptrs, offs_m, S, True) if RELOAD else q
-        k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, S, MASKED)
-        v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, S, MASKED)
+        if RELOAD:
+            q_step = q_ptrs.load([row0, 0]) if TMA else load_rows(q_ptrs, offs_m, S, True)
+        else:
+            q_step = q
+        if TMA:
+            k = k_head.load([start_n, 0])
+            v = v_head.load([start_n, 0])
+        else:
+            k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, S, MASKED)
+            v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, S, MASKED)
         qk = tl.dot(q_step, tl.trans(k), input_precision="tf32")
         if MASKED:
             qk = tl.where(visible(offs_m, cols, S, CAUSAL), qk, float("-inf"))
@@ -118,33 +135,57 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
                          stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                          stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
                          D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         CAUSAL: tl.constexpr, RELOAD: tl.constexpr = False):
+                         CAUSAL: tl.constexpr, RELOAD: tl.constexpr = False,
+                         TMA: tl.constexpr = False, SPECIALIZE: tl.constexpr = False):
     # Causal: the longest rows first (the last wave is of short ones; the dQ kernel too).
     start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
     off_bh = tl.program_id(axis=1)
     off_b, off_h = off_bh // H, off_bh % H
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
+    if TMA:
+        # One (S, D) descriptor per head: its bounds are the head's, so a block crossing S
+        # reads zeros (never the next head's rows) and the loads need no masks. The pipeliner
+        # copies the loops' tiles with the TMA (the maps are written once per program).
+        q_src = tl.make_tensor_descriptor(
+            q_ptr + off_b * stride_qb + off_h * stride_qh, shape=[S, D],
+            strides=[stride_qs, 1], block_shape=[BLOCK_M, D])
+    else:
+        q_src = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
     k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
     v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
-    k_offs = offsets_of(tl.arange(0, BLOCK_N), stride_ks, D)
-    v_offs = offsets_of(tl.arange(0, BLOCK_N), stride_vs, D)
+    if TMA:
+        k_head = tl.make_tensor_descriptor(k_head, shape=[S, D], strides=[stride_ks, 1],
+                                           block_shape=[BLOCK_N, D])
+        v_head = tl.make_tensor_descriptor(v_head, shape=[S, D], strides=[stride_vs, 1],
+                                           block_shape=[BLOCK_N, D])
+        k_offs = None
+        v_offs = None
+    else:
+        k_offs = offsets_of(tl.arange(0, BLOCK_N), stride_ks, D)
+        v_offs = offsets_of(tl.arange(0, BLOCK_N), stride_vs, D)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, D), dtype=tl.float32)
     split = (tl.minimum(start_m * BLOCK_M, S) if CAUSAL else S) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, S) if CAUSAL else S
+    row0 = start_m * BLOCK_M  # the first query row: a TMA box coordinate
     acc, l_i, m_i = attention_fwd_steps(  # masked, Q re-read at each step
-        acc, l_i, m_i, None, q_ptrs, k_head, v_head, k_offs, v_offs, split, hi, offs_m, S,
-        qk_scale, stride_ks, stride_vs, BLOCK_N, True, CAUSAL, True)
-    q = None if RELOAD else load_rows(q_ptrs, offs_m, S, True)
+        acc, l_i, m_i, None, q_src, k_head, v_head, k_offs, v_offs, split, hi, row0, offs_m,
+        S, qk_scale, stride_ks, stride_vs, BLOCK_N, True, CAUSAL, True, TMA)
+    if RELOAD:
+        q = None
+    elif TMA:
+        q = q_src.load([row0, 0])
+    else:
+        q = load_rows(q_src, offs_m, S, True)
     acc, l_i, m_i = attention_fwd_steps(  # unmasked
-        acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, 0, split, offs_m, S,
-        qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD)
+        acc, l_i, m_i, q, q_src, k_head, v_head, k_offs, v_offs, 0, split, row0, offs_m, S,
+        qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD, TMA, SPECIALIZE)
     acc = acc / l_i[:, None]
     o_ptrs = rows_of(o_ptr, stride_ob, stride_oh, stride_os, off_b, off_h, offs_m, D)
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < S)
     tl.store(lse_ptr + off_bh * S + offs_m, m_i + tl.log2(l_i), mask=offs_m < S)
+
 
 
 

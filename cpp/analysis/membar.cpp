@@ -119,7 +119,9 @@ public:
 
 private:
   void visit(ir::Operation &op, BarrierState &state, bool insert);
-  BarrierState walkFor(ir::Operation &op, const BarrierState &in, bool insert);
+  BarrierState walkFor(ir::Operation &op, const BarrierState &given, bool insert);
+  BarrierState loopEntry(ir::Operation &op, const BarrierState &in);
+  int bodyBarriers(ir::Operation &loop, const BarrierState &in);
   BarrierState walkWhile(ir::Operation &op, const BarrierState &in, bool insert);
 
   /// The bytes of a buffer value: its local_alloc's; all of shared memory if unknown.
@@ -138,6 +140,7 @@ private:
 
   /// A barrier before `op` that leaves the newest `keep` wgmma groups in flight.
   void barrierBefore(ir::Operation &op, BarrierState &state, bool insert, size_t keep) {
+    ++wouldInsert_;
     if (insert) {
       ir::Builder builder;
       builder.setInsertionPoint(&op);
@@ -226,6 +229,7 @@ private:
   int64_t sharedSize_;
   bool wgmmaInFlight_;
   int inserted_ = 0;
+  int wouldInsert_ = 0; // barriers inserted or, in a dry walk, that would be
   mutable std::unordered_map<const ir::Operation *, int64_t> scratch_;
 };
 
@@ -329,8 +333,33 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
   state.reads.add(writeOf(op)->range);
 }
 
-// Plan step 4. The body may run zero times: the exit joins the entry state.
-BarrierState BarrierInserter::walkFor(ir::Operation &op, const BarrierState &in, bool insert) {
+// Plan step 4. The body may run zero times: the exit joins the entry state. Where accesses
+// from before the loop would make the body pay a barrier at every iteration that one barrier
+// before the loop saves (e.g. a tile stored to shared memory before a warp-specialized loop,
+// whose rings need no barrier of their own), that barrier goes before the loop.
+BarrierState BarrierInserter::walkFor(ir::Operation &op, const BarrierState &given, bool insert) {
+  ir::Block &body = op.body();
+  BarrierState in = given;
+  if (!in.reads.empty() || !in.writes.empty()) {
+    BarrierState cleared = in;
+    passBarrier(cleared, cleared.wgmmaGroups.size());
+    if (bodyBarriers(op, cleared) < bodyBarriers(op, in))
+      barrierBefore(op, in, insert, in.wgmmaGroups.size());
+  }
+  BarrierState entry = loopEntry(op, in);
+  return afterLoop(BarrierState::join(in, walkBlock(body, entry, insert)), &op);
+}
+
+/// The barriers one pass over the body of `loop` would insert, entered from `in`.
+int BarrierInserter::bodyBarriers(ir::Operation &loop, const BarrierState &in) {
+  BarrierState entry = loopEntry(loop, in);
+  int before = wouldInsert_;
+  walkBlock(loop.body(), entry, false);
+  return wouldInsert_ - before;
+}
+
+/// The state at the top of every iteration of `op` entered from `in` (a fixed point).
+BarrierState BarrierInserter::loopEntry(ir::Operation &op, const BarrierState &in) {
   ir::Block &body = op.body();
   BarrierState entry = in;
   for (int iteration = 0;; ++iteration) {
@@ -345,7 +374,7 @@ BarrierState BarrierInserter::walkFor(ir::Operation &op, const BarrierState &in,
       break;
     }
   }
-  return afterLoop(BarrierState::join(in, walkBlock(body, entry, insert)), &op);
+  return entry;
 }
 BarrierState BarrierInserter::walkWhile(ir::Operation &op, const BarrierState &in, bool insert) {
   ir::Block &before = op.body(0), &after = op.body(1);

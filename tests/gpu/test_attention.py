@@ -17,6 +17,7 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU", allow_module_level=True)
 
 import tessera.ops.flash_attention as fa  # noqa: E402  (after the skips: it registers torch ops)
+from tessera.config import knobs  # noqa: E402
 from tessera.ops import attention, attention_backward, attention_forward  # noqa: E402
 
 BOUNDS = {"float16": (5e-3, 1e-2), "bfloat16": (1e-2, 2e-2), "float32": (5e-3, 1e-2)}
@@ -207,3 +208,99 @@ def test_split_walks_with_other_blocks(S, blocks, causal):
         assert rel(x, r) <= {"o": 5e-3, "lse": 1e-3}.get(name, 1e-2), (name, rel(x, r))
         if pad is not None:
             assert torch.isnan(pad[:, :, S:]).all(), f"{name}: a store past S"
+
+
+# ---- The forward's TMA path (sm_90a: per-head (S, D) tensor descriptors) ----
+
+def needs_sm90a():
+    from tessera.runtime.launcher import arch_of
+    if arch_of(torch.cuda.current_device()) != "sm_90a":
+        pytest.skip("the TMA path is sm_90a's")
+
+
+@pytest.mark.parametrize("specialize", [False, True], ids=["tma", "warp_specialized"])
+@pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("S", [1, 77, 1000])
+def test_tma_forward_matches_float64(S, D, causal, dtype_name, specialize):
+    # Ragged S over NaN-padded heads: a tile crossing S must read the descriptor's zero fill,
+    # never the pad or the next head. The outputs' pads stay NaN; the backward runs on the
+    # TMA forward's O and lse. The same inputs through the pointer path (knob off) agree.
+    # Specialized: the unmasked loop's copies from a producer warpgroup. Default tiles (no
+    # autotuning: the test stays fast; test_tma_forward_other_tiles launches the others).
+    needs_sm90a()
+    with knobs.scope(warp_specialize=specialize, autotune="off"):
+        tma_forward_case(S, D, causal, dtype_name)
+
+
+def tma_forward_case(S, D, causal, dtype_name):
+    B, H = 2, 3
+    dtype = getattr(torch, dtype_name)
+    gen = torch.Generator(device="cuda").manual_seed(S * 10 + D + causal)
+    q, k, v, do = (padded(torch.randn((B, H, S, D), device="cuda", dtype=dtype,
+                                      generator=gen), pad=16)[0] for _ in range(4))
+    assert fa.tma_path(q, k, v)
+    o, o_pad = padded(torch.full((B, H, S, D), float("nan"), device="cuda", dtype=dtype))
+    o, lse = attention_forward(q, k, v, causal, out=o)
+    dq, dk, dv = attention_backward(q, k, v, o, lse, do, causal)
+    with knobs.scope(tma=False):
+        assert not fa.tma_path(q, k, v)
+        o_ptr, lse_ptr = attention_forward(q, k, v, causal)
+    torch.cuda.synchronize()
+    ref = reference(q, k, v, do, causal, D ** -0.5)
+    bound, grad_bound = BOUNDS[dtype_name]
+    assert rel(o, ref[0]) <= bound and rel(lse, ref[1]) <= 1e-3
+    assert max(rel(g, r) for g, r in zip((dq, dk, dv), ref[2:])) <= grad_bound
+    assert torch.isnan(o_pad[:, :, S:]).all(), "a store past S"
+    assert rel(o, o_ptr) <= bound and rel(lse, lse_ptr) <= 1e-5
+
+
+@pytest.mark.parametrize("specialize", [False, True], ids=["tma", "warp_specialized"])
+@pytest.mark.parametrize("D", [64, 128])
+def test_tma_forward_other_tiles(D, specialize):
+    # Every wgmma candidate tile (the autotuner's) through the kernel directly, causal, ragged S
+    # over NaN-padded heads. A tile whose rings do not fit the shared memory (specialized:
+    # the producer's rings live beside the masked loop's) is skipped, as the autotuner does.
+    needs_sm90a()
+    from tessera.errors import OutOfResources
+    from tessera.runtime.allocation import default_allocator
+    B, H, S = 2, 3, 333
+    gen = torch.Generator(device="cuda").manual_seed(D + specialize)
+    q, k, v = (padded(torch.randn((B, H, S, D), device="cuda", dtype=torch.float16,
+                                  generator=gen), pad=16)[0] for _ in range(3))
+    ref = reference(q, k, v, torch.zeros_like(q), True, D ** -0.5)
+    st = lambda x: x.stride()[:3]  # noqa: E731
+    ran = 0
+    for block_m, block_n, num_warps, num_stages in fa.WGMMA_CONFIGS["fwd"][D]:
+        o = torch.full_like(q, float("nan"))
+        lse = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
+        try:
+            with default_allocator(lambda size, align, stream: torch.empty(
+                    size, device="cuda", dtype=torch.int8)):
+                fa.attention_fwd_kernel[(math.ceil(S / block_m), B * H)](
+                    q, k, v, o, lse, D ** -0.5 * fa.LOG2E, H, S, *st(q), *st(k), *st(v),
+                    *st(o), D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=True, TMA=True,
+                    SPECIALIZE=specialize, num_warps=num_warps, num_stages=num_stages)
+        except OutOfResources:
+            continue
+        torch.cuda.synchronize()
+        ran += 1
+        tile = (block_m, block_n, num_warps, num_stages)
+        assert rel(o, ref[0]) <= 5e-3 and rel(lse, ref[1]) <= 1e-3, tile
+    assert ran > 0
+
+
+def test_tma_falls_back_for_rows_the_tma_cannot_read():
+    # Rows of 136 bytes (a view of D = 68 storage): not a multiple of 16, the pointer path.
+    needs_sm90a()
+    B, H, S, D = 2, 2, 300, 64
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    q, k, v = (torch.randn((B, H, S, D + 4), device="cuda", dtype=torch.float16,
+                           generator=gen)[..., :D] for _ in range(3))
+    assert not fa.tma_path(q, k, v) and fa.tma_path(q.contiguous(), k.contiguous(),
+                                                    v.contiguous())
+    o, lse = attention_forward(q, k, v, causal=True)
+    torch.cuda.synchronize()
+    ref = reference(q, k, v, torch.zeros_like(q), True, D ** -0.5)
+    assert rel(o, ref[0]) <= 5e-3 and rel(lse, ref[1]) <= 1e-3

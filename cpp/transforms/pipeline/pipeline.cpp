@@ -54,6 +54,7 @@
 #include "layout/swizzled_shared.h"
 #include "transforms/layout_passes.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -471,6 +472,12 @@ void pipelineLoops(Module &module) {
     func->walk([&](Operation *op) {
       if (op->code() == OpCode::For)
         loops.push_back(op);
+    });
+    // A func specializes one loop: one that asks for it itself (tl.range(warp_specialize=
+    // True)) goes before those the module's knob asks for (e.g. attention's long unmasked
+    // loop before its short masked one); otherwise program order.
+    std::stable_partition(loops.begin(), loops.end(), [](Operation *loop) {
+      return loop->hasAttr("warp_specialize") && loop->flagAttr("warp_specialize");
     });
     for (Operation *loop : loops) {
       int stages = requestedStages(*loop, module);

@@ -22,8 +22,13 @@ struct ProducerSlice {
   std::string reason;
 };
 
-/// Scalar work a producer thread may redo: no tensors, no memory, no regions.
+/// Scalar work a producer thread may redo: no tensors, no memory, no regions; and a device
+/// tensor map (tl.make_tensor_descriptor: global_scratch + tensormap_create), which the
+/// producer writes again into a scratch slot of its own (freshSlots): the consumers' issuer
+/// may still use the original (another loop's copies) and rewriting it would race them.
 bool recomputable(const Operation &op) {
+  if (op.code() == OpCode::GlobalScratch || op.code() == OpCode::TensorMapCreate)
+    return true;
   if (op.numRegions() > 0 || op.code() == OpCode::InlineAsm)
     return false;
   for (const auto &result : op.results())
@@ -86,6 +91,21 @@ Value *mappedValue(const std::map<Value *, Value *> &mapping, Value *value) {
   return it == mapping.end() ? value : it->second;
 }
 
+/// Moves each global_scratch the producer cloned (in `region`) to a new 128-byte slot past
+/// the func's others: the producer's map has its own bytes, written and fenced by the
+/// producer's issuing thread before its copies read it (one thread's program order, as for
+/// the consumers' maps). dropUnusedDeviceTensorMaps packs the slots afterwards.
+void freshSlots(Block &region, Operation &func) {
+  constexpr int64_t kMapBytes = 128;
+  for (auto &op : region.operations()) {
+    if (op->code() != OpCode::GlobalScratch)
+      continue;
+    int64_t end = func.intAttr("global_scratch");
+    op->setAttr("offset", end);
+    func.setAttr("global_scratch", end + kMapBytes);
+  }
+}
+
 /// Clones the ops of `block` that are in `ops`, in block order, at `builder`; `mapping` maps
 /// the originals' values to the clones'.
 void cloneInOrder(Builder &builder, Block &block, const std::set<Operation *> &ops,
@@ -140,6 +160,7 @@ void buildProducer(Builder &builder, const LoopSchedule &schedule,
   in.setLocation(loop->location());
   std::map<Value *, Value *> mapping;
   cloneInOrder(in, *loop->parentBlock(), slice.outside, mapping);
+  freshSlots(region, *loop->parentOp());
 
   // The loop over every iteration: the slice's carried values, the write slot, the parity of
   // the empty barrier's phase that releases it (1 first: a fresh barrier's "previous" phase).

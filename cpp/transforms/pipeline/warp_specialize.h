@@ -33,7 +33,7 @@ namespace tessera::transforms::pipeline {
 /// its func (the role split happens at kernel entry), be the func's only specialized loop,
 /// leave room for a producer warpgroup (num_warps a multiple of 4, at most 16), and the
 /// producer must compute its box coordinates and bounds from program ids, kernel arguments
-/// and scalar arithmetic alone.
+/// and scalar arithmetic alone (device tensor maps included: it writes its own copies).
 std::string specializationRejection(const LoopSchedule &schedule, const ir::Module &module);
 
 /// Builds the producer (the warp_specialize op and its region, above) at `builder`, which is

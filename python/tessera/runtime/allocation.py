@@ -13,8 +13,9 @@ torch's, reuses it only for later work on that stream). Example::
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence
 
 
 class NullAllocator:
@@ -37,6 +38,22 @@ def set_allocator(allocator: Callable[[int, int, Optional[int]], Any]) -> None:
     if not callable(allocator):
         raise TypeError(f"set_allocator needs a callable, got {allocator!r}")
     _allocator.set(allocator)
+
+
+@contextmanager
+def default_allocator(allocator: Optional[Callable[[int, int, Optional[int]], Any]]
+                      ) -> Iterator[None]:
+    """Within the block, `allocator` serves launches if no allocator was set (a library's
+    kernels that need scratch run without asking their caller for one, and the caller's
+    allocator still wins); None: nothing changes."""
+    if allocator is None or not isinstance(_allocator.get(), NullAllocator):
+        yield
+        return
+    token = _allocator.set(allocator)
+    try:
+        yield
+    finally:
+        _allocator.reset(token)
 
 
 def get_allocator() -> Callable[[int, int, Optional[int]], Any]:

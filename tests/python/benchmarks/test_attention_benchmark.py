@@ -266,3 +266,19 @@ def test_plot(bench, tmp_path):
     bench.plot_fa3(rows, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert path.stat().st_size > 1000
+
+
+def test_tma_ab_cases_and_table(bench):
+    args = bench.parse_args(["--tma-ab", "--dtypes", "float16,bfloat16", "--quick"])
+    assert args.tma_ab and args.dtypes == "float16,bfloat16"
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import attention_tma_ab as ab
+    cases = ab.cases(False, ["float16", "bfloat16"])
+    assert len(cases) == len(ab.CASES) * 4
+    assert all(c["B"] * c["S"] == 16384 and c["H"] * c["D"] == 2048 for c in cases)
+    row = dict(cases[0], tma_off_ms=2.0, tma_on_ms=1.6, tma_ws_ms=1.5, cudnn_ms=1.5,
+               flash_ms=1.7, tma_off_tflops=100.0, tma_on_tflops=125.0, tma_ws_tflops=133.3,
+               cudnn_tflops=133.3, flash_tflops=117.6)
+    lines = ab.table([row]).splitlines()
+    assert len(lines) == 3 and lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
+    assert "| 1.250x | 1.333x | 0.938x |" in lines[2]

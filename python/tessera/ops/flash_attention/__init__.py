@@ -11,11 +11,11 @@ Functions: ``attention_forward`` (o, lse2), ``attention_backward`` (dq, dk, dv),
 from .backward import (attention_backward, attention_bwd_dkdv_kernel, attention_bwd_dq_kernel,
                        attention_bwd_preprocess_kernel)
 from .configs import (CONFIGS, HEAD_DIMS, LOG2E, WGMMA_CONFIGS, candidates, config,
-                      preprocess_block, reload_tiles)
+                      preprocess_block, reload_tiles, tma_path)
 from .forward import attention_forward, attention_fwd_kernel
 from .torch_op import attention
 
 __all__ = ["attention", "attention_forward", "attention_backward", "attention_fwd_kernel",
            "attention_bwd_preprocess_kernel", "attention_bwd_dkdv_kernel",
            "attention_bwd_dq_kernel", "CONFIGS", "WGMMA_CONFIGS", "HEAD_DIMS", "LOG2E",
-           "candidates", "config", "preprocess_block", "reload_tiles"]
+           "candidates", "config", "preprocess_block", "reload_tiles", "tma_path"]

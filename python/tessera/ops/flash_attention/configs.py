@@ -98,9 +98,10 @@ def config(kernel: str, x, arch: str | None = None) -> tuple:
     return candidates(kernel, x, arch)[0]
 
 
-def autotuned(kernel: str, fn):
+def autotuned(kernel: str, fn, key: tuple = ()):
     """`fn` autotuned over every candidate of CONFIGS[kernel] (and its _fp32 table), keyed on
-    (S, D, CAUSAL) and the dtypes; a launch keeps only its head dim's and dtype's list."""
+    (S, D, CAUSAL), the dtypes and `key` (more constexprs that pick a variant, e.g. TMA); a
+    launch keeps only its head dim's and dtype's list."""
     tables = (CONFIGS[kernel], CONFIGS[kernel + "_fp32"], WGMMA_CONFIGS[kernel])
     tuples = list(dict.fromkeys(t for table in tables for lst in table.values() for t in lst))
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
@@ -109,7 +110,7 @@ def autotuned(kernel: str, fn):
     def for_this_launch(_configs, nargs, **kwargs):
         return [configs[t] for t in candidates(kernel, nargs["q_ptr"])]
 
-    return tessera.autotune(configs=list(configs.values()), key=["S", "D", "CAUSAL"],
+    return tessera.autotune(configs=list(configs.values()), key=["S", "D", "CAUSAL", *key],
                             prune_configs_by={"early_config_prune": for_this_launch})(fn)
 
 
@@ -117,6 +118,33 @@ def reload_tiles(x) -> bool:
     """Whether the kernels re-read their loop-invariant tiles at every step instead of holding
     them: a warp's 16 x D rows take D · itemsize / 8 registers per lane (too many from 1 KiB)."""
     return x.shape[-1] * (4 if _is_fp32(x) else 2) >= 1024
+
+
+TMA_ALIGN = 16  # bytes: the TMA's rule for a tensor map's base address and row stride
+
+
+def tma_path(*tensors, arch: str | None = None) -> bool:
+    """Whether the forward reads its tiles through per-head (S, D) tensor descriptors copied by
+    the TMA: sm_90a with knobs.tma, 16-bit inputs on the wgmma configs (the TMA plan's slots
+    are wgmma's swizzled tiles), and what a tensor map needs of every input: the last dim
+    contiguous, each head's base (data pointer + batch and head offsets) and the row stride
+    multiples of 16 bytes, rows not overlapping. Otherwise (and in the interpreter, any other
+    arch, strided inputs breaking a rule) the pointer path, which reads the same values."""
+    x = tensors[0]
+    arch = _arch(x) if arch is None else arch
+    knobs = tessera.config.knobs
+    if (arch != "sm_90a" or not (knobs.tma and knobs.wgmma) or _is_fp32(x)
+            or x.shape[-1] not in WGMMA_CONFIGS["fwd"]):
+        return False
+    for t in tensors:
+        itemsize = t.itemsize if isinstance(t, np.ndarray) else t.element_size()
+        address = (t.__array_interface__["data"][0] if isinstance(t, np.ndarray)
+                   else t.data_ptr())
+        stride_b, stride_h, stride_s, stride_d = _strides(t)
+        if (stride_d != 1 or address % TMA_ALIGN or stride_s < t.shape[-1]
+                or any(s * itemsize % TMA_ALIGN for s in (stride_b, stride_h, stride_s))):
+            return False
+    return True
 
 
 def _strides(x) -> tuple:
