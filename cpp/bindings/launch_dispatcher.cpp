@@ -436,7 +436,7 @@ void bindDispatcher(py::module_ &m) {
                    : "exchange";
       },
       py::arg("obj"),
-      "How the fast launch path reads tensors of obj's type: 'in place' (torch's at::Tensor, "
+      "How the fast launch path reads tensors of obj's type: 'in place' (torch's tensor object, "
       "python_torch_tensor.h), 'exchange' (the DLPack exchange call), 'not read yet' (torch, "
       "before its first instance is), 'other' (no exchange table).");
 }

@@ -172,7 +172,7 @@ def extraction_protocol(obj: typing.Any) -> str:
     """
 def fast_tensor_read(obj: typing.Any) -> str:
     """
-    How the fast launch path reads tensors of obj's type: 'in place' (torch's at::Tensor, python_torch_tensor.h), 'exchange' (the DLPack exchange call), 'not read yet' (torch, before its first instance is), 'other' (no exchange table).
+    How the fast launch path reads tensors of obj's type: 'in place' (torch's tensor object, python_torch_tensor.h), 'exchange' (the DLPack exchange call), 'not read yet' (torch, before its first instance is), 'other' (no exchange table).
     """
 def jit_ptx_to_cubin(ptx: str, device: typing.SupportsInt | typing.SupportsIndex) -> tuple[bytes, str]:
     """
