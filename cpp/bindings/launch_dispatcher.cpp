@@ -421,6 +421,24 @@ void bindDispatcher(py::module_ &m) {
       py::arg("args"), py::arg("flags"),
       "The fast launch path's specialization word of each argument (None: it takes the "
       "Python path), for the tests that pin it to tessera/specialization.py.");
+  m.def(
+      "fast_tensor_read",
+      [](py::handle obj) -> std::string {
+        const runtime::python::TypeStrategy &strategy =
+            runtime::python::strategyFor(Py_TYPE(obj.ptr()));
+        if (strategy.exchange == nullptr)
+          return "other";
+        if (strategy.torchTensorOffset > 0)
+          return "in place";
+        return strategy.torchTensorOffset < 0 &&
+                       strategy.source == runtime::python::PointerSource::Torch
+                   ? "not read yet"
+                   : "exchange";
+      },
+      py::arg("obj"),
+      "How the fast launch path reads tensors of obj's type: 'in place' (torch's tensor object, "
+      "python_torch_tensor.h), 'exchange' (the DLPack exchange call), 'not read yet' (torch, "
+      "before its first instance is), 'other' (no exchange table).");
 }
 
 } // namespace tessera::bindings

@@ -47,6 +47,9 @@ struct TypeStrategy {
   const dlpack::DLPackExchangeAPI *exchange = nullptr;
   bool hasCudaArrayInterface = false;
   bool hasDlpack = false;
+  // Torch with an exchange table: where instances hold their at::Tensor, found on the first
+  // instance read (python_torch_tensor.h); -1: not looked yet, 0: read through the table.
+  mutable int torchTensorOffset = -1;
 };
 
 // Interned attribute names, created once (the GIL is held whenever these run).

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "python_arguments.h"
+#include "python_torch_tensor.h"
 
 #include <climits>
 #include <unordered_set>
@@ -201,14 +202,13 @@ inline const TypeStrategy &cachedStrategy(PyTypeObject *type) {
   return *lastStrategy;
 }
 
-/// A tensor through the DLPack exchange table: one C call, no Python objects.
+/// A tensor through the DLPack exchange table (torch's read directly): one C call, no Python
+/// objects.
 inline bool specializeExchangeTensor(PyObject *obj, const TypeStrategy &strategy, uint64_t &word,
                                      ArgumentValue &value) {
   dlpack::DLTensor tensor;
-  if (strategy.exchange->dltensor_from_py_object_no_sync(obj, &tensor) != 0) {
-    PyErr_Clear();
+  if (!readExchangeTensor(obj, strategy, tensor))
     return false;
-  }
   // A 0-d array of another framework may be a scalar to the Python path (NumPy's are).
   if (tensor.ndim == 0 && strategy.source != PointerSource::Torch)
     return false;

@@ -98,6 +98,26 @@ def test_many_argument_mixes_give_right_results(python_calls):
     assert len(python_calls) <= len(mixes) + 1 + 1   # + 1: a JITFunction made since
 
 
+def test_cuda_tensors_are_read_in_place_and_again_at_each_launch(python_calls):
+    """torch tensors are read in place (their at::Tensor, cpp/bindings/python_torch_tensor.h),
+    not through torch's DLPack exchange call; the same Python objects given new storage, a new
+    alignment or a new dtype (`.data = ...`) between fast launches get the right kernel."""
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip("this torch has no DLPack exchange table")
+    gen = torch.Generator(device="cuda").manual_seed(random.randrange(2**31))
+    n = 1000
+    out, x, y = tensors(n, torch.float32, 0, gen)
+    launch(out, x, y, n, 1.5, 2, False, 128, by_keyword=False)
+    assert _runtime.fast_tensor_read(x) == "in place"
+    for dtype, offset in ((torch.float32, 1), (torch.float16, 0), (torch.float32, 0)):
+        new_out, new_x, new_y = tensors(n, dtype, offset, gen)
+        out.data, x.data, y.data = new_out, new_x, new_y
+        for _ in range(2):  # the second launch of each takes the fast path
+            out.fill_(float("nan"))
+            launch(out, x, y, n, 1.5, 2, False, 128, by_keyword=False)
+            check(out, x, y, 1.5, 2, False)
+
+
 def test_launches_go_to_torchs_current_stream(python_calls):
     n = 100_000
     gen = torch.Generator(device="cuda").manual_seed(1)

@@ -6,7 +6,7 @@ CUDA driver: modules and launches
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['ArgumentError', 'BoundLaunch', 'CudaError', 'Function', 'KernelDispatcher', 'KernelLauncher', 'Module', 'PackedLaunch', 'check_tensor_map_arguments', 'device_count', 'device_info', 'driver_available', 'driver_version', 'encode_tensor_map_tiled', 'exchange_current_stream', 'extraction_protocol', 'jit_ptx_to_cubin', 'load_module', 'packed_launch', 'set_interpret_sources', 'specialization_words', 'synchronize', 'tensor_info']
+__all__: list[str] = ['ArgumentError', 'BoundLaunch', 'CudaError', 'Function', 'KernelDispatcher', 'KernelLauncher', 'Module', 'PackedLaunch', 'check_tensor_map_arguments', 'device_count', 'device_info', 'driver_available', 'driver_version', 'encode_tensor_map_tiled', 'exchange_current_stream', 'extraction_protocol', 'fast_tensor_read', 'jit_ptx_to_cubin', 'load_module', 'packed_launch', 'set_interpret_sources', 'specialization_words', 'synchronize', 'tensor_info']
 class CudaError(RuntimeError):
     """
     A CUDA driver call failed, or no driver is available. Attributes: call (the driver function), code (CUresult, -1 when there is no driver).
@@ -169,6 +169,10 @@ def exchange_current_stream(tensor_type: typing.Any, device: typing.SupportsInt 
 def extraction_protocol(obj: typing.Any) -> str:
     """
     Which protocol the launcher uses to read a pointer from objects of this type.
+    """
+def fast_tensor_read(obj: typing.Any) -> str:
+    """
+    How the fast launch path reads tensors of obj's type: 'in place' (torch's tensor object, python_torch_tensor.h), 'exchange' (the DLPack exchange call), 'not read yet' (torch, before its first instance is), 'other' (no exchange table).
     """
 def jit_ptx_to_cubin(ptx: str, device: typing.SupportsInt | typing.SupportsIndex) -> tuple[bytes, str]:
     """

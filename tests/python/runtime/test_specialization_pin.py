@@ -180,3 +180,45 @@ def test_arguments_the_fast_path_does_not_know_are_left_to_python():
     words = _runtime.specialization_words([2 ** 64, -2 ** 63 - 1, np.zeros(4, np.float32),
                                            "text", object()], [0] * 5)
     assert words == [None] * 5
+
+
+class TensorSubclass(torch.Tensor):
+    """A Python subclass: its instances hold their at::Tensor where torch.Tensor's do."""
+
+
+def test_torch_tensors_are_read_in_place():
+    """With torch's DLPack exchange table, the fast path reads a torch tensor's at::Tensor in
+    place (cpp/bindings/python_torch_tensor.h) instead of calling the table, whose copy of the
+    at::Tensor costs most of each tensor argument's time; each type decides on its first
+    instance, checked against the exchange call."""
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip("this torch has no DLPack exchange table")
+    tensors = [torch.zeros(4), torch.nn.Parameter(torch.zeros(4)),
+               torch.zeros(4).as_subclass(TensorSubclass)]
+    assert None not in _runtime.specialization_words(tensors, [0] * len(tensors))
+    for tensor in tensors:
+        assert _runtime.fast_tensor_read(tensor) == "in place", type(tensor)
+
+
+def test_in_place_reads_say_what_the_python_keys_say():
+    """Tensors of every dtype, offset, view, subclass and autograd state, read in place."""
+    rng = random.Random(7)
+    base = torch.zeros(256, dtype=torch.float32)
+    tensors = [random_argument(rng) for _ in range(200)]
+    tensors = [t for t in tensors if isinstance(t, torch.Tensor)] + [
+        torch.zeros(4, requires_grad=True), torch.nn.Parameter(torch.zeros(3, 5)),
+        base[1:].as_subclass(TensorSubclass), base.view(16, 16).t(), base[::3], base[4:4],
+        torch.tensor(2.0), base.view(torch.bfloat16)[1:], base.expand(3, 256)]
+    words = _runtime.specialization_words(tensors, [0] * len(tensors))
+    for tensor, word in zip(tensors, words):
+        assert word is not None and decoded(word) == describe(argument_key(tensor)), tensor
+
+
+def test_tensors_dlpack_cannot_describe_are_left_to_python_after_in_place_reads():
+    """toDLPackNonOwning raises (a C++ exception) for them, as the exchange call fails: the fast
+    path leaves them to the Python path, with no Python error left behind, and goes on."""
+    plain = torch.zeros(8)
+    _runtime.specialization_words([plain], [0])  # the type decides here
+    odd = [torch.zeros(4).to_sparse(), torch.empty(4, device="meta")]
+    assert _runtime.specialization_words(odd + [plain], [0] * 3) == [None] * 2 + [
+        _runtime.specialization_words([plain], [0])[0]]
