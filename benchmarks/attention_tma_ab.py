@@ -18,8 +18,8 @@ from typing import Callable, Dict, List, Sequence
 CASES = [(S, D) for D in (64, 128) for S in (1024, 4096, 16384)]
 QUICK_CASES = [(4096, 64), (4096, 128)]
 VARIANTS = {"tma_off": dict(tma=False, warp_specialize=False),
-            "tma_on": dict(tma=True, warp_specialize=False),
-            "tma_ws": dict(tma=True, warp_specialize=True)}
+            "tma_on": dict(tma=True, warp_specialize=False, attention_tma="on"),
+            "tma_ws": dict(tma=True, warp_specialize=True, attention_tma="on")}
 
 
 def scoped(**knob_values) -> Callable:

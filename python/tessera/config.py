@@ -29,6 +29,17 @@ def _parse_bool(text: str) -> bool:
                      f"{', '.join(_TRUE_TEXTS)} or {', '.join(t for t in _FALSE_TEXTS if t)}")
 
 
+def _parse_auto(text: str) -> str:
+    """'auto', 'on' or 'off' (booleans' spellings accepted for on/off)."""
+    value = text.strip().lower()
+    if value == "auto":
+        return value
+    try:
+        return "on" if _parse_bool(value) else "off"
+    except ValueError:
+        raise ValueError(f"{text!r}: use auto, on or off") from None
+
+
 def _parse_noise(text: str) -> Optional[Tuple[float, int]]:
     """'AMPLITUDE[:SEED]' (e.g. '2.0' or '2.0:7'): (amplitude, seed); '0' or 'off': None."""
     value = text.strip().lower()
@@ -116,6 +127,12 @@ KNOBS: dict[str, Knob[Any]] = {
                 "(cp.async.bulk.tensor) into mbarrier-tracked rings (docs/perf/hopper.md). "
                 "Off: descriptor tiles are copied with cp.async. Read at each launch; part "
                 "of the cache key."),
+    "attention_tma": Knob("TESSERA_ATTENTION_TMA", "auto", _parse_auto,
+                          "tessera.ops' attention forward reads its tiles by TMA through "
+                          "per-head tensor descriptors where the inputs allow it (sm_90a, "
+                          "TESSERA_TMA, 16-bit, aligned rows): auto, where it measured faster "
+                          "than the cp.async path (head dim 128; docs/perf/attention_tma.md); "
+                          "on, wherever the inputs allow it; off, never. Read at each call."),
     "warp_specialize": Knob("TESSERA_WARP_SPECIALIZE", False, _parse_bool,
                             "With TESSERA_TMA on sm_90a: every TMA-pipelined loop that can "
                             "be gets a producer warpgroup that issues its copies while the "

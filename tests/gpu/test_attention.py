@@ -230,7 +230,7 @@ def test_tma_forward_matches_float64(S, D, causal, dtype_name, specialize):
     # Specialized: the unmasked loop's copies from a producer warpgroup. Default tiles (no
     # autotuning: the test stays fast; test_tma_forward_other_tiles launches the others).
     needs_sm90a()
-    with knobs.scope(warp_specialize=specialize, autotune="off"):
+    with knobs.scope(warp_specialize=specialize, autotune="off", attention_tma="on"):
         tma_forward_case(S, D, causal, dtype_name)
 
 
@@ -298,9 +298,10 @@ def test_tma_falls_back_for_rows_the_tma_cannot_read():
     gen = torch.Generator(device="cuda").manual_seed(7)
     q, k, v = (torch.randn((B, H, S, D + 4), device="cuda", dtype=torch.float16,
                            generator=gen)[..., :D] for _ in range(3))
-    assert not fa.tma_path(q, k, v) and fa.tma_path(q.contiguous(), k.contiguous(),
-                                                    v.contiguous())
-    o, lse = attention_forward(q, k, v, causal=True)
+    with knobs.scope(attention_tma="on"):
+        assert not fa.tma_path(q, k, v) and fa.tma_path(q.contiguous(), k.contiguous(),
+                                                        v.contiguous())
+        o, lse = attention_forward(q, k, v, causal=True)
     torch.cuda.synchronize()
     ref = reference(q, k, v, torch.zeros_like(q), True, D ** -0.5)
     assert rel(o, ref[0]) <= 5e-3 and rel(lse, ref[1]) <= 1e-3

@@ -22,6 +22,23 @@ from tessera.ops.flash_attention.configs import tma_path
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
+@pytest.fixture(autouse=True)
+def tma_wherever_allowed():
+    """These tests pin the TMA kernel and its rules at every eligible head dim: the library's
+    default (TESSERA_ATTENTION_TMA=auto) takes it only where it measured faster."""
+    with knobs.scope(attention_tma="on"):
+        yield
+
+
+def test_auto_takes_the_tma_path_where_it_measured_faster_and_off_never():
+    x64, x128 = (np.zeros((2, 3, 100, d), np.float16) for d in (64, 128))
+    with knobs.scope(attention_tma="auto"):
+        assert tma_path(x128, arch="sm_90a") and not tma_path(x64, arch="sm_90a")
+    with knobs.scope(attention_tma="off"):
+        assert not tma_path(x128, arch="sm_90a")
+    assert tma_path(x64, arch="sm_90a")  # on
+
+
 def compile_tma(D, dtype, causal, config, S=1024, H=2, st=None, specialize=False):
     x = np.zeros((1, H, S, D), DTYPES[dtype])
     lse = np.zeros((1, H, S), np.float32)

@@ -123,18 +123,29 @@ def reload_tiles(x) -> bool:
 TMA_ALIGN = 16  # bytes: the TMA's rule for a tensor map's base address and row stride
 
 
+# Head dims whose forward measured faster through the TMA path than through cp.async (H200,
+# `benchmarks/attention.py --tma-ab --quick`, fp16, S = 4096, same run): D = 128 1.12x
+# (causal 1.04x); D = 64 0.94x (causal 0.86x): its shorter programs do not pay back the
+# per-program tensor-map writes. TESSERA_ATTENTION_TMA=on takes it at every eligible D.
+TMA_FASTER_HEAD_DIMS = (128,)
+
+
 def tma_path(*tensors, arch: str | None = None) -> bool:
     """Whether the forward reads its tiles through per-head (S, D) tensor descriptors copied by
     the TMA: sm_90a with knobs.tma, 16-bit inputs on the wgmma configs (the TMA plan's slots
     are wgmma's swizzled tiles), and what a tensor map needs of every input: the last dim
     contiguous, each head's base (data pointer + batch and head offsets) and the row stride
     multiples of 16 bytes, rows not overlapping. Otherwise (and in the interpreter, any other
-    arch, strided inputs breaking a rule) the pointer path, which reads the same values."""
+    arch, strided inputs breaking a rule) the pointer path, which reads the same values.
+    knobs.attention_tma: "auto" takes it only at TMA_FASTER_HEAD_DIMS, "on" wherever the rules
+    hold, "off" never."""
     x = tensors[0]
     arch = _arch(x) if arch is None else arch
     knobs = tessera.config.knobs
-    if (arch != "sm_90a" or not (knobs.tma and knobs.wgmma) or _is_fp32(x)
-            or x.shape[-1] not in WGMMA_CONFIGS["fwd"]):
+    mode = knobs.attention_tma
+    if (mode == "off" or arch != "sm_90a" or not (knobs.tma and knobs.wgmma) or _is_fp32(x)
+            or x.shape[-1] not in WGMMA_CONFIGS["fwd"]
+            or (mode == "auto" and x.shape[-1] not in TMA_FASTER_HEAD_DIMS)):
         return False
     for t in tensors:
         itemsize = t.itemsize if isinstance(t, np.ndarray) else t.element_size()
