@@ -86,7 +86,7 @@ bool isWgmmaDot(const ir::Operation &op);
 /// partial inside its own lowering (codegen/lower_matrix_wgmma.cpp, impreciseAccumulation).
 bool leavesWgmmaGroup(const ir::Operation &op);
 
-/// Whether codegen waits for every wgmma group at `op` (a top-level op of a loop body):
+/// Whether the wgmma_waits pass waits for every group at `op` (a top-level op of a loop body):
 /// control flow, debug output, an op with a barrier of its own (shared scratch, mbarrier
 /// setup), a barrier membar did not let keep any group in flight. Reduce and scan combiners
 /// are straight-line code (only their scratch, across warps, drains).

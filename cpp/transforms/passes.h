@@ -1,7 +1,7 @@
 // Small helpers shared by the target-neutral cleanup passes (canonicalize, cse, dce, licm):
-// side-effect queries and dead-op removal; and the entry points of the three passes codegen runs
-// itself on IR that has not been through them (allocate_shared, membar, wgmma_waits). The passes register
-// by name (TESSERA_REGISTER_PASS) and are run through the PassManager.
+// side-effect queries and dead-op removal; and the entry points of the three passes codegen
+// runs itself on IR that has not been through them (allocate_shared, membar, wgmma_waits).
+// The passes register by name (TESSERA_REGISTER_PASS) and are run through the PassManager.
 #pragma once
 
 #include "ir/ir.h"

@@ -1,8 +1,9 @@
 """Asynchronous wgmma (the wgmma_waits pass places `wgmma_wait` ops, codegen lowers them): a
-dot's group is waited for at the first op that needs its result, with `wgmma.wait_group N` leaving the N groups committed
-after it in flight, so independent work runs beside it on the tensor cores. Barriers (membar's
-and those inside an op, e.g. a cross-warp reduction's) and control flow wait for every group
-first; a dot accumulating into an in-flight result waits for nothing. With
+dot's group is waited for at the first op that needs its result, with `wgmma.wait_group N`
+leaving the N groups committed after it in flight, so independent work runs beside it on the
+tensor cores. Barriers (membar's and those inside an op, e.g. a cross-warp reduction's) and
+control flow wait for every group first; a dot accumulating into an in-flight result waits
+for nothing. With
 knobs.wgmma_overlap off each dot waits (N = 0) right after its commit.
 
 The kernel reads its operands from the pipeliner's rings, as attention does: buffers live
