@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 namespace tessera::codegen {
 
@@ -213,7 +214,14 @@ KernelLowering::lowerRegionBody(const ir::Block &block, bool controlFlow, Carrie
 void KernelLowering::lowerOp(const ir::Operation &op) {
   try {
     checkWgmmaWaited(op);
+    // The wait of the op's own barrier (emitBarrier); a combiner's ops, lowered inside a
+    // reduce or scan, keep the enclosing op's.
+    std::optional<int64_t> enclosing = innerWgmmaWait_;
+    innerWgmmaWait_ = op.hasAttr("inner_wgmma_wait")
+                          ? std::optional<int64_t>(op.intAttr("inner_wgmma_wait"))
+                          : enclosing;
     dispatchOp(op);
+    innerWgmmaWait_ = enclosing;
     loweredOps_.insert(&op);
   } catch (const ir::CompileError &) {
     throw;

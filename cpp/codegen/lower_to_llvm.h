@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -145,8 +146,8 @@ public:
   /// The buffer of a local_alloc, at its `offset` (allocate_shared).
   llvm::Value *sharedBuffer(const ir::Operation &localAlloc, int64_t bytes);
   /// bar.sync 0: every thread of the CTA. A barrier inside an op's lowering (`groupsInFlight`
-  /// false) finds no wgmma group in flight: the wgmma_waits pass waited before such ops;
-  /// a `barrier` op may leave the groups the pass left in flight (membar's `wgmma_pending`).
+  /// false) first waits down to the op's `inner_wgmma_wait` (the wgmma_waits pass sets it when
+  /// groups are in flight there); a `barrier` op leaves what the wgmma_wait before it left.
   /// After a warp_specialize op (the producer warps left), a named barrier of the consumer
   /// threads instead: `bar.sync 1, num_warps * 32`.
   void emitBarrier(bool groupsInFlight = false);
@@ -239,6 +240,8 @@ private:
   int issuerThread_ = 0;
   int producerWarps_ = 0;
   bool consumersOnly_ = false; // past the role split: barriers name the consumers
+  /// The `inner_wgmma_wait` of the op being lowered: its own barrier waits down to it.
+  std::optional<int64_t> innerWgmmaWait_;
   bool fastDivision_ = false;
   bool pipelineWgmma_ = false;
   std::set<const ir::Operation *> loweredOps_;

@@ -13,6 +13,8 @@
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
+#include <stdexcept>
+
 namespace tessera::codegen {
 namespace {
 
@@ -208,11 +210,13 @@ llvm::Value *KernelLowering::sharedBuffer(const ir::Operation &localAlloc, int64
 
 void KernelLowering::emitBarrier(bool groupsInFlight) {
   // Past a barrier other warps may write shared memory an in-flight wgmma still reads: the
-  // wgmma_waits pass waits before every op whose lowering has one (analysis::scratchBytes,
-  // mbarrier setup), and before a `barrier` op down to what membar let it keep.
+  // wgmma_waits pass gives an op whose lowering has one `inner_wgmma_wait` (waited for here),
+  // and puts a wgmma_wait before a `barrier` op down to what membar let it keep.
+  if (!groupsInFlight && innerWgmmaWait_)
+    retireWgmma(static_cast<size_t>(*innerWgmmaWait_));
   if (!groupsInFlight && !pendingWgmma_.empty())
-    throw ir::CompileError("codegen: internal error: a barrier inside an op's lowering with "
-                           "wgmma groups in flight (the wgmma_waits pass waits before it)");
+    throw std::logic_error("a barrier inside the op's lowering with wgmma groups in flight "
+                           "and no inner_wgmma_wait (run the wgmma_waits pass)"); // lowerOp
   if (consumersOnly_) // the producer warps have left: barrier 1 of the consumer threads
     callIntrinsic(llvm::Intrinsic::nvvm_barrier_cta_sync_aligned_count, {},
                   {i32(1), i32(numWarps_ * 32)});

@@ -16,7 +16,9 @@
 //    pending groups of every path); the combiners of reduce and scan are straight-line code;
 // 3. a barrier waits down to membar's `wgmma_pending` (with `wgmma_pipeline`, else to 0), as
 //    does an mbarrier_arrive releasing a slot; an op whose lowering has a barrier of its own
-//    (scratch, mbarrier setup) waits for every group;
+//    (scratch, mbarrier setup) waits for every group right before that barrier, after its
+//    stores into scratch: attribute `inner_wgmma_wait = 0` (its loads and stores still run
+//    beside the products);
 // 4. with `wgmma_pipeline`, a `for` whose body never drains every group carries the groups of
 //    its chained accumulators across its back edge (attribute `wgmma_carried`: their indices
 //    among the yielded values); the yield waits for the rest, the loop's exit for all.
@@ -69,6 +71,10 @@ public:
         return;
       }
       waitBefore(op, pending, groupsKept(op, pending));
+      if (hasOwnBarrier(op) && !pending.empty()) {
+        op.setAttr("inner_wgmma_wait", int64_t{0});
+        pending.clear();
+      }
       if (op.code() == OpCode::For)
         placeInFor(op, pending);
       else if (op.code() == OpCode::If || op.code() == OpCode::While)
@@ -87,7 +93,7 @@ public:
 private:
   /// How many of the newest pending groups may stay in flight across `op` (rules 1-3).
   size_t groupsKept(const ir::Operation &op, const Pending &pending) const {
-    if (!runsBesideWgmma(op) || hasOwnBarrier(op))
+    if (!runsBesideWgmma(op))
       return 0;
     size_t kept = pending.size();
     for (unsigned i = 0; i < op.numOperands(); ++i) {
@@ -162,6 +168,7 @@ private:
 void eraseWaits(ir::Operation &func) {
   std::vector<ir::Operation *> waits;
   func.walk([&](ir::Operation *op) {
+    op->attributes().erase("inner_wgmma_wait");
     if (op->code() == OpCode::WgmmaWait)
       waits.push_back(op);
   });
