@@ -129,6 +129,15 @@ bool isWgmmaDot(const ir::Operation &op) {
   return mma && mma->isWgmma();
 }
 
+bool leavesWgmmaGroup(const ir::Operation &op) {
+  if (!isWgmmaDot(op))
+    return false;
+  const ir::Type &a = op.operand(0)->type();
+  bool promotes = a.bitWidth() == 8 && op.hasAttr("max_num_imprecise_acc") &&
+                  op.intAttr("max_num_imprecise_acc") <= a.shape()[1];
+  return !promotes;
+}
+
 bool drainsWgmmaGroups(const ir::Operation &op) {
   switch (op.code()) {
   case OpCode::Reduce:

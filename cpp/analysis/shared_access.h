@@ -81,7 +81,12 @@ SharedAccess forgetLoop(SharedAccess access, const ir::Operation *loop);
 /// asynchronously, until its group is waited for.
 bool isWgmmaDot(const ir::Operation &op);
 
-/// Whether codegen waits for every wgmma group at `op` (a top-level op of a loop body):
+/// Whether `op` leaves its committed wgmma group in flight: a wgmma dot, except one that adds
+/// partial sums of 8-bit products into f32 (max_num_imprecise_acc <= K), which waits for each
+/// partial inside its own lowering (codegen/lower_matrix_wgmma.cpp, impreciseAccumulation).
+bool leavesWgmmaGroup(const ir::Operation &op);
+
+/// Whether the wgmma_waits pass waits for every group at `op` (a top-level op of a loop body):
 /// control flow, debug output, an op with a barrier of its own (shared scratch, mbarrier
 /// setup), a barrier membar did not let keep any group in flight. Reduce and scan combiners
 /// are straight-line code (only their scratch, across warps, drains).

@@ -87,6 +87,7 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
     allocated = module.clone();
     transforms::allocateShared(*allocated);
     transforms::insertBarriers(*allocated);
+    transforms::placeWgmmaWaits(*allocated);
     functions = allocated->functions();
   }
   const ir::Operation &func = *functions.front();
@@ -101,10 +102,11 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   configureModule(llvmModule, *machine);
 
   KernelLowering lowering(llvmModule, result.numWarps);
-  // The module's `wgmma_overlap` (the compiler sets it from knobs.wgmma_overlap); on if absent.
-  lowering.setOverlapWgmma((allocated ? *allocated : module).intAttrOr("wgmma_overlap", 1) != 0);
-  // The module's `wgmma_pipeline` (knobs.wgmma_pipeline): groups in flight across back edges.
-  lowering.setPipelineWgmma((allocated ? *allocated : module).intAttrOr("wgmma_pipeline", 0) != 0);
+  // The module's `wgmma_pipeline` with `wgmma_overlap` (knobs; overlap on if absent): groups in
+  // flight across back edges, so a wait ties only the results still read.
+  const ir::Module &lowered = allocated ? *allocated : module;
+  lowering.setPipelineWgmma(lowered.intAttrOr("wgmma_overlap", 1) != 0 &&
+                            lowered.intAttrOr("wgmma_pipeline", 0) != 0);
   lowering.setSmVersion(smVersion(options.arch));
   const bool tensorCores = hasDot(func);
   lowering.setFastDivision(!tensorCores);

@@ -12,9 +12,9 @@
 // commits the group. wgmma.mma_async has no LLVM intrinsic, so it is inline PTX. The wait
 // (emitWgmmaWait, inline PTX too) ties the accumulator registers, so that LLVM cannot move a
 // use of the results above it (docs/architecture.md), and uses the register A words, so none is
-// rewritten while the wgmma may read it; it comes right after the commit, or, with
-// overlap on, before the first op that reads the result or any barrier (KernelLowering::
-// settleWgmma): membar's barrier before a write to bytes the dot reads then waits for it.
+// rewritten while the wgmma may read it; it comes where the IR's `wgmma_wait` ops say (the
+// wgmma_waits pass: right after the dot, or before the first op that reads the result or a
+// barrier): membar's barrier before a write to bytes the dot reads then waits for it.
 #include "codegen/lower_matrix.h"
 
 #include "ir/diagnostics.h"
@@ -425,13 +425,8 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
     return;
   }
   lowering.callIntrinsic(llvm::Intrinsic::nvvm_wgmma_commit_group_sync_aligned, {}, {});
-  if (lowering.overlapWgmma()) {
-    lowering.setRegisters(op.result(), std::move(result));
-    lowering.deferWgmmaWait(op.result(), std::move(aInputs)); // waited for before its first user
-    return;
-  }
-  emitWgmmaWait(lowering, result, 0, aInputs);
   lowering.setRegisters(op.result(), std::move(result));
+  lowering.deferWgmmaWait(op.result(), std::move(aInputs)); // until a wgmma_wait retires it
 }
 
 } // namespace tessera::codegen

@@ -380,12 +380,8 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
     lowering.callIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {},
                            {lowering.i32(op.intAttr("pending"))});
     return true;            // and no proxy fence: see emitProxyFence
-  case ir::OpCode::Barrier: // membar's `wgmma_pending`: honoured with pipelineWgmma only
-    lowering.emitBarrier(
-        lowering.pipelineWgmma()
-            ? static_cast<size_t>(std::max<int64_t>(
-                  (op.hasAttr("wgmma_pending") ? op.intAttr("wgmma_pending") : 0), 0))
-            : 0);
+  case ir::OpCode::Barrier: // the wgmma_wait before it kept membar's `wgmma_pending` groups
+    lowering.emitBarrier(/*groupsInFlight=*/true);
     return true;
   default: return false;
   }

@@ -191,9 +191,6 @@ void lowerWait(KernelLowering &lowering, const ir::Operation &op) {
 /// (release semantics: the issuing thread's wait acquires every warp's reads).
 void lowerArrive(KernelLowering &lowering, const ir::Operation &op) {
   llvm::IRBuilder<> &b = lowering.builder();
-  lowering.retireWgmma(lowering.pipelineWgmma() && op.hasAttr("wgmma_pending")
-                           ? static_cast<size_t>(op.intAttr("wgmma_pending"))
-                           : 0);
   lowering.callIntrinsic(llvm::Intrinsic::nvvm_bar_warp_sync, {}, {lowering.i32(-1)});
   llvm::Value *slot = lowering.registersOf(op.operand(1))[0];
   llvm::Value *arrives = b.CreateAnd(b.CreateICmpEQ(lowering.laneId(), lowering.i32(0)),

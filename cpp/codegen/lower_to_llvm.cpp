@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 namespace tessera::codegen {
 
@@ -194,8 +195,13 @@ KernelLowering::lowerRegionBody(const ir::Block &block, bool controlFlow, Carrie
   std::vector<const Registers *> yielded;
   for (const auto &op : block.operations()) {
     if (op->code() == ir::OpCode::Yield || op->code() == ir::OpCode::Condition) {
-      if (controlFlow) // control flow merges here: nothing stays in flight but what a loop carries
-        waitForWgmma(pendingWgmma_.size() - (carried ? carriedAtYield(*op, *carried) : 0));
+      // Control flow merges here: nothing stays in flight but what a loop carries (the
+      // wgmma_waits pass placed the wait before this terminator).
+      if (controlFlow && carried)
+        markCarriedInFlight(*op, *carried);
+      else if (controlFlow && !pendingWgmma_.empty())
+        ir::emitError(*op, "codegen: wgmma groups in flight at the end of a region: run the "
+                           "wgmma_waits pass");
       for (const ir::Value *value : op->operands())
         yielded.push_back(&registersOf(value));
       return yielded;
@@ -207,8 +213,15 @@ KernelLowering::lowerRegionBody(const ir::Block &block, bool controlFlow, Carrie
 
 void KernelLowering::lowerOp(const ir::Operation &op) {
   try {
-    settleWgmma(op);
+    checkWgmmaWaited(op);
+    // The wait of the op's own barrier (emitBarrier); a combiner's ops, lowered inside a
+    // reduce or scan, keep the enclosing op's.
+    std::optional<int64_t> enclosing = innerWgmmaWait_;
+    innerWgmmaWait_ = op.hasAttr("inner_wgmma_wait")
+                          ? std::optional<int64_t>(op.intAttr("inner_wgmma_wait"))
+                          : enclosing;
     dispatchOp(op);
+    innerWgmmaWait_ = enclosing;
     loweredOps_.insert(&op);
   } catch (const ir::CompileError &) {
     throw;
@@ -268,6 +281,9 @@ const std::array<LoweringRule, ir::kNumOpCodes> &KernelLowering::loweringTable()
     set({OpCode::Dot, OpCode::Trans, OpCode::LocalAlloc, OpCode::LocalLoad, OpCode::AsyncCopy,
          OpCode::AsyncCommitGroup, OpCode::AsyncWait, OpCode::Barrier},
         "lowerTensorCoreOp", lowerTensorCoreOnly);
+    set({OpCode::WgmmaWait}, "retireWgmma", [](KernelLowering &l, const ir::Operation &op) {
+      l.retireWgmma(static_cast<size_t>(op.intAttr("pending")));
+    });
     set({OpCode::MBarrierInit, OpCode::MBarrierExpectTx, OpCode::TmaLoad, OpCode::MBarrierWait,
          OpCode::MBarrierInval, OpCode::MBarrierArrive},
         "lowerTmaOp", lowerTmaOnly);
@@ -337,9 +353,9 @@ std::vector<ir::Value *> argumentsOf(const ir::Block &block, unsigned first = 0)
 
 void KernelLowering::lowerFor(const ir::Operation &op) {
   // preheader -> header(phis; iv < ub ?) -> body ... latch(iv += step) -> header | exit
-  // With pipelineWgmma, the groups of the products the body yields may stay in flight across
-  // the back edge (CarriedGroups): pending at the header, waited for in the body by the first
-  // op that needs them (not the dot that accumulates into them) or a barrier, and at the exit.
+  // The groups of the loop's `wgmma_carried` products may stay in flight across the back edge
+  // (CarriedGroups): pending at the header, waited for where the body's wgmma_wait ops say,
+  // and by the wgmma_wait right after the loop on the exit path.
   const ir::Block &body = op.regions()[0]->front();
   llvm::Value *lower = registersOf(op.operand(0))[0];
   llvm::Type *ivType = lower->getType();
@@ -361,7 +377,7 @@ void KernelLowering::lowerFor(const ir::Operation &op) {
   iv->addIncoming(lower, preheader);
   std::vector<Registers> carried = createPhis(argumentsOf(body, 1), op);
   addIncoming(carried, inits, preheader);
-  CarriedGroups groups = carriedWgmmaGroups(op); // pendingWgmma_ is empty: the For waited
+  CarriedGroups groups = carriedWgmmaGroups(op); // pendingWgmma_ is empty (checkWgmmaWaited)
   auto *poison = llvm::PoisonValue::get(builder_.getInt32Ty());
   for (size_t g = 0; g < groups.indices.size(); ++g) {
     for (llvm::PHINode *phi : groups.inputs[g])
@@ -392,10 +408,9 @@ void KernelLowering::lowerFor(const ir::Operation &op) {
   builder_.SetInsertPoint(exit);
   for (unsigned i = 0; i < op.numResults(); ++i)
     setRegisters(op.result(i), carried[i]);
-  for (size_t g = 0; g < groups.indices.size(); ++g)
+  for (size_t g = 0; g < groups.indices.size(); ++g) // waited for by the wgmma_wait after it
     pendingWgmma_.push_back(
         {op.result(groups.indices[g]), {groups.inputs[g].begin(), groups.inputs[g].end()}});
-  waitForWgmma(pendingWgmma_.size()); // the loop exit waits for every group
 }
 
 void KernelLowering::lowerIf(const ir::Operation &op) {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -87,12 +88,6 @@ public:
   /// (cp.async, st.shared) filled needs fence.proxy.async after those writes.
   bool usesWgmma() const { return usesWgmma_; }
 
-  /// Asynchronous wgmma: a dot's committed group is waited for just before the first op that
-  /// reads its result, or a barrier, control flow or a call (settleWgmma), so the ops in
-  /// between overlap it on the tensor cores. Off (the module's `wgmma_overlap` = 0): each
-  /// dot waits right after its commit.
-  bool overlapWgmma() const { return overlapWgmma_; }
-  void setOverlapWgmma(bool overlap) { overlapWgmma_ = overlap; }
   /// fast_divf (fp32 `/` and tl.fdiv, Triton's div.full.f32: 2 ulp) as div.full.f32, which
   /// brought swiglu from 0.76 to 1.00 and dropout from 0.90 to 0.99 of Triton's speed (H100).
   /// Off, the correctly rounded div.rn, which is within the promise too: codegen.cpp turns it
@@ -100,16 +95,16 @@ public:
   /// slower (A/B on an H100, docs/perf/triton_parity.md).
   bool fastDivision() const { return fastDivision_; }
   void setFastDivision(bool fast) { fastDivision_ = fast; }
-  /// With overlap: a `for` leaves the groups of the products it yields in flight across its
-  /// back edge, and a `barrier` waits only down to its `wgmma_pending` groups (membar decides
-  /// which it may leave; the module's `wgmma_pipeline`, docs/perf/wgmma_across_iterations.md).
-  bool pipelineWgmma() const { return overlapWgmma_ && pipelineWgmma_; }
+  /// Groups kept in flight across barriers and back edges (the module's `wgmma_overlap` and
+  /// `wgmma_pipeline`; docs/perf/wgmma_across_iterations.md): a wait then ties only the
+  /// results some op still reads. Where the waits go is the IR's (the wgmma_waits pass).
+  bool pipelineWgmma() const { return pipelineWgmma_; }
   void setPipelineWgmma(bool pipeline) { pipelineWgmma_ = pipeline; }
   /// The target's SM version (80 for sm_80, 90 for sm_90a): picks hardware fp8 conversions.
   int smVersion() const { return smVersion_; }
   void setSmVersion(int version) { smVersion_ = version; }
-  /// `result`'s registers are the untied outputs of a committed, unwaited wgmma group.
-  /// `inputs`: its register A words, kept live until the wait.
+  /// `result`'s registers are the untied outputs of a committed, unwaited wgmma group, waited
+  /// for by a later `wgmma_wait` op. `inputs`: its register A words, kept live until then.
   void deferWgmmaWait(const ir::Value *result, std::vector<llvm::Value *> inputs = {}) {
     pendingWgmma_.push_back({result, std::move(inputs)});
   }
@@ -150,14 +145,13 @@ public:
   llvm::Value *sharedScratch(const ir::Operation &op, int64_t bytes);
   /// The buffer of a local_alloc, at its `offset` (allocate_shared).
   llvm::Value *sharedBuffer(const ir::Operation &localAlloc, int64_t bytes);
-  /// bar.sync 0: every thread of the CTA, after waiting until at most `wgmmaPending` wgmma
-  /// groups are in flight (membar's `wgmma_pending` of a barrier op; 0, every group, for the
-  /// barriers inside an op's lowering).
+  /// bar.sync 0: every thread of the CTA. A barrier inside an op's lowering (`groupsInFlight`
+  /// false) first waits down to the op's `inner_wgmma_wait` (the wgmma_waits pass sets it when
+  /// groups are in flight there); a `barrier` op leaves what the wgmma_wait before it left.
   /// After a warp_specialize op (the producer warps left), a named barrier of the consumer
   /// threads instead: `bar.sync 1, num_warps * 32`.
-  void emitBarrier(size_t wgmmaPending = 0);
-  /// Waits until at most `keep` wgmma groups are in flight (an mbarrier_arrive's
-  /// `wgmma_pending`: the slot it releases was read by the older ones).
+  void emitBarrier(bool groupsInFlight = false);
+  /// Waits until at most `keep` wgmma groups are in flight: a `wgmma_wait {pending = keep}`.
   void retireWgmma(size_t keep) {
     if (pendingWgmma_.size() > keep)
       waitForWgmma(pendingWgmma_.size() - keep);
@@ -189,17 +183,17 @@ public:
   }
 
 private:
-  /// Before `op`: waits for the pending wgmma groups it reads (all of them before control
-  /// flow, terminators and calls; emitBarrier waits down to its count). wgmma_waits.cpp has
-  /// these and the loop-carried groups.
-  void settleWgmma(const ir::Operation &op);
+  /// Before `op`: fails when it reads a result whose wgmma group is in flight, or is control
+  /// flow with groups in flight (the waits were not placed). wgmma_groups.cpp has these and
+  /// the loop-carried groups.
+  void checkWgmmaWaited(const ir::Operation &op) const;
   /// Waits until the oldest `groups` pending wgmma groups are complete and ties their results'
   /// registers to the wait, so no use moves above it.
   void waitForWgmma(size_t groups);
   void lowerBlock(const ir::Block &block);
-  /// Lowers a region's ops up to its terminator and returns the terminator's operands. The
-  /// body of control flow (`controlFlow`) waits for every wgmma group at its terminator, but
-  /// for the newest groups a loop may carry (`carried`, see lowerFor).
+  /// Lowers a region's ops up to its terminator and returns the terminator's operands. At
+  /// the terminator of control flow (`controlFlow`) no wgmma group is in flight but those a
+  /// loop carries (`carried`, see lowerFor).
   struct CarriedGroups;
   std::vector<const Registers *> lowerRegionBody(const ir::Block &block, bool controlFlow = true,
                                                  CarriedGroups *carried = nullptr);
@@ -222,10 +216,10 @@ private:
   std::map<const ir::Value *, Registers> values_;
   std::map<const ir::Value *, RegisterMaker> lazyValues_;
   std::map<const ir::Value *, SharedOperand> sharedOperands_;
-  /// The wgmma groups a `for` may leave in flight across its back edge (pipelineWgmma): those
-  /// of the products it yields straight from a wgmma dot of its body (once each), oldest
-  /// first. At the header they may be pending (not on the first iteration: waiting for a group
-  /// more than are pending is harmless, wgmma.wait_group counts).
+  /// The wgmma groups a `for` may leave in flight across its back edge: those of its
+  /// `wgmma_carried` products (the wgmma_waits pass), oldest first. At the header they may be
+  /// pending (not on the first iteration: waiting for a group more than are pending is
+  /// harmless, wgmma.wait_group counts).
   struct CarriedGroups {
     std::vector<unsigned> indices; // among the yielded values
     /// Phis in the header for each one's register A words (empty when A is in shared memory):
@@ -233,12 +227,12 @@ private:
     std::vector<std::vector<llvm::PHINode *>> inputs;
     std::vector<bool> inFlight; // at the yield: left in flight (else waited for)
   };
-  /// The groups `loop` may carry, with their input phis created at the insertion point (the
+  /// The groups `loop` carries, with their input phis created at the insertion point (the
   /// header, before its branch).
   CarriedGroups carriedWgmmaGroups(const ir::Operation &loop);
-  /// At the loop's yield: how many of the newest pending groups it carries (their order and
-  /// inputs as the header expects); fills `carried.inFlight`.
-  size_t carriedAtYield(const ir::Operation &yield, CarriedGroups &carried) const;
+  /// At the loop's yield: fills `carried.inFlight` from the groups still pending there (each
+  /// must be a carried value's, with the inputs the header expects).
+  void markCarriedInFlight(const ir::Operation &yield, CarriedGroups &carried);
   /// Whether `value` has a user not lowered yet (a wait need not tie registers no op reads).
   bool hasUnloweredUse(const ir::Value *value) const;
 
@@ -246,7 +240,8 @@ private:
   int issuerThread_ = 0;
   int producerWarps_ = 0;
   bool consumersOnly_ = false; // past the role split: barriers name the consumers
-  bool overlapWgmma_ = true;
+  /// The `inner_wgmma_wait` of the op being lowered: its own barrier waits down to it.
+  std::optional<int64_t> innerWgmmaWait_;
   bool fastDivision_ = false;
   bool pipelineWgmma_ = false;
   std::set<const ir::Operation *> loweredOps_;

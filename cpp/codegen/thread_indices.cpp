@@ -13,6 +13,8 @@
 
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
+#include <stdexcept>
+
 namespace tessera::codegen {
 namespace {
 
@@ -206,12 +208,15 @@ llvm::Value *KernelLowering::sharedBuffer(const ir::Operation &localAlloc, int64
   return sharedAt(localAlloc, localAlloc.intAttr("offset"), bytes);
 }
 
-void KernelLowering::emitBarrier(size_t wgmmaPending) {
-  // Past this barrier other warps may write shared memory our in-flight wgmma still read
-  // (membar placed it for such a pair): wait for them first, all but the newest
-  // `wgmmaPending`, which membar found read nothing written before the next such barrier.
-  if (pendingWgmma_.size() > wgmmaPending)
-    waitForWgmma(pendingWgmma_.size() - wgmmaPending);
+void KernelLowering::emitBarrier(bool groupsInFlight) {
+  // Past a barrier other warps may write shared memory an in-flight wgmma still reads: the
+  // wgmma_waits pass gives an op whose lowering has one `inner_wgmma_wait` (waited for here),
+  // and puts a wgmma_wait before a `barrier` op down to what membar let it keep.
+  if (!groupsInFlight && innerWgmmaWait_)
+    retireWgmma(static_cast<size_t>(*innerWgmmaWait_));
+  if (!groupsInFlight && !pendingWgmma_.empty())
+    throw std::logic_error("a barrier inside the op's lowering with wgmma groups in flight "
+                           "and no inner_wgmma_wait (run the wgmma_waits pass)"); // lowerOp
   if (consumersOnly_) // the producer warps have left: barrier 1 of the consumer threads
     callIntrinsic(llvm::Intrinsic::nvvm_barrier_cta_sync_aligned_count, {},
                   {i32(1), i32(numWarps_ * 32)});

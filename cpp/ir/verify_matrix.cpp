@@ -175,9 +175,10 @@ void verifySharedOp(const Operation &op) {
     break;
   }
   case OpCode::AsyncWait:
+  case OpCode::WgmmaWait:
     expectCounts(op, 0, 0, 0);
     if (!op.hasAttr("pending") || op.intAttr("pending") < 0)
-      emitError(op, "async_wait needs pending >= 0");
+      emitError(op, std::string(op.name()) + " needs pending >= 0");
     break;
   default: // async_commit_group, barrier
     expectCounts(op, 0, 0, 0);
@@ -200,7 +201,8 @@ bool isTensorCoreOp(OpCode code) {
   case OpCode::AsyncCopy:
   case OpCode::AsyncCommitGroup:
   case OpCode::AsyncWait:
-  case OpCode::Barrier: return true;
+  case OpCode::Barrier:
+  case OpCode::WgmmaWait: return true;
   default: return false;
   }
 }

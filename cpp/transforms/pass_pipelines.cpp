@@ -84,7 +84,7 @@ ir::PipelineRegistration tgir(ir::PipelineInfo{
     "tile IR with layouts: tensor cores, software pipelining, shared memory and barriers",
     {"assign_layouts", "coalesce", "accelerate_matmul", "remove_layout_conversions", "canonicalize",
      "cse", "dce", "licm", "stage_invariant_operands", "pipeline", "materialize_wgmma_operands",
-     "canonicalize", "cse", "dce", "allocate_shared", "membar"},
+     "canonicalize", "cse", "dce", "allocate_shared", "membar", "wgmma_waits"},
     {kNumWarps,
      {"num_stages", "default software-pipelining depth of loops (module attribute num_stages)"},
      {"arch", "target, e.g. sm_80 or sm_90a: wgmma only on sm_90a"},

@@ -1,7 +1,7 @@
 // Small helpers shared by the target-neutral cleanup passes (canonicalize, cse, dce, licm):
-// side-effect queries and dead-op removal; and the entry points of the two passes codegen runs
-// itself on IR that has not been through them (allocate_shared, membar). The passes register
-// by name (TESSERA_REGISTER_PASS) and are run through the PassManager.
+// side-effect queries and dead-op removal; and the entry points of the three passes codegen
+// runs itself on IR that has not been through them (allocate_shared, membar, wgmma_waits).
+// The passes register by name (TESSERA_REGISTER_PASS) and are run through the PassManager.
 #pragma once
 
 #include "ir/ir.h"
@@ -31,5 +31,7 @@ namespace tessera::transforms {
 void allocateShared(ir::Module &module);
 /// The membar pass (membar.cpp): barriers where threads could race on shared memory.
 void insertBarriers(ir::Module &module);
+/// The wgmma_waits pass (wgmma_waits.cpp): `wgmma_wait` ops where wgmma groups must retire.
+void placeWgmmaWaits(ir::Module &module);
 
 } // namespace tessera::transforms

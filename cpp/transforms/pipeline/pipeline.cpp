@@ -139,8 +139,8 @@ void readSlotInstead(Operation *before, Value *replaced, Value *ring, Value *slo
 /// The first top-level wgmma dot of the loop body that reads a pipelined tile (through one of
 /// the conversions that become reads of its ring), or null. Null too when no product of the
 /// loop can stay in flight across iterations: none is carried as a chained accumulator
-/// (analysis::carriedWgmmaAccumulators: codegen waits for it at the back edge), an op of the
-/// body waits for every group (analysis::drainsWgmmaGroups), or a wgmma dot of the body reads
+/// (analysis::carriedWgmmaAccumulators: else wgmma_waits waits for it at the back edge), an op
+/// of the body waits for every group (analysis::drainsWgmmaGroups), or a body dot on wgmma reads
 /// a tile computed in the loop that materialize_wgmma_operands will stage through shared
 /// memory at every step (restaging it must wait for the previous step's product).
 Operation *firstRingProduct(const LoopSchedule &schedule) {
@@ -158,7 +158,7 @@ Operation *firstRingProduct(const LoopSchedule &schedule) {
   Operation *first = nullptr;
   for (auto &op : schedule.loop->body().operations()) {
     if (!replaced.count(op.get()) && analysis::drainsWgmmaGroups(*op))
-      return nullptr; // codegen waits for every group there (keepsProductsInFlight)
+      return nullptr; // wgmma_waits waits for every group there (no loop carries any)
     if (op->code() != OpCode::Dot || !isWgmmaOperand(op->operand(1)->type().encoding().get()))
       continue;
     for (unsigned i = 0; i < 2; ++i) {

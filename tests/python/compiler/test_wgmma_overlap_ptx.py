@@ -1,8 +1,9 @@
-"""Asynchronous wgmma (codegen: KernelLowering::settleWgmma): a dot's group is waited for at
-the first op that needs its result, with `wgmma.wait_group N` leaving the N groups committed
-after it in flight, so independent work runs beside it on the tensor cores. Barriers (membar's
-and those inside an op, e.g. a cross-warp reduction's) and control flow wait for every group
-first; a dot accumulating into an in-flight result waits for nothing. With
+"""Asynchronous wgmma (the wgmma_waits pass places `wgmma_wait` ops, codegen lowers them): a
+dot's group is waited for at the first op that needs its result, with `wgmma.wait_group N`
+leaving the N groups committed after it in flight, so independent work runs beside it on the
+tensor cores. Barriers (membar's and those inside an op, e.g. a cross-warp reduction's) and
+control flow wait for every group first; a dot accumulating into an in-flight result waits
+for nothing. With
 knobs.wgmma_overlap off each dot waits (N = 0) right after its commit.
 
 The kernel reads its operands from the pipeliner's rings, as attention does: buffers live
@@ -79,6 +80,26 @@ def test_barriers_wait_for_every_group():
 def test_a_chained_accumulator_needs_no_wait():
     events = loop_events(True, chain=True)
     assert events[:5] == ["commit", "commit", "commit", "wait 2", "ex2"], events
+
+
+WAIT_IR = re.compile(r"wgmma_wait \{pending = (\d+)\}")
+WAIT_PTX = re.compile(r"wgmma\.wait_group\.sync\.aligned (\d+);")
+
+
+@pytest.mark.parametrize("overlap, pipeline, reduce, chain", [
+    (True, False, False, False), (False, False, False, False), (True, False, True, False),
+    (True, False, False, True), (True, True, False, True)])
+def test_the_ptx_waits_are_the_wgmma_wait_ops_of_the_ir(overlap, pipeline, reduce, chain):
+    # The wgmma_waits pass decides; codegen emits one wait_group per wgmma_wait op, in order
+    # and with its count, and none of its own (these kernels have no fp8 partial sums).
+    h = np.zeros((64, 128), np.float16)
+    f = np.zeros((128, 64), np.float32)
+    with knobs.scope(wgmma_overlap=overlap, wgmma_pipeline=pipeline):
+        compiled = two_products.compile(h, h, h, f, f, np.zeros(128, np.float32), 128,
+                                        REDUCE=reduce, CHAIN=chain, num_warps=4,
+                                        num_stages=2, arch="sm_90a")
+    waits = WAIT_IR.findall(compiled.asm["tgir"])
+    assert waits and WAIT_PTX.findall(compiled.asm["ptx"]) == waits
 
 
 def test_interpreter_matches_float64(monkeypatch):
