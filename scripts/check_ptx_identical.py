@@ -139,6 +139,16 @@ def flash_forward_cases(m, arch, quick, candidates):
                        dict(D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
                             RELOAD=D * x.itemsize >= 1024, num_warps=warps,
                             num_stages=stages))
+                if arch == "sm_90a" and x.itemsize == 2:  # the TMA variants (flash_attention)
+                    for specialize in (False, True):
+                        yield (f"attention_fwd_kernel TMA specialize={specialize} D={D} "
+                               f"{dname} {block_m}x{block_n} w{warps} s{stages} "
+                               f"causal={causal}", m.attention_fwd_kernel,
+                               (x, x, x, x, lse, 0.125 * 1.4426950408889634, 2, 1024, *st * 4),
+                               dict(D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
+                                    RELOAD=D * x.itemsize >= 1024, TMA=True,
+                                    SPECIALIZE=specialize, num_warps=warps,
+                                    num_stages=stages))
 
 
 def flash_backward_cases(m, arch, quick, candidates):
