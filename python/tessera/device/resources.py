@@ -6,9 +6,9 @@ Two moments:
 
 * before compiling (:func:`estimate`, from the tile IR of the front end, which costs
   milliseconds): threads per block, a lower bound of the shared memory that pipelined dot
-  operands take, a lower bound of the registers that loop-carried floating-point tiles hold. A config is
-  dropped only when even these lower bounds do not fit, so the model never drops one that
-  would have run;
+  operands take, a lower bound of the registers that loop-carried floating-point tiles hold.
+  A config is dropped only when even these lower bounds do not fit, so the model never drops
+  one that would have run;
 * after compiling (:func:`from_metadata`): the exact shared bytes and registers that codegen
   and ptxas report; a block that cannot be resident on one multiprocessor fails the config.
 
