@@ -38,17 +38,21 @@ def two_products(a_ptr, b_ptr, c_ptr, x_ptr, out_ptr, col_sums_ptr, K,
     tl.store(out_ptr + rows[:, None] * 64 + rows[None, :], acc)
 
 
+def compile_two_products(overlap: bool, pipeline: bool, reduce: bool, chain: bool):
+    """two_products compiled for sm_90a under the wgmma overlap/pipeline knobs given."""
+    h = np.zeros((64, 128), np.float16)
+    f = np.zeros((128, 64), np.float32)
+    with knobs.scope(wgmma_overlap=overlap, wgmma_pipeline=pipeline):
+        return two_products.compile(h, h, h, f, f, np.zeros(128, np.float32), 128,
+                                    REDUCE=reduce, CHAIN=chain, num_warps=4, num_stages=2,
+                                    arch="sm_90a")
+
+
 def loop_events(overlap: bool, reduce: bool = False, chain: bool = False):
     """The loop body's wgmma commits, waits (with N), ex2 and bar.sync, in order, runs of one
     wait or ex2 collapsed (a wait ties at most 64 registers per statement; ex2 per element)."""
-    h = np.zeros((64, 128), np.float16)
-    f = np.zeros((128, 64), np.float32)
     # Products within one step (across steps with knobs.wgmma_pipeline: its own tests).
-    with knobs.scope(wgmma_overlap=overlap, wgmma_pipeline=False):
-        compiled = two_products.compile(h, h, h, f, f, np.zeros(128, np.float32), 128,
-                                        REDUCE=reduce, CHAIN=chain, num_warps=4,
-                                        num_stages=2, arch="sm_90a")
-    ptx = compiled.asm["ptx"]
+    ptx = compile_two_products(overlap, False, reduce, chain).asm["ptx"]
     body = ptx[ptx.index("wgmma.fence"):]  # from the first product on
     body = body[:body.index("bra.uni")] if "bra.uni" in body else body
     pattern = r"wgmma\.commit_group|wgmma\.wait_group\.sync\.aligned (\d+)|ex2\.approx|bar\.sync"
@@ -94,12 +98,7 @@ def test_the_ptx_waits_are_the_wgmma_wait_ops_of_the_ir(overlap, pipeline, reduc
     # The wgmma_waits pass decides; codegen emits one wait_group per wgmma_wait op (or
     # inner_wgmma_wait attribute: REDUCE's layout conversion has its own barrier), in order
     # and with its count, and none of its own (these kernels have no fp8 partial sums).
-    h = np.zeros((64, 128), np.float16)
-    f = np.zeros((128, 64), np.float32)
-    with knobs.scope(wgmma_overlap=overlap, wgmma_pipeline=pipeline):
-        compiled = two_products.compile(h, h, h, f, f, np.zeros(128, np.float32), 128,
-                                        REDUCE=reduce, CHAIN=chain, num_warps=4,
-                                        num_stages=2, arch="sm_90a")
+    compiled = compile_two_products(overlap, pipeline, reduce, chain)
     waits = [op or inner for op, inner in WAIT_IR.findall(compiled.asm["tgir"])]
     assert waits and WAIT_PTX.findall(compiled.asm["ptx"]) == waits
 
