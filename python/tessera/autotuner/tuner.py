@@ -134,8 +134,8 @@ class Autotuner:
         # finalists in alternating rounds (_refine); a timer the kernel asked for is used alone.
         self._default_timer = (do_bench is None and warmup is None and rep is None
                                and not use_cuda_graph)
-        self._round_timer = _round_timer()
-        self._warm_timer = _warm_timer()
+        self._round_timer = _do_bench(2, REFINE_ROUND_MS)
+        self._warm_timer = _do_bench(WARM_UP_MS / 2, WARM_UP_MS / 2)
         if do_bench is None:
             do_bench = _benchmarker(warmup, rep, use_cuda_graph)
         self.do_bench = do_bench
@@ -597,16 +597,11 @@ def built_config(built: List[tuple], index: int) -> Config:
     return next(config for i, config, _, _ in built if i == index)
 
 
-def _warm_timer() -> Callable:
-    """The timer whose run warms the GPU before a pass (_warm_up); its result is dropped."""
+def _do_bench(warmup: float, rep: float) -> Callable:
+    """testing.do_bench with these budgets (ms): the warm-up before a pass (_warm_up, its
+    result dropped) and each refinement round (_refine)."""
     from .. import testing
-    return functools.partial(testing.do_bench, warmup=WARM_UP_MS / 2, rep=WARM_UP_MS / 2)
-
-
-def _round_timer() -> Callable:
-    """The timer of one refinement round (_refine): a short do_bench per finalist."""
-    from .. import testing
-    return functools.partial(testing.do_bench, warmup=2, rep=REFINE_ROUND_MS)
+    return functools.partial(testing.do_bench, warmup=warmup, rep=rep)
 
 
 def _benchmarker(warmup: Optional[float], rep: Optional[float], use_cuda_graph: bool):
