@@ -77,15 +77,17 @@ def matmul_tma_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_
         tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
 
 
-# The candidates (ptxas on sm_90a, CUDA 13: no spills; shared memory within 227 KiB with
-# the ring and the epilogue's conversion): cuBLAS's and Triton's large tiles, two warpgroups.
+# The candidates: cuBLAS's and Triton's large tiles on two warpgroups. Each keeps its rings
+# across tiles, i.e. rings plus the epilogue's conversion tile fit 227 KiB at once (213 KiB,
+# 213 KiB, 160 KiB), and ptxas (sm_90a, CUDA 13) spills nothing: 166, 195, 120 registers at
+# 8192^3 (255, 255, 162 for ragged shapes). 256x128x64 with 4 stages does not fit with the
+# conversion (256 KiB): it would fill and drain its ring per tile, so it stays a pointer
+# config only.
 CONFIGS = [
     tessera.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
                    num_warps=8, num_stages=3),
     tessera.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
                    num_warps=8, num_stages=3),
-    tessera.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
-                   num_warps=8, num_stages=4),
     tessera.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_SIZE_M": 8},
                    num_warps=8, num_stages=4),
 ]
@@ -136,14 +138,16 @@ def describable(x, transposed: bool = False) -> bool:
 
 def tma_rules(a, b, arch: str | None = None) -> tuple:
     """``(eligible, b_trans)`` for ``a @ b``: whether this family may run it (sm_90a,
-    knobs.tma and knobs.wgmma, knobs.matmul_tma not off, fp16/bf16 inputs of one dtype, tensor
-    maps for A (row-major) and B (row-major, or ``b.t()`` of a row-major (N, K))), and whether
-    B is read transposed. The output is stored through pointers: any strides."""
+    knobs.tma and knobs.wgmma, knobs.matmul_tma not off, fp16/bf16 inputs of one dtype, no
+    empty dim (a tensor map's dims are >= 1), tensor maps for A (row-major) and B (row-major,
+    or ``b.t()`` of a row-major (N, K))), and whether B is read transposed. The output is
+    stored through pointers: any strides."""
     knobs = tessera.config.knobs
     arch = _arch(a) if arch is None else arch
     if (arch != "sm_90a" or not (knobs.tma and knobs.wgmma) or knobs.matmul_tma == "off"
             or str(a.dtype).replace("torch.", "") not in ("float16", "bfloat16")
-            or str(a.dtype) != str(b.dtype) or not describable(a)):
+            or str(a.dtype) != str(b.dtype) or 0 in (*a.shape, *b.shape)
+            or not describable(a)):
         return False, False
     b_trans = not describable(b) and describable(b, transposed=True)
     return b_trans or describable(b), b_trans
