@@ -184,8 +184,10 @@ def _strides(x) -> tuple:
     return tuple(x.stride())
 
 
-def matmul_forward(a, b, bias=None, activation: str = "", out=None):
-    """:func:`matmul`'s launch, never through the custom op (what the op runs)."""
+def matmul_forward(a, b, bias=None, activation: str = "", out=None, config=None):
+    """:func:`matmul`'s launch, never through the custom op (what the op runs). ``config``
+    (one of ``tuned_matmul_kernel.configs``) launches that config untuned (tests and
+    benchmarks); a TMA config the inputs do not allow is a ValueError."""
     M, K = a.shape
     K2, N = b.shape
     if K != K2:
@@ -197,6 +199,14 @@ def matmul_forward(a, b, bias=None, activation: str = "", out=None):
     mode = tessera.config.knobs.matmul_tma
     families = ("tma" if mode == "on" else "pointer+tma") if tma else "pointer"
     sms = gemm_tma.sm_count(a) if tma else 1
+    kernel, meta = tuned_matmul_kernel, {}
+    if config is not None:
+        if family(config) == "tma" and not tma:  # the pointer kernel runs any inputs
+            raise ValueError(f"matmul: config {config} is of the tma family, which these "
+                             f"inputs do not allow (gemm_tma.tma_rules: "
+                             f"{tuple(a.shape)} {a.dtype} strides {_strides(a)} @ "
+                             f"{tuple(b.shape)} strides {_strides(b)})")
+        kernel, meta = matmul_entry, config.all_kwargs()
 
     def grid(meta):
         tiles = tessera.cdiv(M, meta["BLOCK_M"]) * tessera.cdiv(N, meta["BLOCK_N"])
@@ -205,10 +215,10 @@ def matmul_forward(a, b, bias=None, activation: str = "", out=None):
     # The TMA family's tensor maps live in global scratch (128 bytes per map and program),
     # which its launches ask of the allocator: the caller's, else one on a's device.
     with default_allocator(gemm_tma.scratch_allocator(a) if tma and sms > 1 else None):
-        tuned_matmul_kernel[grid](
+        kernel[grid](
             a, b, out, out if bias is None else bias, M, N, K, *_strides(a), *_strides(b),
             *_strides(out), HAS_BIAS=bias is not None, ACTIVATION=activation,
-            FAMILIES=families, NUM_SMS=sms, B_TRANS=b_trans)
+            FAMILIES=families, NUM_SMS=sms, B_TRANS=b_trans, **meta)
     return out
 
 

@@ -223,3 +223,14 @@ def test_pointer_family_compiles_as_the_pointer_kernel_alone(arch):
         entry = gemm.matmul_entry.compile(*args, FAMILIES="pointer+tma", NUM_SMS=132,
                                           **meta).asm["ptx"]
     assert entry.replace("matmul_entry", "matmul_kernel") == alone
+
+
+def test_a_config_launches_untuned(hopper):
+    rng = np.random.default_rng()
+    a, b = aligned((150, 72), np.float16, rng), aligned((72, 136), np.float16, rng)
+    for config in (gemm.TMA_CONFIGS[-1], gemm.CONFIGS[0]):
+        out = gemm.matmul_forward(a, b, config=config)
+        assert relative_error(out.astype(np.float64), reference(a, b, None, "")) < 5e-3
+    with pytest.raises(ValueError, match=r"matmul: config .* tma family, which these inputs "
+                                         r"do not allow .* \(150, 72\) float16 strides \(1, 150"):
+        gemm.matmul_forward(aligned((72, 150), np.float16).T, b, config=gemm.TMA_CONFIGS[0])
