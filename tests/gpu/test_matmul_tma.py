@@ -3,9 +3,10 @@ config launched untuned (gemm.matmul_forward(config=...)) and ops.matmul with th
 alone (TESSERA_MATMUL_TMA=on, tuned among themselves), against torch float64: ragged M, N, K
 (N and K multiples of 8, so rows stay 16-byte aligned, not of any block; K of one step, of
 fewer steps than the ring and of many), fewer tiles than SMs and many tiles per SM, bias and
-leaky ReLU, fp16 and bf16, B row-major and ``b.t()`` of a row-major (N, K), outputs poisoned
-first; inputs the family cannot take (A transposed, rows of 2 * 100 bytes) fall back to the
-pointer kernel; the custom op's backward (dA takes the family through ``b.t()``).
+leaky ReLU, fp16 and bf16, A and B row-major or given as ``x.t()`` of a row-major tensor,
+outputs poisoned first; inputs the family cannot take (columns strided, rows of 2 * 100
+bytes) fall back to the pointer kernel; the custom op's backward (dA and dB take the family
+through ``b.t()`` and ``a.t()``).
 tests/python/ops/test_matmul_tma.py checks the same kernels without a GPU.
 
 Bounds (docs/benchmarks.md): ‖out − ref‖ / ‖ref‖ < 5e-3 fp16, 1e-2 bf16.
@@ -26,16 +27,24 @@ BOUNDS = {torch.float16: 5e-3, torch.bfloat16: 1e-2}
 CONFIG_IDS = [f"{c.kwargs['BLOCK_M']}x{c.kwargs['BLOCK_N']}x{c.kwargs['BLOCK_K']}"
               f"-w{c.num_warps}-s{c.num_stages}" for c in gemm.TMA_CONFIGS]
 # (M, N, K): one tile, K of one step; K of fewer steps than the ring; ragged everything with
-# a K tail and more tiles than SMs (each program walks several: the rings across tiles).
-SHAPES = [(100, 200, 40), (300, 264, 120), (1000, 1288, 648), (2500, 2056, 1032)]
+# a K tail and more tiles than SMs (each program walks several: the rings across tiles). M is
+# a multiple of 8 too, so that A given transposed keeps 16-byte rows.
+SHAPES = [(104, 200, 40), (296, 264, 120), (1000, 1288, 648), (2504, 2056, 1032)]
+LAYOUTS = {"rows": (False, False), "b-t": (False, True), "a-t": (True, False),
+           "both-t": (True, True)}
 
 
-def operands(shape, dtype, b_trans, bias, seed):
+def operand(rows, cols, dtype, transposed, gen):
+    if transposed:  # x.t() of a row-major (cols, rows)
+        return torch.randn((cols, rows), device="cuda", generator=gen).to(dtype).t()
+    return torch.randn((rows, cols), device="cuda", generator=gen).to(dtype)
+
+
+def operands(shape, dtype, layout, bias, seed):
     m, n, k = shape
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    a = torch.randn((m, k), device="cuda", generator=gen).to(dtype)
-    b = (torch.randn((n, k), device="cuda", generator=gen).to(dtype).t() if b_trans
-         else torch.randn((k, n), device="cuda", generator=gen).to(dtype))
+    a_trans, b_trans = LAYOUTS[layout]
+    a, b = operand(m, k, dtype, a_trans, gen), operand(k, n, dtype, b_trans, gen)
     c_bias = torch.randn(n, device="cuda", generator=gen).to(dtype) if bias else None
     return a, b, c_bias
 
@@ -57,37 +66,37 @@ def check(out, a, b, bias, activation, what):
 
 @pytest.mark.parametrize("config", gemm.TMA_CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
-@pytest.mark.parametrize("b_trans", [False, True], ids=["b-rows", "b-transposed"])
-def test_each_tma_config(config, shape, b_trans):
-    seed = sum(shape) + b_trans
+@pytest.mark.parametrize("layout", ["rows", "both-t"])
+def test_each_tma_config(config, shape, layout):
+    seed = sum(shape) + len(layout)
     for dtype, activation in ((torch.float16, "leaky_relu"), (torch.bfloat16, "")):
-        a, b, bias = operands(shape, dtype, b_trans, activation != "", seed)
-        assert gemm_tma.tma_rules(a, b) == (True, b_trans)
+        a, b, bias = operands(shape, dtype, layout, activation != "", seed)
+        assert gemm_tma.tma_rules(a, b) == (True, *LAYOUTS[layout])
         out = torch.full(shape[:2], float("nan"), device="cuda", dtype=dtype)
         assert gemm.matmul_forward(a, b, bias, activation, out, config=config) is out
-        check(out, a, b, bias, activation, f"{config} {shape} {dtype} b_trans={b_trans}")
+        check(out, a, b, bias, activation, f"{config} {shape} {dtype} {layout}")
 
 
-@pytest.mark.parametrize("b_trans", [False, True], ids=["b-rows", "b-transposed"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-def test_ops_matmul_tuned_among_tma_configs(dtype, b_trans):
+def test_ops_matmul_tuned_among_tma_configs(dtype, layout):
     shape = (1000, 1288, 648)
-    a, b, bias = operands(shape, dtype, b_trans, True, 5 + b_trans)
+    a, b, bias = operands(shape, dtype, layout, True, 5 + len(layout))
     out = torch.full(shape[:2], float("nan"), device="cuda", dtype=dtype)
     with knobs.scope(matmul_tma="on"):
         assert matmul(a, b, bias, "leaky_relu", out) is out
     assert gemm.family(gemm.tuned_matmul_kernel.best_config) == "tma"
-    check(out, a, b, bias, "leaky_relu", f"tuned {dtype} b_trans={b_trans}")
+    check(out, a, b, bias, "leaky_relu", f"tuned {dtype} {layout}")
 
 
 def test_inputs_the_family_cannot_take_run_the_pointer_kernel():
     gen = torch.Generator(device="cuda").manual_seed(9)
-    a_t = torch.randn((648, 300), device="cuda", generator=gen).half()  # a = a_t.t()
+    strided = torch.randn((300, 1296), device="cuda", generator=gen).half()[:, ::2]
     b = torch.randn((648, 264), device="cuda", generator=gen).half()
     odd = torch.randn((300, 100), device="cuda", generator=gen).half()  # rows of 200 bytes
     b_odd = torch.randn((100, 264), device="cuda", generator=gen).half()
     with knobs.scope(matmul_tma="on"):
-        for x, y in ((a_t.t(), b), (odd, b_odd)):
+        for x, y in ((strided, b), (odd, b_odd)):
             assert gemm_tma.tma_rules(x, y)[0] is False
             out = matmul(x, y)
             assert gemm.family(gemm.tuned_matmul_kernel.best_config) == "pointer"

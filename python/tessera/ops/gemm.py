@@ -108,7 +108,7 @@ CONFIGS = [
 # gemm_tma.matmul_tma_kernel (persistent, TMA-fed; sm_90a) competes with the pointer kernel:
 # one autotuned entry whose configs are both families' (PERSISTENT picks the body; the pointer
 # kernel's code is the same as launched alone), its tuning key holding what decides which
-# families may run (FAMILIES) and how B is read.
+# families may run (FAMILIES) and how A and B are read.
 
 @tessera.jit
 def matmul_entry(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
@@ -116,11 +116,12 @@ def matmul_entry(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                  GROUP_SIZE_M: tl.constexpr, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
                  FAMILIES: tl.constexpr = "pointer", PERSISTENT: tl.constexpr = False,
-                 NUM_SMS: tl.constexpr = 1, B_TRANS: tl.constexpr = False):
+                 NUM_SMS: tl.constexpr = 1, A_TRANS: tl.constexpr = False,
+                 B_TRANS: tl.constexpr = False):
     if PERSISTENT:
-        matmul_tma_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_bk,
-                          stride_bn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K,
-                          GROUP_SIZE_M, HAS_BIAS, ACTIVATION, NUM_SMS, B_TRANS)
+        matmul_tma_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_ak,
+                          stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K,
+                          GROUP_SIZE_M, HAS_BIAS, ACTIVATION, NUM_SMS, A_TRANS, B_TRANS)
     else:
         matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_ak, stride_bk,
                       stride_bn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M,
@@ -144,7 +145,7 @@ def _families(configs, nargs, **kwargs):
 
 tuned_matmul_kernel = tessera.autotune(
     configs=CONFIGS + TMA_CONFIGS,
-    key=["M", "N", "K", "FAMILIES", "NUM_SMS", "B_TRANS"],
+    key=["M", "N", "K", "FAMILIES", "NUM_SMS", "A_TRANS", "B_TRANS"],
     prune_configs_by={"early_config_prune": _families})(matmul_entry)
 
 
@@ -195,7 +196,7 @@ def matmul_forward(a, b, bias=None, activation: str = "", out=None, config=None)
                          f"{tuple(b.shape)}")
     if out is None:
         out = np.empty((M, N), a.dtype) if isinstance(a, np.ndarray) else a.new_empty((M, N))
-    tma, b_trans = gemm_tma.tma_rules(a, b)
+    tma, a_trans, b_trans = gemm_tma.tma_rules(a, b)
     mode = tessera.config.knobs.matmul_tma
     families = ("tma" if mode == "on" else "pointer+tma") if tma else "pointer"
     sms = gemm_tma.sm_count(a) if tma else 1
@@ -218,7 +219,7 @@ def matmul_forward(a, b, bias=None, activation: str = "", out=None, config=None)
         kernel[grid](
             a, b, out, out if bias is None else bias, M, N, K, *_strides(a), *_strides(b),
             *_strides(out), HAS_BIAS=bias is not None, ACTIVATION=activation,
-            FAMILIES=families, NUM_SMS=sms, B_TRANS=b_trans, **meta)
+            FAMILIES=families, NUM_SMS=sms, A_TRANS=a_trans, B_TRANS=b_trans, **meta)
     return out
 
 

@@ -8,9 +8,10 @@ tile's last steps: docs/perf/matmul_sass.md). The descriptors' bounds do the mas
 columns and the K tail past the tensor read zeros, so no index wraps. The epilogue is
 gemm.matmul_kernel's (bias and activation in float32, the output's dtype).
 
-B given transposed (``b.t()`` of a row-major (N, K) tensor: the custom op's backward passes
-such views) is described as the (N, K) tensor it is and its tiles transposed into the product
-(wgmma reads a transposed 16-bit operand from shared memory as it is).
+A or B given transposed (``x.t()`` of a row-major tensor: the custom op's backward passes
+``b.t()`` for dA and ``a.t()`` for dB) is described as the row-major tensor it is and its
+tiles transposed into the product (wgmma reads a 16-bit operand of either orientation from
+shared memory: its transpose bits).
 
 `tma_rules` says which inputs may take this family; gemm.py's prune hook keeps its configs
 only then. Anywhere else (sm_80, the interpreter, TESSERA_TMA=0, fp32, unaligned or strided
@@ -25,13 +26,18 @@ TMA_ALIGN = 16  # bytes: a tensor map's base address and row stride are multiple
 
 
 @tessera.jit
-def matmul_tma_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_bk, stride_bn,
-                      stride_cm, stride_cn,
+def matmul_tma_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                      stride_bn, stride_cm, stride_cn,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_SIZE_M: tl.constexpr, HAS_BIAS: tl.constexpr,
-                      ACTIVATION: tl.constexpr, NUM_SMS: tl.constexpr, B_TRANS: tl.constexpr):
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
-                                       block_shape=[BLOCK_M, BLOCK_K])
+                      ACTIVATION: tl.constexpr, NUM_SMS: tl.constexpr, A_TRANS: tl.constexpr,
+                      B_TRANS: tl.constexpr):
+    if A_TRANS:  # a[m, k] at a_ptr + k * stride_ak + m: the (K, M) tensor, rows of M
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[stride_ak, 1],
+                                           block_shape=[BLOCK_K, BLOCK_M])
+    else:
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1],
+                                           block_shape=[BLOCK_M, BLOCK_K])
     if B_TRANS:  # b[k, n] at b_ptr + n * stride_bn + k: the (N, K) tensor, rows of K
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1],
                                            block_shape=[BLOCK_N, BLOCK_K])
@@ -55,7 +61,10 @@ def matmul_tma_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_
         accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
             offs_k = ki * BLOCK_K
-            a = a_desc.load([offs_am, offs_k])
+            if A_TRANS:
+                a = tl.trans(a_desc.load([offs_k, offs_am]))
+            else:
+                a = a_desc.load([offs_am, offs_k])
             if B_TRANS:
                 b = tl.trans(b_desc.load([offs_bn, offs_k]))
             else:
@@ -137,20 +146,20 @@ def describable(x, transposed: bool = False) -> bool:
 
 
 def tma_rules(a, b, arch: str | None = None) -> tuple:
-    """``(eligible, b_trans)`` for ``a @ b``: whether this family may run it (sm_90a,
+    """``(eligible, a_trans, b_trans)`` for ``a @ b``: whether this family may run it (sm_90a,
     knobs.tma and knobs.wgmma, knobs.matmul_tma not off, fp16/bf16 inputs of one dtype, no
-    empty dim (a tensor map's dims are >= 1), tensor maps for A (row-major) and B (row-major,
-    or ``b.t()`` of a row-major (N, K))), and whether B is read transposed. The output is
-    stored through pointers: any strides."""
+    empty dim (a tensor map's dims are >= 1), a tensor map for each of A and B, row-major or
+    transposed: ``x.t()`` of a row-major tensor), and whether A and B are read transposed.
+    The output is stored through pointers: any strides."""
     knobs = tessera.config.knobs
     arch = _arch(a) if arch is None else arch
     if (arch != "sm_90a" or not (knobs.tma and knobs.wgmma) or knobs.matmul_tma == "off"
             or str(a.dtype).replace("torch.", "") not in ("float16", "bfloat16")
-            or str(a.dtype) != str(b.dtype) or 0 in (*a.shape, *b.shape)
-            or not describable(a)):
-        return False, False
+            or str(a.dtype) != str(b.dtype) or 0 in (*a.shape, *b.shape)):
+        return False, False, False
+    a_trans = not describable(a) and describable(a, transposed=True)
     b_trans = not describable(b) and describable(b, transposed=True)
-    return b_trans or describable(b), b_trans
+    return ((a_trans or describable(a)) and (b_trans or describable(b)), a_trans, b_trans)
 
 
 _SMS: dict = {}

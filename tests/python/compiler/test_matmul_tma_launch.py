@@ -1,8 +1,8 @@
 """ops.matmul's launches of its persistent TMA family as on an sm_90a GPU, the driver faked
 (test_tma_ptx.fake_gpu: module loading, the launch, the arguments' device and arch), the
 GPU's properties faked as an H200's (132 SMs): each TMA config launched untuned through
-gemm.matmul_forward(config=) and ops.matmul tuned off (its first config), B row-major and
-transposed. Each launch gets the cross-tile kernel (rings made before the tile loop),
+gemm.matmul_forward(config=) and ops.matmul tuned off (its first config), A and B row-major
+or both given as x.t(). Each launch gets the cross-tile kernel (rings made before the tile loop),
 min(132, tiles) programs, and scratch for A's and B's maps (256 bytes per program) from the
 caller's allocator, else from ops.matmul's default one; inputs the family cannot take launch
 the pointer kernel, no scratch. tests/gpu/test_matmul_tma.py makes such launches on the GPU."""
@@ -52,11 +52,12 @@ class Allocations:
         return raw[start:start + size]
 
 
-def operands(torch, m, n, k, b_trans):
-    a = torch.zeros(m, k, dtype=torch.float16)
-    b = torch.zeros(n, k, dtype=torch.float16).t() if b_trans else torch.zeros(k, n,
-                                                                               dtype=torch.float16)
-    return a, b
+def operands(torch, m, n, k, transposed):
+    """A and B, row-major, or both given as x.t() of a row-major tensor."""
+    if transposed:
+        return (torch.zeros(k, m, dtype=torch.float16).t(),
+                torch.zeros(n, k, dtype=torch.float16).t())
+    return torch.zeros(m, k, dtype=torch.float16), torch.zeros(k, n, dtype=torch.float16)
 
 
 def check_tma_launch(gpu, config, m, n):
@@ -69,13 +70,13 @@ def check_tma_launch(gpu, config, m, n):
     return min(SMS, tiles)
 
 
-@pytest.mark.parametrize("b_trans", [False, True], ids=["b-rows", "b-transposed"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["rows", "both-t"])
 @pytest.mark.parametrize("config", gemm.TMA_CONFIGS,
                          ids=[str(i) for i in range(len(gemm.TMA_CONFIGS))])
-def test_each_tma_config_launches_persistent(hopper, config, b_trans):
+def test_each_tma_config_launches_persistent(hopper, config, transposed):
     torch = hopper.torch
-    m, n, k = 2500, 2056, 1032  # more tiles than SMs for every config
-    a, b = operands(torch, m, n, k, b_trans)
+    m, n, k = 2504, 2056, 1032  # more tiles than SMs for every config
+    a, b = operands(torch, m, n, k, transposed)
     allocations = Allocations(torch)
     allocation.set_allocator(allocations)
     try:
@@ -88,7 +89,7 @@ def test_each_tma_config_launches_persistent(hopper, config, b_trans):
 
 def test_ops_matmul_launches_the_tma_family_with_the_default_allocator(hopper, monkeypatch):
     torch = hopper.torch
-    a, b = operands(torch, 300, 264, 120, True)  # fewer tiles than SMs
+    a, b = operands(torch, 296, 264, 120, True)  # fewer tiles than SMs
     bias = torch.zeros(264, dtype=torch.float16)
     made = []  # the default allocator ops.matmul makes (none set), recorded as it serves
     default = gemm_tma.scratch_allocator
@@ -102,13 +103,13 @@ def test_ops_matmul_launches_the_tma_family_with_the_default_allocator(hopper, m
         tessera.ops.matmul(a, b, bias, "leaky_relu")
     config = gemm.tuned_matmul_kernel.best_config
     assert config == gemm.TMA_CONFIGS[0]  # the first TMA config: tuning is off
-    programs = check_tma_launch(hopper, config, 300, 264)
+    programs = check_tma_launch(hopper, config, 296, 264)
     assert programs == 3 * 2 and made == [256 * programs]
 
 
 def test_other_inputs_launch_the_pointer_kernel(hopper):
     torch = hopper.torch
-    a = torch.zeros(72, 300, dtype=torch.float16).t()  # A transposed: no tensor map
+    a = torch.zeros(300, 144, dtype=torch.float16)[:, ::2]  # columns strided: no tensor map
     b = torch.zeros(72, 264, dtype=torch.float16)
     allocations = Allocations(torch)
     allocation.set_allocator(allocations)

@@ -1,11 +1,12 @@
 """ops.matmul's persistent TMA family (ops/gemm_tma.py) without a GPU.
 
 - The host rule: which inputs may take it (sm_90a, the knobs, fp16/bf16, tensor maps for A and
-  B: row-major, or B given as ``b.t()``), and the prune hook that keeps each family's configs.
+  B: row-major, or given as ``x.t()`` of a row-major tensor), and the prune hook that keeps
+  each family's configs.
 - ops.matmul with the TMA configs alone (TESSERA_MATMUL_TMA=on, the arch sm_90a as a static
   report sets it) through the interpreter: ragged M, N and K (K tails), bias and leaky ReLU,
-  fp16 and bf16, B row-major and transposed, against float64; the custom op's gradients (its
-  backward passes ``b.t()``, which takes the family, and ``a.t()``, which does not).
+  fp16 and bf16, A and B row-major or transposed, against float64; the custom op's gradients
+  (its backward passes ``b.t()`` and ``a.t()``, which take the family transposed).
 - Each TMA config compiled for sm_90a: TMA copies, rings made once outside the tile loop,
   ptxas without spills, shared memory within the SM's; the compiled IR (TMA rings, mbarriers,
   cross-tile prefetch) run in the interpreter, which faults on a broken mbarrier protocol,
@@ -68,19 +69,23 @@ def hopper():
 def test_host_rule():
     a = aligned((40, 64), np.float16)
     b = aligned((64, 24), np.float16)
-    b_rows = aligned((24, 64), np.float16)
+    a_rows, b_rows = aligned((64, 40), np.float16), aligned((24, 64), np.float16)
     rule = gemm_tma.tma_rules
     with knobs.scope(tma=True, wgmma=True, matmul_tma="auto"):
-        assert rule(a, b, arch="sm_90a") == (True, False)
-        assert rule(a, b_rows.T, arch="sm_90a") == (True, True)  # b.t() of a row-major (N, K)
+        assert rule(a, b, arch="sm_90a") == (True, False, False)
+        assert rule(a, b_rows.T, arch="sm_90a") == (True, False, True)  # b.t() of a (N, K)
+        assert rule(a_rows.T, b, arch="sm_90a") == (True, True, False)  # a.t() of a (K, M)
+        assert rule(a_rows.T, b_rows.T, arch="sm_90a") == (True, True, True)
         assert rule(a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16),
-                    arch="sm_90a") == (True, False)
+                    arch="sm_90a") == (True, False, False)
         refused = {
             "sm_80": (a, b, "sm_80"),
             "interpreter": (a, b, ""),
             "float32": (a.astype(np.float32), b.astype(np.float32), "sm_90a"),
             "mixed dtypes": (a, b.astype(ml_dtypes.bfloat16), "sm_90a"),
-            "A transposed": (aligned((64, 40), np.float16).T, b, "sm_90a"),
+            "A strided both ways": (aligned((64, 80), np.float16)[:, ::2].T, b, "sm_90a"),
+            "A transposed, rows of 2 * 36 bytes": (aligned((64, 36), np.float16).T,
+                                                   aligned((64, 24), np.float16), "sm_90a"),
             "rows of 2 * 60 bytes": (aligned((40, 60), np.float16), aligned((60, 24),
                                                                            np.float16), "sm_90a"),
             "A misaligned": (aligned((40, 64), np.float16, offset_bytes=8), b, "sm_90a"),
@@ -102,28 +107,39 @@ def test_prune_hook_keeps_the_allowed_families():
     assert families == {"pointer": {"pointer"}, "pointer+tma": {"pointer", "tma"},
                         "tma": {"tma"}}
     assert set(gemm.TMA_CONFIGS) | set(gemm.CONFIGS) == set(tuned.configs)
-    assert {"FAMILIES", "B_TRANS", "NUM_SMS"} <= set(tuned.keys)
+    assert {"FAMILIES", "A_TRANS", "B_TRANS", "NUM_SMS"} <= set(tuned.keys)
 
 
-def ragged_shape(rng):
-    """M any, N and K multiples of 8 (16-byte rows) that no block divides, K with a tail."""
-    m = int(rng.integers(130, 300))
+LAYOUTS = {"rows": (False, False), "b-t": (False, True), "a-t": (True, False),
+           "both-t": (True, True)}
+
+
+def operand(rows, cols, dtype, transposed, rng=None):
+    """A (rows, cols) operand: row-major, or the transpose of a row-major (cols, rows)."""
+    return aligned((cols, rows), dtype, rng).T if transposed else aligned((rows, cols), dtype,
+                                                                          rng)
+
+
+def ragged_shape(rng, a_trans=False):
+    """M any (a multiple of 8 when A is given transposed: its rows are then M long), N and K
+    multiples of 8 (16-byte rows) that no block divides, K with a tail."""
+    m = 8 * int(rng.integers(16, 37)) | 8 if a_trans else int(rng.integers(130, 300))
     n = 8 * int(rng.integers(17, 40))
     k = 8 * int(rng.integers(9, 40)) | 8
     return m, n, k
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
-@pytest.mark.parametrize("b_trans", [False, True], ids=["b-rows", "b-transposed"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("epilogue", [("", False), ("leaky_relu", True)],
                          ids=["plain", "bias-leaky-relu"])
-def test_tma_family_matches_float64(hopper, epilogue, b_trans, dtype_name):
+def test_tma_family_matches_float64(hopper, epilogue, layout, dtype_name):
     rng = np.random.default_rng()
-    m, n, k = ragged_shape(rng)
+    a_trans, b_trans = LAYOUTS[layout]
+    m, n, k = ragged_shape(rng, a_trans)
     activation, with_bias = epilogue
     dtype = DTYPES[dtype_name]
-    a = aligned((m, k), dtype, rng)
-    b = aligned((n, k), dtype, rng).T if b_trans else aligned((k, n), dtype, rng)
+    a, b = operand(m, k, dtype, a_trans, rng), operand(k, n, dtype, b_trans, rng)
     bias = rng.standard_normal(n).astype(dtype) if with_bias else None
     out = np.full((m, n), np.nan, dtype)
     assert matmul(a, b, bias, activation, out) is out
@@ -143,10 +159,11 @@ def test_custom_op_gradients(hopper, activation):
     bias = torch.randn(40, generator=gen).half().requires_grad_(True)
     dc = torch.randn(136, 40, generator=gen).half()
     matmul(a, b, bias, activation).backward(dc)
-    # The forward and dA = dC bᵀ took the family (dA's B is b.t()); dB = aᵀ dC did not.
-    keys = {key[:6] for key in gemm.tuned_matmul_kernel.cache}
-    assert {(136, 40, 72, "tma", 1, False), (136, 72, 40, "tma", 1, True),
-            (72, 40, 136, "pointer", 1, False)} <= keys
+    # The forward, dA = dC bᵀ (B given as b.t()) and dB = aᵀ dC (A given as a.t()) took the
+    # family.
+    keys = {key[:7] for key in gemm.tuned_matmul_kernel.cache}
+    assert {(136, 40, 72, "tma", 1, False, False), (136, 72, 40, "tma", 1, False, True),
+            (72, 40, 136, "tma", 1, True, False)} <= keys
     leaves = [t.detach().double().requires_grad_(True) for t in (a, b, bias)]
     z = leaves[0] @ leaves[1] + leaves[2]
     (F.leaky_relu(z, 0.01) if activation else z).backward(dc.double())
@@ -161,30 +178,30 @@ def strides(x) -> tuple:
     return tuple(s // x.itemsize for s in x.strides)
 
 
-def compile_tma(config, a, b, c, bias, programs, b_trans):
+def compile_tma(config, a, b, c, bias, programs, layout):
     m, k = a.shape
     n = b.shape[1]
     with knobs.scope(tma=True, always_compile=True):
         return gemm.matmul_entry.compile(
             a, b, c, bias, m, n, k, *strides(a), *strides(b), *strides(c), HAS_BIAS=True,
             ACTIVATION="leaky_relu", FAMILIES="pointer+tma", NUM_SMS=programs,
-            B_TRANS=b_trans, arch="sm_90a", num_warps=config.num_warps,
-            num_stages=config.num_stages, **config.kwargs)
+            A_TRANS=LAYOUTS[layout][0], B_TRANS=LAYOUTS[layout][1], arch="sm_90a",
+            num_warps=config.num_warps, num_stages=config.num_stages, **config.kwargs)
 
 
-def operands(shape, b_trans, rng=None):
+def operands(shape, layout, rng=None):
     m, n, k = shape
-    a = aligned((m, k), np.float16, rng)
-    b = aligned((n, k), np.float16, rng).T if b_trans else aligned((k, n), np.float16, rng)
+    a_trans, b_trans = LAYOUTS[layout]
+    a, b = operand(m, k, np.float16, a_trans, rng), operand(k, n, np.float16, b_trans, rng)
     return a, b, np.full((m, n), np.nan, np.float16), aligned((n,), np.float16, rng)
 
 
 @pytest.mark.parametrize("config", gemm.TMA_CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("shape", [(8192, 8192, 8192), (1000, 520, 216)],
                          ids=["8192", "ragged"])
-@pytest.mark.parametrize("b_trans", [False, True], ids=["b-rows", "b-transposed"])
-def test_tma_configs_compile_across_tiles_without_spills(config, shape, b_trans):
-    kernel = compile_tma(config, *operands(shape, b_trans), 132, b_trans)
+@pytest.mark.parametrize("layout", ["rows", "both-t"])
+def test_tma_configs_compile_across_tiles_without_spills(config, shape, layout):
+    kernel = compile_tma(config, *operands(shape, layout), 132, layout)
     ptx, tgir = kernel.asm["ptx"], kernel.asm["tgir"]
     assert "cp.async.bulk.tensor" in ptx and "flatten = 1" in tgir
     tile_loop = re.search(r"\n *(?:%\d+ = )?for [^\n]*\{flatten = 1\}", tgir).start()
@@ -197,13 +214,13 @@ def test_tma_configs_compile_across_tiles_without_spills(config, shape, b_trans)
 
 @pytest.mark.parametrize("config", [gemm.TMA_CONFIGS[0], gemm.TMA_CONFIGS[-1]],
                          ids=[CONFIG_IDS[0], CONFIG_IDS[-1]])
-@pytest.mark.parametrize("b_trans", [False, True], ids=["b-rows", "b-transposed"])
-def test_compiled_tma_kernel_runs_in_the_interpreter(config, b_trans):
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_compiled_tma_kernel_runs_in_the_interpreter(config, layout):
     rng = np.random.default_rng()
-    shape = ragged_shape(rng)
-    a, b, c, bias = operands(shape, b_trans, rng)
+    shape = ragged_shape(rng, LAYOUTS[layout][0])
+    a, b, c, bias = operands(shape, layout, rng)
     programs = 3  # fewer than the tiles: each program walks several, the rings across them
-    kernel = compile_tma(config, a, b, c, bias, programs, b_trans)
+    kernel = compile_tma(config, a, b, c, bias, programs, layout)
     m, n, k = shape
     interpreter.run(ir.parse_module(kernel.asm["tgir"]), grid=(programs,),
                     args=[a, b, c, bias, m, n, k, *strides(a), *strides(b), *strides(c)])
@@ -232,5 +249,6 @@ def test_a_config_launches_untuned(hopper):
         out = gemm.matmul_forward(a, b, config=config)
         assert relative_error(out.astype(np.float64), reference(a, b, None, "")) < 5e-3
     with pytest.raises(ValueError, match=r"matmul: config .* tma family, which these inputs "
-                                         r"do not allow .* \(150, 72\) float16 strides \(1, 150"):
-        gemm.matmul_forward(aligned((72, 150), np.float16).T, b, config=gemm.TMA_CONFIGS[0])
+                                         r"do not allow .* \(150, 72\) float16 strides \(2, 300"):
+        gemm.matmul_forward(aligned((72, 300), np.float16)[:, ::2].T, b,
+                            config=gemm.TMA_CONFIGS[0])
