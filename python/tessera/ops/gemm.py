@@ -103,7 +103,6 @@ CONFIGS = [
 ]
 
 
-
 # ----------------------------------------------------------- the two families, tuned as one
 # gemm_tma.matmul_tma_kernel (persistent, TMA-fed; sm_90a) competes with the pointer kernel:
 # one autotuned entry whose configs are both families' (PERSISTENT picks the body; the pointer
