@@ -9,7 +9,15 @@ compile and tuning outside the timing), so clock drift falls on all alike; TFLOP
 time. Prints a table and, with --json OUT, writes every number.
 
     python benchmarks/matmul.py --json matmul.json [--sizes 4096 8192] [--dtypes float16]
-        [--descriptor] [--warp-specialize] [--wgmma-pipeline]
+        [--descriptor] [--warp-specialize] [--wgmma-pipeline] [--families]
+
+Each row names the config the autotuner picked and its family: "pointer" (gemm.matmul_kernel,
+one program per tile, cp.async rings) or "tma" (gemm_tma.matmul_tma_kernel, persistent, TMA
+rings kept across tiles: sm_90a only; docs/perf/matmul_ops_tma.md).
+
+--families adds each family's best config (gemm.CONFIGS and gemm.TMA_CONFIGS, each launched
+untuned through gemm.matmul_forward(config=...), the fastest of each kept) to the row's
+interleaved timing, and prints the TMA family's gain over the pointer family.
 
 --descriptor adds the host-TensorDescriptor matmul of scripts/descriptor_matmul.py (each of its
 configs, the best kept), with loads through cp.async and through TMA (sm_90a), to measure the
@@ -41,7 +49,7 @@ import tessera
 import torch
 from tessera.errors import OutOfResources
 from tessera.testing import do_bench, do_bench_interleaved, relative_error
-from tessera.ops import gemm, matmul
+from tessera.ops import gemm, gemm_tma, matmul
 
 
 def measure(n: int, dtype_name: str) -> dict:
@@ -54,11 +62,12 @@ def measure(n: int, dtype_name: str) -> dict:
     ref = (a.double() @ b.double()).cpu().numpy()
     error = relative_error(out.float().cpu().numpy(), ref)
     runs = {"tessera": lambda: matmul(a, b, out=out), "torch": lambda: torch.matmul(a, b, out=out)}
+    picked = gemm.tuned_matmul_kernel.best_config
     return {"n": n, "dtype": dtype_name, "relative_error": error, "runs": runs,
-            "config": str(getattr(gemm.tuned_matmul_kernel, "best_config", "")),
+            "config": str(picked), "family": gemm.family(picked),
             # What the autotuner measured per config (ms; close finalists from its alternating
             # rounds), to compare its pick with the variants' interleaved best.
-            "tuning_ms": {str(c): ms for c, ms in
+            "tuning_ms": {f"{gemm.family(c)} {c}": ms for c, ms in
                           getattr(gemm.tuned_matmul_kernel, "configs_timings", {}).items()}}
 
 
@@ -130,6 +139,21 @@ def pipeline_runs(a, b, out):
         yield f"{meta} w{config.num_warps} s{config.num_stages}", run
 
 
+def family_runs(name: str):
+    """Candidates of one family of ops.matmul: each of its configs launched untuned (the
+    launch ops.matmul makes for it); none for the TMA family where the inputs do not allow
+    it (gemm_tma.tma_rules: not sm_90a, TESSERA_TMA=0, ...)."""
+    configs = gemm.TMA_CONFIGS if name == "tma" else gemm.CONFIGS
+
+    def runs(a, b, out):
+        if name == "tma" and not gemm_tma.tma_rules(a, b)[0]:
+            return
+        for config in configs:
+            yield f"{name} {config}", (lambda config=config:
+                                       gemm.matmul_forward(a, b, out=out, config=config))
+    return runs
+
+
 def measure_fp8(n: int) -> dict:
     """The fp8 row: scripts/fp8_matmul.py's best config against torch._scaled_mm."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
@@ -166,6 +190,8 @@ def main() -> None:
                         help="also the descriptor matmul by TMA with a producer warpgroup")
     parser.add_argument("--wgmma-pipeline", action="store_true",
                         help="also the matmul kernel with knobs.wgmma_pipeline off and on")
+    parser.add_argument("--families", action="store_true",
+                        help="also the best pointer and the best TMA config, side by side")
     parser.add_argument("--fp8", action="store_true",
                         help="also a scaled e4m3 matmul against torch._scaled_mm per size")
     args = parser.parse_args()
@@ -175,6 +201,9 @@ def main() -> None:
     if args.wgmma_pipeline:
         variants += [("pipeline_off", pipeline_runs, scoped(wgmma_pipeline=False)),
                      ("pipeline_on", pipeline_runs, scoped(wgmma_pipeline=True))]
+    if args.families:
+        variants += [("pointer_best", family_runs("pointer"), contextlib.nullcontext),
+                     ("tma_best", family_runs("tma"), contextlib.nullcontext)]
     tma, ws = scoped(tma=True, warp_specialize=False), scoped(tma=True, warp_specialize=True)
     if args.descriptor:
         variants += [("descriptor", descriptor_runs, scoped(tma=False, warp_specialize=False)),
@@ -204,14 +233,18 @@ def main() -> None:
     for r in rows:
         print(f"{r['dtype']:<9} {r['n']:>6} {r['tessera_tflops']:>8.1f} {r['torch_tflops']:>8.1f} "
               f"{r['ratio']:>7.1%} {r['relative_error']:>8.1e}")
+        print(f"  autotuner's pick: {r['family']} {r['config']}")
         tuned = sorted(r.get("tuning_ms", {}).items(), key=lambda item: item[1])[:3]
         print("  autotuner's fastest: " + "; ".join(f"{ms:.4f} ms {c}" for c, ms in tuned))
-        for label in ("pipeline_off", "pipeline_on", "descriptor", "descriptor_tma",
-                      "descriptor_ws"):
+        for label in ("pointer_best", "tma_best", "pipeline_off", "pipeline_on", "descriptor",
+                      "descriptor_tma", "descriptor_ws"):
             if f"{label}_ms" in r:
                 print(f"  {label:<15} {r[f'{label}_tflops']:>8.1f} TFLOP/s "
                       f"({r['torch_ms'] / r[f'{label}_ms']:.1%} of cuBLAS), rel err "
                       f"{r[f'{label}_relative_error']:.1e}, {r[f'{label}_config']}")
+        if "tma_best_ms" in r and "pointer_best_ms" in r:
+            r["tma_gain"] = r["pointer_best_ms"] / r["tma_best_ms"]
+            print(f"  tma_best / pointer_best: {r['tma_gain']:.3f}x")
     for r in fp8_rows:
         print(f"{'e4m3':<9} {r['n']:>6} {r['tessera_tflops']:>8.1f} {r['torch_tflops']:>8.1f} "
               f"{r['ratio']:>7.1%} {r['relative_error']:>8.1e}  (torch._scaled_mm; "

@@ -293,4 +293,9 @@ if gpu_available() and "--no-bench" not in sys.argv:
 # %% [markdown]
 # ## In the library
 # The same kernel, configs and wrapper are `tessera.ops.matmul` (`from tessera.ops import
-# matmul`), which the tests and `benchmarks/matmul.py` use.
+# matmul`), which the tests and `benchmarks/matmul.py` use. On Hopper (sm_90a) the library's
+# autotuner also times a second kernel family beside these configs: a persistent kernel
+# (one program per SM looping over the tiles) reading A and B through device-side tensor
+# descriptors, so the TMA copies the tiles and the rings stay filled across tiles
+# (`tessera/ops/gemm_tma.py`, docs/perf/matmul_ops_tma.md); for inputs it cannot take
+# (another arch, fp32, unaligned rows) the library runs exactly this kernel.

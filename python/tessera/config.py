@@ -133,6 +133,12 @@ KNOBS: dict[str, Knob[Any]] = {
                           "TESSERA_TMA, 16-bit, aligned rows): auto, where it measured faster "
                           "than the cp.async path (head dim 128; docs/perf/attention_tma.md); "
                           "on, wherever the inputs allow it; off, never. Read at each call."),
+    "matmul_tma": Knob("TESSERA_MATMUL_TMA", "auto", _parse_auto,
+                       "tessera.ops.matmul's persistent TMA kernel, where the inputs allow it "
+                       "(sm_90a, TESSERA_TMA, fp16/bf16, 16-byte-aligned rows; "
+                       "docs/perf/matmul_ops_tma.md): auto, its configs tuned beside the "
+                       "pointer kernel's; on, its configs alone; off, never. Read at each "
+                       "call (part of the tuning key)."),
     "warp_specialize": Knob("TESSERA_WARP_SPECIALIZE", False, _parse_bool,
                             "With TESSERA_TMA on sm_90a: every TMA-pipelined loop that can "
                             "be gets a producer warpgroup that issues its copies while the "

@@ -6,13 +6,19 @@ num_stages slots) and the products run on wgmma (sm_90a) or mma.sync. Programs a
 in groups of GROUP_SIZE_M rows of tiles, so that neighbours share columns of B in L2. Rows and
 columns past M and N wrap around (their garbage is never stored); the K tail loads zeros.
 tutorials/03-matrix-multiplication.py derives it step by step.
+
+On sm_90a a second family competes in the same tuning: gemm_tma.matmul_tma_kernel, persistent
+(one program per SM looping over tiles) and fed by the TMA through device-side tensor
+descriptors, where the inputs allow it (gemm_tma.tma_rules; docs/perf/matmul_ops_tma.md).
 """
 import numpy as np
 
 import tessera
 import tessera.language as tl
+from tessera.runtime.allocation import default_allocator
 
-from . import torch_ops
+from . import gemm_tma, torch_ops
+from .gemm_tma import matmul_tma_kernel
 
 
 LEAKY_SLOPE = 0.01  # leaky_relu's, for the backward (the custom op); the kernel spells it out
@@ -96,7 +102,50 @@ CONFIGS = [
                    num_warps=8, num_stages=4),
 ]
 
-tuned_matmul_kernel = tessera.autotune(configs=CONFIGS, key=["M", "N", "K"])(matmul_kernel)
+
+# ----------------------------------------------------------- the two families, tuned as one
+# gemm_tma.matmul_tma_kernel (persistent, TMA-fed; sm_90a) competes with the pointer kernel:
+# one autotuned entry whose configs are both families' (PERSISTENT picks the body; the pointer
+# kernel's code is the same as launched alone), its tuning key holding what decides which
+# families may run (FAMILIES) and how A and B are read.
+
+@tessera.jit
+def matmul_entry(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K,
+                 stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 GROUP_SIZE_M: tl.constexpr, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
+                 FAMILIES: tl.constexpr = "pointer", PERSISTENT: tl.constexpr = False,
+                 NUM_SMS: tl.constexpr = 1, A_TRANS: tl.constexpr = False,
+                 B_TRANS: tl.constexpr = False):
+    if PERSISTENT:
+        matmul_tma_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_ak,
+                          stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K,
+                          GROUP_SIZE_M, HAS_BIAS, ACTIVATION, NUM_SMS, A_TRANS, B_TRANS)
+    else:
+        matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                      stride_bn, stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_SIZE_M,
+                      HAS_BIAS, ACTIVATION)
+
+
+TMA_CONFIGS = [tessera.Config({**c.kwargs, "PERSISTENT": True}, num_warps=c.num_warps,
+                              num_stages=c.num_stages) for c in gemm_tma.CONFIGS]
+
+
+def family(config) -> str:
+    """A config's kernel family: "tma" (persistent, TMA-fed) or "pointer"."""
+    return "tma" if config.kwargs.get("PERSISTENT") else "pointer"
+
+
+def _families(configs, nargs, **kwargs):
+    """The prune hook: the configs of the families this launch allows (kwargs' FAMILIES)."""
+    allowed = kwargs.get("FAMILIES", "pointer").split("+")
+    return [c for c in configs if family(c) in allowed]
+
+
+tuned_matmul_kernel = tessera.autotune(
+    configs=CONFIGS + TMA_CONFIGS,
+    key=["M", "N", "K", "FAMILIES", "NUM_SMS", "A_TRANS", "B_TRANS"],
+    prune_configs_by={"early_config_prune": _families})(matmul_entry)
 
 
 def matmul(a, b, bias=None, activation: str = "", out=None):
@@ -129,8 +178,16 @@ def matmul(a, b, bias=None, activation: str = "", out=None):
     return matmul_forward(a, b, bias, activation, out)
 
 
-def matmul_forward(a, b, bias=None, activation: str = "", out=None):
-    """:func:`matmul`'s launch, never through the custom op (what the op runs)."""
+def _strides(x) -> tuple:
+    if isinstance(x, np.ndarray):
+        return tuple(s // x.itemsize for s in x.strides)
+    return tuple(x.stride())
+
+
+def matmul_forward(a, b, bias=None, activation: str = "", out=None, config=None):
+    """:func:`matmul`'s launch, never through the custom op (what the op runs). ``config``
+    (one of ``tuned_matmul_kernel.configs``) launches that config untuned (tests and
+    benchmarks); a TMA config the inputs do not allow is a ValueError."""
     M, K = a.shape
     K2, N = b.shape
     if K != K2:
@@ -138,16 +195,30 @@ def matmul_forward(a, b, bias=None, activation: str = "", out=None):
                          f"{tuple(b.shape)}")
     if out is None:
         out = np.empty((M, N), a.dtype) if isinstance(a, np.ndarray) else a.new_empty((M, N))
-    grid = lambda meta: (tessera.cdiv(M, meta["BLOCK_M"]) * tessera.cdiv(N, meta["BLOCK_N"]),)
-    tuned_matmul_kernel[grid](
-        a, b, out, out if bias is None else bias, M, N, K,
-        a.strides[0] // a.itemsize if isinstance(a, np.ndarray) else a.stride(0),
-        a.strides[1] // a.itemsize if isinstance(a, np.ndarray) else a.stride(1),
-        b.strides[0] // b.itemsize if isinstance(b, np.ndarray) else b.stride(0),
-        b.strides[1] // b.itemsize if isinstance(b, np.ndarray) else b.stride(1),
-        out.strides[0] // out.itemsize if isinstance(out, np.ndarray) else out.stride(0),
-        out.strides[1] // out.itemsize if isinstance(out, np.ndarray) else out.stride(1),
-        HAS_BIAS=bias is not None, ACTIVATION=activation)
+    tma, a_trans, b_trans = gemm_tma.tma_rules(a, b)
+    mode = tessera.config.knobs.matmul_tma
+    families = ("tma" if mode == "on" else "pointer+tma") if tma else "pointer"
+    sms = gemm_tma.sm_count(a) if tma else 1
+    kernel, meta = tuned_matmul_kernel, {}
+    if config is not None:
+        if family(config) == "tma" and not tma:  # the pointer kernel runs any inputs
+            raise ValueError(f"matmul: config {config} is of the tma family, which these "
+                             f"inputs do not allow (gemm_tma.tma_rules: "
+                             f"{tuple(a.shape)} {a.dtype} strides {_strides(a)} @ "
+                             f"{tuple(b.shape)} strides {_strides(b)})")
+        kernel, meta = matmul_entry, config.all_kwargs()
+
+    def grid(meta):
+        tiles = tessera.cdiv(M, meta["BLOCK_M"]) * tessera.cdiv(N, meta["BLOCK_N"])
+        return (min(sms, tiles) if meta.get("PERSISTENT") else tiles,)
+
+    # The TMA family's tensor maps live in global scratch (128 bytes per map and program),
+    # which its launches ask of the allocator: the caller's, else one on a's device.
+    with default_allocator(gemm_tma.scratch_allocator(a) if tma and sms > 1 else None):
+        kernel[grid](
+            a, b, out, out if bias is None else bias, M, N, K, *_strides(a), *_strides(b),
+            *_strides(out), HAS_BIAS=bias is not None, ACTIVATION=activation,
+            FAMILIES=families, NUM_SMS=sms, A_TRANS=a_trans, B_TRANS=b_trans, **meta)
     return out
 
 
