@@ -138,7 +138,9 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   verifyModule(llvmModule, "after optimization");
   result.llvmIR = printModule(llvmModule);
   clock.step("verify + print");
-  result.ptx = emitPTX(llvmModule, *machine);
+  // The module's `carried_addresses` (knobs.carried_addresses): no loop strength reduction in
+  // the backend, so each copy's address is carried across iterations (nvptx_target.h).
+  result.ptx = emitPTX(llvmModule, *machine, lowered.intAttrOr("carried_addresses", 0) == 0);
   clock.step("emit PTX");
   return result;
 }

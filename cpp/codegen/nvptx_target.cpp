@@ -3,7 +3,8 @@
 // Last step of codegen: the lowered module is optimized with the default O3 pipeline
 // (PassBuilder) and printed as PTX by the NVPTX backend. Shared and local pointers are 32 bits
 // (nvptx-short-ptr), as in Triton, which saves registers in address arithmetic. Predicates
-// live across a loop are then recomputed past it (sink_predicates.cpp).
+// live across a loop are then recomputed past it (sink_predicates.cpp). With the module's
+// `carried_addresses`, the backend runs without loop strength reduction (emitPTX).
 #include "codegen/nvptx_target.h"
 
 #include "ir/diagnostics.h"
@@ -131,11 +132,36 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optL
       sinkPredicatesPastLoops(function);
 }
 
-std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine) {
+namespace {
+
+/// Adds the backend's passes to `passes`, with or without loop strength reduction. LLVM offers
+/// no per-pipeline switch for it: TargetPassConfig reads the process-global -disable-lsr while
+/// it builds the pipeline (not while it runs), so the option is set and reset around the
+/// build, under a lock that every build takes (codegen runs in several threads at once).
+bool addBackendPasses(llvm::legacy::PassManager &passes, llvm::raw_pwrite_stream &stream,
+                      llvm::TargetMachine &machine, bool strengthReduce) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  static auto *disableLSR = [] {
+    llvm::cl::Option *option = llvm::cl::getRegisteredOptions().lookup("disable-lsr");
+    if (!option)
+      throw ir::CompileError("codegen: this LLVM has no -disable-lsr option");
+    return static_cast<llvm::cl::opt<bool> *>(option);
+  }();
+  disableLSR->setValue(!strengthReduce);
+  bool failed = machine.addPassesToEmitFile(passes, stream, nullptr,
+                                            llvm::CodeGenFileType::AssemblyFile);
+  disableLSR->setValue(false);
+  return failed;
+}
+
+} // namespace
+
+std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine, bool strengthReduce) {
   llvm::SmallString<0> ptx;
   llvm::raw_svector_ostream stream(ptx);
   llvm::legacy::PassManager passes;
-  if (machine.addPassesToEmitFile(passes, stream, nullptr, llvm::CodeGenFileType::AssemblyFile))
+  if (addBackendPasses(passes, stream, machine, strengthReduce))
     throw ir::CompileError("codegen: the NVPTX target cannot emit assembly");
   passes.run(module);
   return std::string(ptx.str());

@@ -38,7 +38,12 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optL
 /// it would otherwise stay live across (sink_predicates.cpp says why).
 void sinkPredicatesPastLoops(llvm::Function &function);
 
-/// Runs the NVPTX backend and returns the PTX text.
-std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine);
+/// Runs the NVPTX backend and returns the PTX text. `strengthReduce` false leaves LLVM's loop
+/// strength reduction out of the backend's IR passes (the module's `carried_addresses`): each
+/// loop-carried pointer (a pipelined copy's address, one per register of a pointer tile) then
+/// stays its own 64-bit value advanced by the step's increment, as in Triton's SASS, instead
+/// of one base plus loop-invariant offsets that ptxas recomputes (IMAD.WIDE) at each copy.
+std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine,
+                    bool strengthReduce = true);
 
 } // namespace tessera::codegen
