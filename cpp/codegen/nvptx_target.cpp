@@ -4,7 +4,8 @@
 // (PassBuilder) and printed as PTX by the NVPTX backend. Shared and local pointers are 32 bits
 // (nvptx-short-ptr), as in Triton, which saves registers in address arithmetic. Predicates
 // live across a loop are then recomputed past it (sink_predicates.cpp). With the module's
-// `carried_addresses`, the backend runs without loop strength reduction (emitPTX).
+// `carried_addresses`, the backend runs without loop strength reduction (emitPTX), after the
+// increments of loop-carried pointers moved past their copies (sink_increments.cpp).
 #include "codegen/nvptx_target.h"
 
 #include "ir/diagnostics.h"
@@ -104,7 +105,7 @@ void configureModule(llvm::Module &module, llvm::TargetMachine &machine) {
 }
 
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optLevel,
-                    bool vectorizeSLP) {
+                    bool vectorizeSLP, bool sinkIncrements) {
   static const llvm::OptimizationLevel levels[] = {
       llvm::OptimizationLevel::O0, llvm::OptimizationLevel::O1, llvm::OptimizationLevel::O2,
       llvm::OptimizationLevel::O3};
@@ -128,8 +129,11 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optL
                                                  : passBuilder.buildPerModuleDefaultPipeline(level);
   passes.run(module, moduleAnalyses);
   if (optLevel > 0)
-    for (llvm::Function &function : module)
+    for (llvm::Function &function : module) {
       sinkPredicatesPastLoops(function);
+      if (sinkIncrements)
+        sinkPointerIncrements(function);
+    }
 }
 
 namespace {
