@@ -153,8 +153,8 @@ bool addBackendPasses(llvm::legacy::PassManager &passes, llvm::raw_pwrite_stream
     return static_cast<llvm::cl::opt<bool> *>(option);
   }();
   disableLSR->setValue(!strengthReduce);
-  bool failed = machine.addPassesToEmitFile(passes, stream, nullptr,
-                                            llvm::CodeGenFileType::AssemblyFile);
+  bool failed =
+      machine.addPassesToEmitFile(passes, stream, nullptr, llvm::CodeGenFileType::AssemblyFile);
   disableLSR->setValue(false);
   return failed;
 }

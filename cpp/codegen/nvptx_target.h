@@ -48,7 +48,6 @@ void sinkPointerIncrements(llvm::Function &function);
 /// loop-carried pointer (a pipelined copy's address, one per register of a pointer tile) then
 /// stays its own 64-bit value advanced by the step's increment, as in Triton's SASS, instead
 /// of one base plus loop-invariant offsets that ptxas recomputes (IMAD.WIDE) at each copy.
-std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine,
-                    bool strengthReduce = true);
+std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine, bool strengthReduce = true);
 
 } // namespace tessera::codegen
