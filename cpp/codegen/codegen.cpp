@@ -133,12 +133,16 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   linkLibdevice(llvmModule, options.libdevicePath);
   clock.step("link");
 
-  optimizeModule(llvmModule, *machine, options.optLevel, !tensorCores);
+  // The module's `carried_addresses` (knobs.carried_addresses): each copy's address carried
+  // across iterations, advanced in place after the copies, in a backend without loop strength
+  // reduction (nvptx_target.h).
+  const bool carriedAddresses = lowered.intAttrOr("carried_addresses", 0) != 0;
+  optimizeModule(llvmModule, *machine, options.optLevel, !tensorCores, carriedAddresses);
   clock.step("optimize");
   verifyModule(llvmModule, "after optimization");
   result.llvmIR = printModule(llvmModule);
   clock.step("verify + print");
-  result.ptx = emitPTX(llvmModule, *machine);
+  result.ptx = emitPTX(llvmModule, *machine, !carriedAddresses);
   clock.step("emit PTX");
   return result;
 }

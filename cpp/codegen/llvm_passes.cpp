@@ -1,7 +1,7 @@
 // Tessera's own passes over LLVM IR, by name, run on LLVM IR text: how tessera-opt runs one
 // of them alone on a .ll file (tests/lit/codegen/sink_predicates.ll). The codegen pipeline
 // does not go through here: it calls each of them itself, in its place (sink_predicates after
-// O3: nvptx_target.cpp, optimizeModule).
+// O3, and sink_increments with carried_addresses: nvptx_target.cpp, optimizeModule).
 #include "codegen/codegen.h"
 #include "codegen/nvptx_target.h"
 
@@ -29,6 +29,9 @@ const std::vector<LLVMPass> &passTable() {
       {{"sink_predicates", "recompute i1 compares (and their and/or/xor) past the loops they "
                            "would stay live across (LLVM IR, after O3)"},
        sinkPredicatesPastLoops},
+      {{"sink_increments", "move each increment of a loop-carried pointer past the pointer's "
+                           "last use in its block (LLVM IR, after O3)"},
+       sinkPointerIncrements},
   };
   return passes;
 }

@@ -3,7 +3,9 @@
 // Last step of codegen: the lowered module is optimized with the default O3 pipeline
 // (PassBuilder) and printed as PTX by the NVPTX backend. Shared and local pointers are 32 bits
 // (nvptx-short-ptr), as in Triton, which saves registers in address arithmetic. Predicates
-// live across a loop are then recomputed past it (sink_predicates.cpp).
+// live across a loop are then recomputed past it (sink_predicates.cpp). With the module's
+// `carried_addresses`, the backend runs without loop strength reduction (emitPTX), after the
+// increments of loop-carried pointers moved past their copies (sink_increments.cpp).
 #include "codegen/nvptx_target.h"
 
 #include "ir/diagnostics.h"
@@ -103,7 +105,7 @@ void configureModule(llvm::Module &module, llvm::TargetMachine &machine) {
 }
 
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optLevel,
-                    bool vectorizeSLP) {
+                    bool vectorizeSLP, bool sinkIncrements) {
   static const llvm::OptimizationLevel levels[] = {
       llvm::OptimizationLevel::O0, llvm::OptimizationLevel::O1, llvm::OptimizationLevel::O2,
       llvm::OptimizationLevel::O3};
@@ -127,15 +129,43 @@ void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optL
                                                  : passBuilder.buildPerModuleDefaultPipeline(level);
   passes.run(module, moduleAnalyses);
   if (optLevel > 0)
-    for (llvm::Function &function : module)
+    for (llvm::Function &function : module) {
       sinkPredicatesPastLoops(function);
+      if (sinkIncrements)
+        sinkPointerIncrements(function);
+    }
 }
 
-std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine) {
+namespace {
+
+/// Adds the backend's passes to `passes`, with or without loop strength reduction. LLVM offers
+/// no per-pipeline switch for it: TargetPassConfig reads the process-global -disable-lsr while
+/// it builds the pipeline (not while it runs), so the option is set and reset around the
+/// build, under a lock that every build takes (codegen runs in several threads at once).
+bool addBackendPasses(llvm::legacy::PassManager &passes, llvm::raw_pwrite_stream &stream,
+                      llvm::TargetMachine &machine, bool strengthReduce) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  static auto *disableLSR = [] {
+    llvm::cl::Option *option = llvm::cl::getRegisteredOptions().lookup("disable-lsr");
+    if (!option)
+      throw ir::CompileError("codegen: this LLVM has no -disable-lsr option");
+    return static_cast<llvm::cl::opt<bool> *>(option);
+  }();
+  disableLSR->setValue(!strengthReduce);
+  bool failed =
+      machine.addPassesToEmitFile(passes, stream, nullptr, llvm::CodeGenFileType::AssemblyFile);
+  disableLSR->setValue(false);
+  return failed;
+}
+
+} // namespace
+
+std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine, bool strengthReduce) {
   llvm::SmallString<0> ptx;
   llvm::raw_svector_ostream stream(ptx);
   llvm::legacy::PassManager passes;
-  if (machine.addPassesToEmitFile(passes, stream, nullptr, llvm::CodeGenFileType::AssemblyFile))
+  if (addBackendPasses(passes, stream, machine, strengthReduce))
     throw ir::CompileError("codegen: the NVPTX target cannot emit assembly");
   passes.run(module);
   return std::string(ptx.str());

@@ -30,15 +30,24 @@ inline const char *const kPtxFeatures = "+ptx86";
 void configureModule(llvm::Module &module, llvm::TargetMachine &machine);
 
 /// The default LLVM pipeline at optLevel (O0..O3), in place; above O0, then
-/// sinkPredicatesPastLoops on each function.
+/// sinkPredicatesPastLoops on each function, and sinkPointerIncrements with `sinkIncrements`
+/// (the module's `carried_addresses`).
 void optimizeModule(llvm::Module &module, llvm::TargetMachine &machine, int optLevel,
-                    bool vectorizeSLP);
+                    bool vectorizeSLP, bool sinkIncrements = false);
 
 /// Recomputes each i1 compare (and and/or/xor of them) in the blocks that use it past a loop
 /// it would otherwise stay live across (sink_predicates.cpp says why).
 void sinkPredicatesPastLoops(llvm::Function &function);
 
-/// Runs the NVPTX backend and returns the PTX text.
-std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine);
+/// Moves each increment of a loop-carried pointer (a GEP of a header phi that only the phi
+/// uses) past the phi's last use in the increment's block (sink_increments.cpp says why).
+void sinkPointerIncrements(llvm::Function &function);
+
+/// Runs the NVPTX backend and returns the PTX text. `strengthReduce` false leaves LLVM's loop
+/// strength reduction out of the backend's IR passes (the module's `carried_addresses`): each
+/// loop-carried pointer (a pipelined copy's address, one per register of a pointer tile) then
+/// stays its own 64-bit value advanced by the step's increment, as in Triton's SASS, instead
+/// of one base plus loop-invariant offsets that ptxas recomputes (IMAD.WIDE) at each copy.
+std::string emitPTX(llvm::Module &module, llvm::TargetMachine &machine, bool strengthReduce = true);
 
 } // namespace tessera::codegen

@@ -26,7 +26,8 @@ FAST_PATH_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion", "debug")
 # LaunchOptions (so of the in-memory kernel key), and the C++ fast path watches them (jit.py
 # hands it this table), so flipping one, e.g. ``with knobs.scope(tma=True):``, never launches
 # the kernel compiled the other way.
-CODE_KNOBS = ("debug", "tma", "warp_specialize", "wgmma", "wgmma_overlap", "wgmma_pipeline")
+CODE_KNOBS = ("debug", "tma", "warp_specialize", "wgmma", "wgmma_overlap", "wgmma_pipeline",
+              "carried_addresses")
 
 # Triton launch options Tessera accepts only at Triton's default value (anything else is a
 # feature Tessera lacks: an error that says so, not a silently different kernel).
@@ -60,6 +61,8 @@ class LaunchOptions:
     wgmma: bool = True
     wgmma_overlap: bool = True
     wgmma_pipeline: bool = True
+    # TESSERA_CARRIED_ADDRESSES when the launch is made (off by default).
+    carried_addresses: bool = False
 
     def compile_options(self, arch: str):
         """The CompileOptions of this launch for ``arch``."""
@@ -69,6 +72,7 @@ class LaunchOptions:
                               debug=self.debug, tma=self.tma, wgmma=self.wgmma,
                               wgmma_overlap=self.wgmma_overlap,
                               wgmma_pipeline=self.wgmma_pipeline,
+                              carried_addresses=self.carried_addresses,
                               warp_specialize=self.warp_specialize)
 
 
@@ -104,7 +108,8 @@ def parse_options(kernel: str, given: Dict[str, Any], jit_debug: Optional[bool])
                          True if fusion is None else bool(fusion),
                          bool(debug) or bool(knobs.debug), bool(knobs.tma),
                          bool(knobs.warp_specialize), bool(knobs.wgmma),
-                         bool(knobs.wgmma_overlap), bool(knobs.wgmma_pipeline))
+                         bool(knobs.wgmma_overlap), bool(knobs.wgmma_pipeline),
+                         bool(knobs.carried_addresses))
 
 
 def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dict[str, Any],

@@ -50,6 +50,9 @@ class CompileOptions:
     # A pipelined loop's wgmma group stays in flight across its back edge
     # (knobs.wgmma_pipeline; docs/perf/wgmma_across_iterations.md).
     wgmma_pipeline: bool = field(default_factory=lambda: bool(knobs.wgmma_pipeline))
+    # Each copy's address carried across loop iterations: the backend without loop strength
+    # reduction (knobs.carried_addresses; codegen/nvptx_target.h, emitPTX).
+    carried_addresses: bool = field(default_factory=lambda: bool(knobs.carried_addresses))
     # Triton's launch options that change the code: a register cap per thread (PTX .maxnreg),
     # contracting a*b+c into fma (off: no fusion in LLVM nor in ptxas, --fmad=false), and
     # debug (tl.device_assert and `assert` in kernels are compiled in only when it is on; the
@@ -233,6 +236,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
             module.set_attr("warp_specialize", 1)
     if options.debug:  # debug builds: mbarrier waits bounded, failing an assert (tma.h)
         module.set_attr("debug", 1)
+    if options.carried_addresses:  # codegen's backend without loop strength reduction
+        module.set_attr("carried_addresses", 1)
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,
                   wgmma=options.wgmma, wgmma_overlap=options.wgmma_overlap,

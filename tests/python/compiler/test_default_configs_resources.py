@@ -9,7 +9,7 @@ memory). Shape classes: every head dim the attention kernels take, for 16-bit (f
 uses the same tiles) and fp32 inputs; masked attention with mask, bias and causal together
 (the most live tiles), dK/dV in each dBias mode; the norms and softmax at a narrow, a
 mid-width and a wide row; matmul's default for fp16. The kernels knobs.wgmma_pipeline changes
-also with it on.
+also with it on, and the attention and matmul kernels with knobs.carried_addresses on.
 """
 from __future__ import annotations
 
@@ -170,3 +170,14 @@ def test_wgmma_pipeline_defaults(D):
         test_masked_attention_defaults(D, "fp16", "sm_90a")
         if D == HEAD_DIMS[0]:
             test_matmul_default("sm_90a")
+
+
+@pytest.mark.parametrize("D", HEAD_DIMS)
+def test_carried_addresses_defaults(D):
+    # knobs.carried_addresses (codegen without loop strength reduction: every loop-carried
+    # pointer in its own registers) must not spill the kernels whose loops carry pointer tiles.
+    with tessera.config.knobs.scope(carried_addresses=True):
+        for arch in ARCHS:
+            test_attention_defaults(D, "fp16", arch)
+            if D == HEAD_DIMS[0]:
+                test_matmul_default(arch)
