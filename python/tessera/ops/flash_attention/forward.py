@@ -148,9 +148,6 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
 
 
 
-# The @jit kernel stays plain (.asm()); the variants' constexprs join the tuning key.
-
-
 def head_blocks(nargs) -> None:
     """Sets the blocks of the TMA variant's descriptors to the config's tiles (a config's
     pre_hook, as Triton's tutorial: the host makes the descriptors before a config is
@@ -161,6 +158,7 @@ def head_blocks(nargs) -> None:
             desc.block_shape = [1, 1, nargs[block], desc.shape[-1]]
 
 
+# The @jit kernel stays plain (.asm()); the variants' constexprs join the tuning key.
 _tuned_fwd = autotuned("fwd", attention_fwd_kernel, key=("TMA", "SPECIALIZE"),
                        pre_hook=head_blocks)
 
