@@ -28,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from check_ops_ptx import module_from_source, strides  # noqa: E402  (shared with that check)
+from tessera.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 ARCHS = ("sm_90a", "sm_80")
 # tutorial -> the text that starts its first cell after the kernels and their host wrappers:
@@ -140,11 +141,14 @@ def flash_forward_cases(m, arch, quick, candidates):
                             RELOAD=D * x.itemsize >= 1024, num_warps=warps,
                             num_stages=stages))
                 if arch == "sm_90a" and x.itemsize == 2:  # the TMA variants (flash_attention)
+                    # q, k, v as (B, H, S, D) host descriptors of blocks (1, 1, BLOCK, D).
+                    descs = [TensorDescriptor.from_tensor(x, [1, 1, block, D])
+                             for block in (block_m, block_n, block_n)]
                     for specialize in (False, True):
                         yield (f"attention_fwd_kernel TMA specialize={specialize} D={D} "
                                f"{dname} {block_m}x{block_n} w{warps} s{stages} "
                                f"causal={causal}", m.attention_fwd_kernel,
-                               (x, x, x, x, lse, 0.125 * 1.4426950408889634, 2, 1024, *st * 4),
+                               (*descs, x, lse, 0.125 * 1.4426950408889634, 2, 1024, *st * 4),
                                dict(D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal,
                                     RELOAD=D * x.itemsize >= 1024, TMA=True,
                                     SPECIALIZE=specialize, num_warps=warps,

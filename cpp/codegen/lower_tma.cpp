@@ -5,7 +5,8 @@
 // exceed the swizzle span (128 bytes) issues one box per 128-byte column block, each to its
 // block of the slot (SharedTileLayout::blockCols), so the bytes land exactly where the
 // pipeliner's wgmma layout (layout/swizzled_shared.h) puts them; the host encodes the same box
-// and swizzle (python/tessera/runtime/tensor_map.py).
+// and swizzle (python/tessera/runtime/tensor_map.py). A map of rank 3 to 5 (a [1, .., BLOCK, D]
+// block whose 2-D tile the slot holds) copies with cp.async.bulk.tensor.3d..5d.
 #include "codegen/lower_tma.h"
 
 #include "analysis/shared_footprint.h"
@@ -112,8 +113,13 @@ void lowerTmaLoad(KernelLowering &lowering, const ir::Operation &op) {
   llvm::Value *barrier = barrierAddress(lowering, op, 3, slot);
   llvm::Value *first = leader(lowering, lowering.registersOf(op.operand(4))[0]);
   llvm::Value *map = lowering.registersOf(op.operand(0))[0];
-  llvm::Value *row = lowering.registersOf(op.operand(5))[0];
-  llvm::Value *column = lowering.registersOf(op.operand(6))[0];
+  // Coordinates, outermost first: the map's leading dims (box 1: the slot holds the 2-D tile
+  // of the last two), then the slot's row and column.
+  unsigned rank = op.numOperands() - 5;
+  std::vector<llvm::Value *> coords;
+  for (unsigned c = 5; c < op.numOperands(); ++c)
+    coords.push_back(lowering.registersOf(op.operand(c))[0]);
+  llvm::Value *column = coords.back();
   // The slot was last read before the barrier (or the empty mbarrier) that precedes this
   // copy. Through the generic proxy (ldmatrix, when the dot is not on wgmma), those reads are
   // ordered before the async proxy's writes by a proxy fence. Read by wgmma only, they are
@@ -121,14 +127,25 @@ void lowerTmaLoad(KernelLowering &lowering, const ir::Operation &op) {
   // is a MEMBAR.ALL.CTA in SASS, in front of each of the issuing thread's copies).
   if (readThroughGenericProxy(op.operand(1)))
     emitAsm(lowering, std::string(kIfLeader) + "@p fence.proxy.async.shared::cta; }", "r", {first});
-  for (int64_t box = 0; box < boxes; ++box) // TMA coordinates: innermost dim first
-    emitAsm(lowering,
-            std::string(kIfLeader) +
-                "@p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                "[$1], [$2, {$3, $4}], [$5]; }",
-            "r,r,l,r,r,r",
-            {first, b.CreateAdd(destination, lowering.i32(box * rows * swizzle)), map,
-             b.CreateAdd(column, lowering.i32(box * boxColumns)), row, barrier});
+  // $0 the issuer, $1 the slot, $2 the map, $3.. the coordinates innermost first, then the
+  // mbarrier.
+  std::string operands, constraints = "r,r,l";
+  for (unsigned i = 0; i < rank; ++i) {
+    operands += (i ? ", $" : "$") + std::to_string(3 + i);
+    constraints += ",r";
+  }
+  std::string text = std::string(kIfLeader) + "@p cp.async.bulk.tensor." + std::to_string(rank) +
+                     "d.shared::cluster.global.mbarrier::complete_tx::bytes [$1], [$2, {" +
+                     operands + "}], [$" + std::to_string(3 + rank) + "]; }";
+  for (int64_t box = 0; box < boxes; ++box) {
+    std::vector<llvm::Value *> args{first,
+                                    b.CreateAdd(destination, lowering.i32(box * rows * swizzle)),
+                                    map, b.CreateAdd(column, lowering.i32(box * boxColumns))};
+    for (unsigned i = 1; i < rank; ++i)
+      args.push_back(coords[rank - 1 - i]);
+    args.push_back(barrier);
+    emitAsm(lowering, text, constraints + ",r", args);
+  }
 }
 
 /// A wait bounded by `timeout_ns` (debug builds, transforms/pipeline/tma.h): spins on

@@ -11,6 +11,8 @@ namespace tessera::ir {
 
 namespace {
 
+constexpr unsigned kMaxTensorMapRank = 5; // cuTensorMapEncodeTiled, tensormap.replace
+
 void expectCounts(const Operation &op, unsigned minOperands, unsigned maxOperands,
                   unsigned results) {
   if (op.numOperands() < minOperands || op.numOperands() > maxOperands ||
@@ -79,15 +81,17 @@ unsigned plainLoadOperands(const Operation &op) {
 void verifyTmaLoadOperands(const Operation &op) {
   const Type &result = op.result()->type();
   unsigned rank = result.isTensor() ? static_cast<unsigned>(result.rank()) : 0;
-  if (rank == 0 || op.numOperands() != 4 + rank)
+  // One coordinate per dim of the descriptor: its tile's, after the leading dims of block
+  // size 1 the front end left out of the tile (a [1, BLOCK, D] block loads a 2-D tile).
+  if (rank == 0 || op.numOperands() < 4 + rank || op.numOperands() > 4 + kMaxTensorMapRank)
     emitError(op, "a load with `tma` takes (ptr, mask, other, tensormap) and one coordinate "
-                  "per dim of its tile, got " +
+                  "per dim of its descriptor (at least its tile's rank, at most 5), got " +
                       std::to_string(op.numOperands()) + " operands");
   if (!isTensorMap(op.operand(3)))
     emitError(op,
               "a load's tensor map must be a ptr<i8> argument, got " + op.operand(3)->type().str());
-  for (unsigned i = 0; i < rank; ++i)
-    expectScalar(op, 4 + i, Type::i32(), "a box coordinate");
+  for (unsigned i = 4; i < op.numOperands(); ++i)
+    expectScalar(op, i, Type::i32(), "a box coordinate");
 }
 
 void verifyTmaOp(const Operation &op) {
@@ -117,8 +121,9 @@ void verifyTmaOp(const Operation &op) {
     expectScalar(op, 2, Type::i32(), "the slot");
     expectBarriers(op, 3);
     expectScalar(op, 4, Type::i1(), "the predicate");
-    if (op.numOperands() != 5 + 2)
-      emitError(op, "tma_load takes one coordinate per dim of the slot (2)");
+    if (op.numOperands() < 5 + 2 || op.numOperands() > 5 + kMaxTensorMapRank)
+      emitError(op, "tma_load takes one coordinate per dim of its tensor map: the slot's 2, "
+                    "after the map's leading dims (box 1), at most 5");
     for (unsigned i = 5; i < op.numOperands(); ++i)
       expectScalar(op, i, Type::i32(), "a box coordinate");
     if (op.operand(3)->type().shape()[0] < ring.shape()[0])

@@ -238,6 +238,14 @@ private:
     Operation *def = source->definingOp();
     if (def && def->code() == OpCode::Splat)
       return replace(op, createBefore(op, OpCode::Splat, {def->operand(0)}, type));
+    // A reshape undoing a reshape (both keep the row-major element order): a descriptor load
+    // of a [1, BLOCK, D] block is a 2-D tile reshaped to 3-D (language/
+    // block_pointer_semantic.py), which the kernel reshapes back to [BLOCK, D].
+    auto reshapes = [](const Operation *o) {
+      return o && (o->code() == OpCode::Reshape || o->code() == OpCode::ExpandDims);
+    };
+    if (reshapes(op) && reshapes(def) && def->operand(0)->type() == type)
+      return replace(op, def->operand(0));
     return false;
   }
 

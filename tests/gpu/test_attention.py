@@ -210,7 +210,7 @@ def test_split_walks_with_other_blocks(S, blocks, causal):
             assert torch.isnan(pad[:, :, S:]).all(), f"{name}: a store past S"
 
 
-# ---- The forward's TMA path (sm_90a: per-head (S, D) tensor descriptors) ----
+# ---- The forward's TMA path (sm_90a: (B, H, S, D) host tensor descriptors, rank 4) ----
 
 def needs_sm90a():
     from tessera.runtime.launcher import arch_of
@@ -264,7 +264,7 @@ def test_tma_forward_other_tiles(D, specialize):
     # the producer's rings live beside the masked loop's) is skipped, as the autotuner does.
     needs_sm90a()
     from tessera.errors import OutOfResources
-    from tessera.runtime.allocation import default_allocator
+    from tessera.ops.flash_attention.forward import head_descriptors
     B, H, S = 2, 3, 333
     gen = torch.Generator(device="cuda").manual_seed(D + specialize)
     q, k, v = (padded(torch.randn((B, H, S, D), device="cuda", dtype=torch.float16,
@@ -275,13 +275,12 @@ def test_tma_forward_other_tiles(D, specialize):
     for block_m, block_n, num_warps, num_stages in fa.WGMMA_CONFIGS["fwd"][D]:
         o = torch.full_like(q, float("nan"))
         lse = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
+        descs = head_descriptors(q, k, v, block_m=block_m, block_n=block_n)
         try:
-            with default_allocator(lambda size, align, stream: torch.empty(
-                    size, device="cuda", dtype=torch.int8)):
-                fa.attention_fwd_kernel[(math.ceil(S / block_m), B * H)](
-                    q, k, v, o, lse, D ** -0.5 * fa.LOG2E, H, S, *st(q), *st(k), *st(v),
-                    *st(o), D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=True, TMA=True,
-                    SPECIALIZE=specialize, num_warps=num_warps, num_stages=num_stages)
+            fa.attention_fwd_kernel[(math.ceil(S / block_m), B * H)](
+                *descs, o, lse, D ** -0.5 * fa.LOG2E, H, S, *st(q), *st(k), *st(v),
+                *st(o), D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=True, TMA=True,
+                SPECIALIZE=specialize, num_warps=num_warps, num_stages=num_stages)
         except OutOfResources:
             continue
         torch.cuda.synchronize()
@@ -289,6 +288,23 @@ def test_tma_forward_other_tiles(D, specialize):
         tile = (block_m, block_n, num_warps, num_stages)
         assert rel(o, ref[0]) <= 5e-3 and rel(lse, ref[1]) <= 1e-3, tile
     assert ran > 0
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_tma_forward_with_strided_heads(D):
+    # (B, S, H, D) memory viewed as (B, H, S, D): the 4-D descriptors take the batch, head and
+    # row strides as they are (a 3-D (B·H, S, D) view could not), ragged S.
+    needs_sm90a()
+    B, H, S = 2, 3, 333
+    gen = torch.Generator(device="cuda").manual_seed(D + 11)
+    q, k, v = (torch.randn((B, S, H, D), device="cuda", dtype=torch.float16,
+                           generator=gen).transpose(1, 2) for _ in range(3))
+    with knobs.scope(attention_tma="on", autotune="off"):
+        assert fa.tma_path(q, k, v)
+        o, lse = attention_forward(q, k, v, causal=True)
+    torch.cuda.synchronize()
+    ref = reference(q, k, v, torch.zeros_like(q), True, D ** -0.5)
+    assert rel(o, ref[0]) <= 5e-3 and rel(lse, ref[1]) <= 1e-3
 
 
 def test_tma_falls_back_for_rows_the_tma_cannot_read():

@@ -383,6 +383,12 @@ class Autotuner:
     # ------------------------------------------------------------------ tuning
 
     def _job(self, config: Config, args, kwargs, target) -> backends.CompileJob:
+        if config.pre_hook is not None:
+            # As before its launches: a hook may change what the kernel specializes on (the
+            # blocks of descriptor arguments set to the config's tiles, as Triton's attention
+            # tutorial does), and Triton compiles after it.
+            config.pre_hook({**self._defaults, **dict(zip(self.arg_names, args)), **kwargs,
+                             **config.all_kwargs()})
         final = {**kwargs, **config.all_kwargs()}
         for layer in self.heuristics:
             final = layer.apply(args, final)

@@ -33,6 +33,15 @@ OOB_FILL_ZERO, OOB_FILL_NAN = 0, 1  # NONE, NAN_REQUEST_ZERO_FMA
 MAX_BOX = 256  # each box dim
 
 
+def copyable_block(block_shape: List[int]) -> bool:
+    """Whether the pipeliner copies loads of blocks of this shape with the TMA: rank 2 to 5,
+    every dim but the last two of size 1 (a 2-D tile in shared memory, as Triton's
+    ``[1, BLOCK, D]`` blocks reshaped by the kernel), at most 256 rows. The rule of host maps
+    (frontend/descriptor_parameters.py) and device maps (language/device_tensor_map.py)."""
+    return (2 <= len(block_shape) <= 5 and all(b == 1 for b in block_shape[:-2])
+            and block_shape[-2] <= MAX_BOX)
+
+
 def swizzle_for(row_bytes: int) -> int:
     """The swizzle mode wgmma reads for rows of ``row_bytes`` (the block's contiguous extent):
     the 32/64/128-byte mode spanning min(128, row bytes); none below 32 bytes."""

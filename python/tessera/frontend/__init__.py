@@ -42,7 +42,8 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     ``divisibility`` attribute; ``equal_to_1`` names int parameters equal to 1, whose uses
     become the constant 1 while they stay in the signature. ``debug``: tl.device_assert and
     ``assert`` build code (None: as knobs.debug; a launch passes its options' debug).
-    ``tma``: 2-D TensorDescriptor parameters also take a tensor map, and 2-D
+    ``tma``: TensorDescriptor parameters the TMA copies (2-D blocks, or up to 5-D with
+    leading dims of 1: device/tma.py) also take a tensor map, and such
     tl.make_tensor_descriptor values encode one in global scratch (func attribute
     ``global_scratch``), which their loads carry for the pipeliner's TMA copies (TESSERA_TMA
     on sm_90a; off, nothing changes).

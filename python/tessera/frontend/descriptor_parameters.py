@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, List, Tuple
 
-from ..device.tma import DATA_TYPES, MAX_BOX
+from ..device.tma import DATA_TYPES, copyable_block
 from ..language import core as tl
 from ..language.block_pointer import tensor_descriptor
 
@@ -51,10 +51,11 @@ def parse_type(text: str) -> Tuple[str, List[int], str, List[int]]:
 
 def has_tensor_map(text: str) -> bool:
     """Whether a descriptor of this type passes a CUtensorMap when the kernel takes maps (a
-    2-D block of a data type the TMA knows, at most 256 rows): the front end's rule and the
-    launcher's, read from the type text."""
+    data type the TMA knows, a block the pipeliner copies: 2-D, or up to 5-D with leading
+    dims of 1, at most 256 rows; device/tma.py): the front end's rule and the launcher's,
+    read from the type text."""
     code, block, _, _ = parse_type(text)
-    return len(block) == 2 and code in DATA_TYPES and block[0] <= MAX_BOX
+    return code in DATA_TYPES and copyable_block(block)
 
 
 class DescriptorParameter:
@@ -72,8 +73,8 @@ class DescriptorParameter:
 
     def has_tensor_map(self, tma: bool) -> bool:
         """Whether the parameter also passes a CUtensorMap: with TMA asked for (TESSERA_TMA
-        on sm_90a), for the 2-D descriptors whose box the host can encode (a data type the
-        TMA knows, at most 256 rows: device/tma.py)."""
+        on sm_90a), for the descriptors whose blocks the pipeliner copies by TMA (see
+        ``has_tensor_map``)."""
         return tma and has_tensor_map(self.text)  # the launcher's rule too
 
     def block_arguments(self, name: str, tma: bool = False) -> List[Tuple[str, tl.dtype, int]]:

@@ -174,14 +174,24 @@ def _tma_load(info: OpInfo):
     rows, cols = info.operands[1].shape[1:]
     dtype = info.operands[1].dtype
 
-    def tma_load(state, handle, ring, slot, barriers, pred, row, col):
+    def tma_load(state, handle, ring, slot, barriers, pred, *coords):
+        # Coordinates outermost first: the map's leading dims (box 1), then row and column.
         if not pred:
             return
         tmap = _tensor_map(state.memory, int(handle))
-        i = int(row) + np.arange(rows, dtype=np.int64)[:, None]
-        j = int(col) + np.arange(cols, dtype=np.int64)[None, :]
-        inside = (i >= 0) & (i < tmap.shape[0]) & (j >= 0) & (j < tmap.shape[1])
-        addresses = tmap.base + np.where(inside, i * tmap.strides[0] + j * tmap.strides[1], 0)
+        if len(coords) != len(tmap.shape):
+            raise OpFault(f"tma_load: {len(coords)} coordinates for a tensor map of rank "
+                          f"{len(tmap.shape)}")
+        *outer, row, col = (int(c) for c in coords)
+        i = row + np.arange(rows, dtype=np.int64)[:, None]
+        j = col + np.arange(cols, dtype=np.int64)[None, :]
+        inside = (i >= 0) & (i < tmap.shape[-2]) & (j >= 0) & (j < tmap.shape[-1])
+        offset = 0
+        for c, size, stride in zip(outer, tmap.shape, tmap.strides):
+            inside &= 0 <= c < size
+            offset += c * stride
+        addresses = tmap.base + np.where(
+            inside, offset + i * tmap.strides[-2] + j * tmap.strides[-1], 0)
         values, lanes = state.memory.load(addresses, inside, dtype)
         box = np.full((rows, cols), tmap.fill, dtype)  # the TMA unit's out-of-bounds fill
         box.reshape(-1)[lanes] = values

@@ -91,9 +91,12 @@ def _base_pointer(sem: Any, base: Any, what: str) -> tensor:
 
 def materialize(sem: Any, base: tensor, shape: Sequence[tensor], strides: Sequence[tensor],
                 offsets: Sequence[tensor], block_shape: Sequence[int],
-                checked: Sequence[int]) -> Tuple[tensor, Optional[tensor]]:
-    """The tile of pointers of the block and its mask (None when no dim is checked)."""
-    rank = len(block_shape)
+                checked: Sequence[int], collapsed: int = 0) -> Tuple[tensor, Optional[tensor]]:
+    """The tile of pointers of the block and its mask (None when no dim is checked). The
+    leading ``collapsed`` dims (block size 1 each) are left out of the tile: their offsets
+    only move the start, and their bounds checks are scalars splat over the tile."""
+    tile_shape = list(block_shape[collapsed:])
+    rank = len(tile_shape)
     delta: Optional[tensor] = None
     for offset, stride in zip(offsets, strides, strict=True):
         term = sem.mul(sem.cast(offset, tl.int64), stride)
@@ -102,21 +105,30 @@ def materialize(sem: Any, base: tensor, shape: Sequence[tensor], strides: Sequen
     # 1-D `arange * stride` parts are loop-invariant (hoisted, few registers), while the 2-D
     # pointer tile is rebuilt from the moving start where it is used, as in hand-written code.
     pointer = sem.add(base, delta)
-    for dim, (size, stride) in enumerate(zip(block_shape, strides, strict=True)):
-        part = _along(sem, sem.mul(_int_range(sem, size), stride), dim, rank)
-        pointer = sem.add(pointer, part)
-    pointer = sem.broadcast_to(pointer, list(block_shape))
+    for dim in range(collapsed, len(block_shape)):
+        part = sem.mul(_int_range(sem, block_shape[dim]), strides[dim])
+        pointer = sem.add(pointer, _along(sem, part, dim - collapsed, rank))
+    pointer = sem.broadcast_to(pointer, tile_shape)
     mask: Optional[tensor] = None
+    outer: Optional[tensor] = None  # the collapsed dims' checks, scalar
     for dim in checked:
-        index = sem.add(_int_range(sem, block_shape[dim]), sem.cast(offsets[dim], tl.int64))
+        index = sem.cast(offsets[dim], tl.int64)
+        if dim >= collapsed:
+            index = sem.add(_int_range(sem, block_shape[dim]), index)
         # 0 <= index < shape in one unsigned compare: a negative index wraps past any limit,
         # and the limit max(shape, 0) keeps a negative shape empty, as the signed pair would.
         limit = sem.maximum(sem.cast(shape[dim], tl.int64), 0)
         inside = sem.compare("lt", _unsigned(index), _unsigned(limit))
-        inside = _along(sem, inside, dim, rank)
+        if dim < collapsed:
+            outer = inside if outer is None else sem.bitwise("andi", outer, inside)
+            continue
+        inside = _along(sem, inside, dim - collapsed, rank)
         mask = inside if mask is None else sem.bitwise("andi", mask, inside)
     if mask is not None:
-        mask = sem.broadcast_to(mask, list(block_shape))
+        mask = sem.broadcast_to(mask, tile_shape)
+    if outer is not None:
+        outer = sem.splat(outer, tile_shape)
+        mask = outer if mask is None else sem.bitwise("andi", mask, outer)
     return pointer, mask
 
 
@@ -277,33 +289,44 @@ def check_descriptor(desc: Any) -> "_api.tensor_descriptor":
     return desc
 
 
-def _descriptor_access(sem: Any, desc: "_api.tensor_descriptor", offsets: Any):
+def _descriptor_access(sem: Any, desc: "_api.tensor_descriptor", offsets: Any,
+                       collapsed: int = 0):
     offsets = _as_list(offsets)
     if len(offsets) != len(desc.block_shape):
         raise ValueError(f"expected {len(desc.block_shape)} offsets (one per dim), got "
                          f"{len(offsets)}")
     offsets = [_scalar(sem, o, tl.int32, f"offsets[{i}]") for i, o in enumerate(offsets)]
     return materialize(sem, desc.base, desc.shape, desc.strides, offsets, desc.block_shape,
-                       range(len(desc.block_shape)))
+                       range(len(desc.block_shape)), collapsed)
 
 
 def descriptor_load(sem: Any, desc: "_api.tensor_descriptor", offsets: Any) -> tensor:
-    """Elements outside the tensor read as the padding (0 or NaN), as Triton's TMA loads."""
+    """Elements outside the tensor read as the padding (0 or NaN), as Triton's TMA loads.
+
+    A block of rank 3 to 5 whose leading dims are 1 (``[1, BLOCK, D]``) loads the 2-D tile
+    of the last two dims and reshapes it to the block: the pipeliner rings 2-D tiles (and the
+    TMA copies them: device/tma.py, ``copyable_block``), and the kernel's own reshape back to
+    2-D (``desc.load([h, m, 0]).reshape([BLOCK, D])``) then folds away (canonicalize)."""
     tensormap = desc.__dict__.get("tensormap")  # under TMA: a parameter's or a device map
     coords = []  # made before the load that takes them (a constant offset is a new op)
     if tensormap is not None:
         coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
                   for i, o in enumerate(_as_list(offsets))]
-    ptrs, bounds = _descriptor_access(sem, desc, offsets)
+    # Leading dims of 1 collapse with or without a map: the 2-D tile is what the pipeliner
+    # rings (cp.async or TMA) and what the dot reads.
+    rank = len(desc.block_shape)
+    collapsed = rank - 2 if rank > 2 and all(b == 1 for b in desc.block_shape[:-2]) else 0
+    ptrs, bounds = _descriptor_access(sem, desc, offsets, collapsed)
     result = sem.load(ptrs, bounds, _padding(desc.padding, desc.dtype), "", "", False)
     load = result.handle.defining_op
     load.set_attr(DESCRIPTOR_ATTR, True)
     if tensormap is not None and load.name == "load" and len(load.operands) == 3:
         # The masked load stays its meaning everywhere; the tensor map and the box's
-        # coordinates let the pipeliner copy it with TMA instead (transforms/pipeline/tma.h).
+        # coordinates (one per dim of the descriptor, the collapsed ones first) let the
+        # pipeliner copy it with TMA instead (transforms/pipeline/tma.h).
         load.set_operands(list(load.operands) + [tensormap.handle] + coords)
         load.set_attr("tma", True)
-    return result
+    return sem.reshape(result, desc.block_shape) if collapsed else result
 
 
 def descriptor_store(sem: Any, desc: "_api.tensor_descriptor", offsets: Any,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from ..device.tma import ELEMENT_TYPES, device_fields
+from ..device.tma import ELEMENT_TYPES, copyable_block, device_fields
 from . import core as tl
 
 MAP_BYTES = 128  # a CUtensorMap, 128-byte aligned in the scratch (as Triton's)
@@ -37,11 +37,12 @@ def _code(element: tl.dtype) -> str:
 
 def attach(sem: Any, desc: Any) -> None:
     """With TMA asked for, encodes ``desc``'s map in the kernel and gives it to ``desc`` (its
-    loads carry it); a descriptor the TMA cannot copy (not 2-D, no TMA data type, a box over
-    the limits) stays what it is without."""
+    loads carry it); a descriptor the TMA cannot copy (a block not 2-D after its leading dims
+    of 1: ``copyable_block``, no TMA data type, a box over the limits) stays what it is
+    without."""
     if not getattr(sem, "tma", False) or getattr(sem, "interpreter", False):
         return
-    if len(desc.block_shape) != 2:
+    if not copyable_block(desc.block_shape):
         return
     try:
         fields = device_fields(_code(desc.dtype), desc.dtype.primitive_bitwidth // 8,

@@ -34,7 +34,8 @@ def key(desc: TensorDescriptor) -> tuple:
 def launch_kinds(names: Sequence[str], signature: dict, kind_of,
                  tensor_maps: bool = False) -> List[str]:
     """The launcher's parameter kinds, a descriptor expanded (``kind_of`` maps the rest);
-    ``tensor_maps``: the kernel takes each 2-D descriptor's CUtensorMap too (TESSERA_TMA)."""
+    ``tensor_maps``: the kernel takes the CUtensorMap of each descriptor the TMA copies too
+    (TESSERA_TMA: ``has_tensor_map``)."""
     kinds: List[str] = []
     for name in names:
         text = signature[name]
@@ -50,7 +51,8 @@ def launch_kinds(names: Sequence[str], signature: dict, kind_of,
 def flatten(names: Sequence[str], values: Sequence[Any],
             tensor_maps: bool = False) -> Tuple[List[str], List[Any]]:
     """Names and values with each descriptor expanded into base, shape and strides, and with
-    ``tensor_maps`` a 2-D one's CUtensorMap (the host address of its encoded bytes)."""
+    ``tensor_maps`` the CUtensorMap of each one the TMA copies (the host address of its encoded
+    bytes)."""
     if not any(isinstance(v, TensorDescriptor) for v in values):
         return list(names), list(values)
     out_names: List[str] = []

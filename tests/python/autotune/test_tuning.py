@@ -278,9 +278,40 @@ def test_user_hooks_replace_the_defaults_and_config_pre_hooks_run():
                    post_hook=lambda args, exception: calls.append(("post", exception)))
     x, y, out = vectors(300)
     kernel[grid(300)](x, y, out, 300)
-    assert calls == [("config", 128), ("pre", 300, 128), ("post", None),
+    assert calls == [("config", 128), ("config", 256),  # before each compile (what it
+                     # specializes on may depend on the hook, as a launch's does)
+                     ("config", 128), ("pre", 300, 128), ("post", None),
                      ("config", 256), ("pre", 300, 256), ("post", None),
                      ("config", 128)]                 # the real launch: the config's hook only
+
+
+@tessera.jit(interpret=True)
+def descriptor_copy_kernel(src_desc, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    rows = src_desc.load([0, tl.program_id(0) * BLOCK]).reshape([BLOCK])
+    tl.store(out_ptr + offs, rows, mask=offs < n)
+
+
+def test_config_pre_hooks_run_before_compiling_what_they_specialize():
+    # A hook setting a descriptor's block to the config's (Triton's attention tutorial): each
+    # compile job specializes on the block its config's launch passes.
+    from tessera.tools.tensor_descriptor import TensorDescriptor
+
+    def block_of(args):
+        args["src_desc"].block_shape = [1, args["BLOCK"]]
+    configs = [tessera.Config({"BLOCK": b}, num_warps=4, pre_hook=block_of) for b in (64, 128)]
+    kernel = tuned(descriptor_copy_kernel, configs, lambda c: c.kwargs["BLOCK"])
+    signatures = []
+    compile_jobs = kernel.backend.compile
+    kernel.backend.compile = lambda jobs, on_done=None: (
+        signatures.extend(str(job.specialization[0]) for job in jobs)
+        or compile_jobs(jobs, on_done))
+    x = np.arange(300, dtype=np.float32).reshape(1, 300)
+    out = np.full(300, np.nan, np.float32)
+    kernel[grid(300)](TensorDescriptor.from_tensor(x, [1, 16]), out, 300)
+    np.testing.assert_array_equal(out, x[0])
+    assert len(signatures) == 2 and kernel.best_config is configs[0]
+    assert "[1, 64]" in signatures[0] and "[1, 128]" in signatures[1], signatures
 
 
 def test_configs_compiling_to_one_kernel_are_compiled_once():

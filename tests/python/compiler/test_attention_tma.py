@@ -1,10 +1,11 @@
-"""The attention forward's TMA variant (TMA=True: per-head (S, D) device tensor descriptors) for
-sm_90a without a GPU: both loops copy K and V (and the masked loop's Q) with
-cp.async.bulk.tensor into rings waited on with mbarriers (no cp.async), ptxas (CUDA 13)
-assembles every wgmma candidate config without spills, the pipelined IR (maps written by the
-kernel, the TMA's zero fill) runs in the interpreter against float64 on ragged S with NaN rows
-between the heads, the plain kernel with TMA=True runs in the interpreter, and the host picks
-the path from the target, the knobs and the TMA's alignment rules. docs/perf/attention_tma.md.
+"""The attention forward's TMA variant (TMA=True: (B, H, S, D) host tensor descriptors of
+blocks (1, 1, BLOCK, D)) for sm_90a without a GPU: both loops copy K and V (and the masked
+loop's Q) with cp.async.bulk.tensor.4d into rings waited on with mbarriers (no cp.async, no
+maps written by the kernel, no scratch), ptxas (CUDA 13) assembles every wgmma candidate
+config without spills, the pipelined IR (host maps, the TMA's zero fill past each head's S)
+runs in the interpreter against float64 on ragged S with NaN rows between the heads, the plain
+kernel with TMA=True runs in the interpreter, and the host picks the path from the target, the
+knobs and the TMA's alignment rules. docs/perf/attention_tma.md.
 """
 import re
 
@@ -18,6 +19,7 @@ from tessera.config import knobs
 from tessera.runtime import allocation
 import tessera.ops.flash_attention as fa
 from tessera.ops.flash_attention.configs import tma_path
+from tessera.ops.flash_attention.forward import head_descriptors
 
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 
@@ -44,8 +46,9 @@ def compile_tma(D, dtype, causal, config, S=1024, H=2, st=None, specialize=False
     lse = np.zeros((1, H, S), np.float32)
     st = tuple(s // x.itemsize for s in x.strides[:3]) if st is None else st
     block_m, block_n, num_warps, num_stages = config
+    descs = head_descriptors(x, x, x, block_m=block_m, block_n=block_n)
     return fa.attention_fwd_kernel.compile(
-        x, x, x, x, lse, 0.125 * fa.LOG2E, 2, S, *st * 4, D=D, BLOCK_M=block_m,
+        *descs, x, lse, 0.125 * fa.LOG2E, 2, S, *st * 4, D=D, BLOCK_M=block_m,
         BLOCK_N=block_n, CAUSAL=causal, RELOAD=False, TMA=True, SPECIALIZE=specialize,
         num_warps=num_warps, num_stages=num_stages, arch="sm_90a")
 
@@ -66,11 +69,13 @@ def test_both_loops_copy_by_tma_without_spills(D, causal, dtype):
     for index, config in enumerate(fa.WGMMA_CONFIGS["fwd"][D]):
         kernel = compile_tma(D, dtype, causal, config)
         ptx, tgir = kernel.asm["ptx"], kernel.asm["tgir"]
-        # Three maps (Q, K, V), written once per program in its global scratch.
-        assert kernel.metadata["global_scratch_size"] == 3 * 128
-        assert ptx.count("fence.proxy.tensormap::generic.release.gpu") == 3
+        # Three maps (Q, K, V) the host encoded, read in place as kernel parameters: none
+        # written by the kernel, no scratch.
+        assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 3
+        assert "global_scratch_size" not in kernel.metadata and "tensormap.replace" not in ptx
         assert "cp.async.cg" not in ptx and "cp.async.ca" not in ptx
-        assert re.search(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier", ptx)
+        assert re.search(r"cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.mbarrier", ptx)
+        assert "cp.async.bulk.tensor.2d" not in ptx
         assert "mbarrier.try_wait.parity" in ptx and "wgmma.mma_async" in ptx
         masked, unmasked = loops(tgir)
         # The masked loop re-reads Q (its ring too); both wait for the copies and refill a
@@ -88,8 +93,8 @@ def test_both_loops_copy_by_tma_without_spills(D, causal, dtype):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("D", [64, 128])
 def test_warp_specialized_unmasked_loop(D, causal, knob):
-    # SPECIALIZE: the unmasked loop's K and V come from a producer warpgroup (its own maps,
-    # written in two more scratch slots); the masked loop keeps the consumers' TMA pipeline,
+    # SPECIALIZE: the unmasked loop's K and V come from a producer warpgroup (through the host
+    # maps, kernel parameters); the masked loop keeps the consumers' TMA pipeline,
     # also with knobs.warp_specialize asking for every loop (a loop's own request goes first).
     # The tile of Q stored before the loop costs one barrier before it, none per step.
     config = fa.WGMMA_CONFIGS["fwd"][D][0]
@@ -98,12 +103,12 @@ def test_warp_specialized_unmasked_loop(D, causal, knob):
     ptx, tgir = kernel.asm["ptx"], kernel.asm["tgir"]
     warps = config[2]
     assert kernel.metadata["total_num_warps"] == warps + 4
-    assert kernel.metadata["global_scratch_size"] == 5 * 128
+    assert "global_scratch_size" not in kernel.metadata
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+\d+;", ptx)
     producer = tgir[tgir.index("warp_specialize {"):]
     producer = producer[:producer.index("\n    }")]
-    assert producer.count("tensormap_create") == 2 and producer.count("tma_load") == 2
+    assert "tensormap_create" not in tgir and producer.count("tma_load") == 2
     masked, unmasked = loops(tgir[tgir.index("\n    }", tgir.index("warp_specialize {")):])
     assert masked.count("tma_load") == 3 and "tma_load" not in unmasked
     assert "mbarrier_wait" in unmasked and "mbarrier_arrive" in unmasked
@@ -142,8 +147,10 @@ def test_pipelined_tma_ir_runs_in_the_interpreter(S, D, causal, specialize):
                          specialize=specialize)
     assert "cp.async.bulk.tensor" in kernel.asm["ptx"]
     assert ("setmaxnreg" in kernel.asm["ptx"]) == specialize
+    descs = head_descriptors(q, k, v, block_m=config[0], block_n=config[1])
+    inputs = [part for d in descs for part in (d.base, *d.shape, *d.strides, d)]
     interpreter.run(ir.parse_module(kernel.asm["tgir"]), grid=(-(-S // config[0]), H),
-                    args=[q, k, v, o, lse, scale * fa.LOG2E, H, S, *st_in * 3, *st_out])
+                    args=[*inputs, o, lse, scale * fa.LOG2E, H, S, *st_in * 3, *st_out])
     ref_o, ref_lse = reference(q, k, v, causal, scale)
     assert np.linalg.norm(o.astype(np.float64) - ref_o) / np.linalg.norm(ref_o) < 1e-2
     assert np.abs(lse - ref_lse).max() < 1e-3 * np.abs(ref_lse).max() + 1e-5
@@ -166,17 +173,20 @@ def reference(q, k, v, causal, scale):
                                                  (45, 128, False, ml_dtypes.bfloat16),
                                                  (130, 64, False, np.float16)])
 def test_tma_variant_runs_in_the_interpreter(S, D, causal, dtype):
-    # The kernel itself with TMA=True (descriptor loads: their masked-load meaning) on ragged S.
+    # The kernel itself with TMA=True (descriptor loads: their masked-load meaning) on ragged S,
+    # with heads not contiguous (a (B, S, H, D) buffer): the 4-D descriptors take any strides.
     B, H, scale = 2, 2, 0.125
     rng = np.random.default_rng()
-    q, k, v = (rng.standard_normal((B, H, S, D)).astype(dtype) for _ in range(3))
+    q, k, v = (rng.standard_normal((B, S, H, D)).astype(dtype).transpose(0, 2, 1, 3)
+               for _ in range(3))
     o = np.full((B, H, S, D), np.nan, dtype)
     lse = np.full((B, H, S), np.nan, np.float32)
     st = tuple(s // q.itemsize for s in q.strides[:3])
+    st_o = tuple(s // o.itemsize for s in o.strides[:3])
     with knobs.scope(interpret=True):
         fa.attention_fwd_kernel[(-(-S // 64), B * H)](
-            q, k, v, o, lse, scale * fa.LOG2E, H, S, *st * 4, D=D, BLOCK_M=64, BLOCK_N=32,
-            CAUSAL=causal, TMA=True)
+            *head_descriptors(q, k, v, block_m=64, block_n=32), o, lse, scale * fa.LOG2E, H, S,
+            *st * 3, *st_o, D=D, BLOCK_M=64, BLOCK_N=32, CAUSAL=causal, TMA=True)
     ref_o, ref_lse = reference(q, k, v, causal, scale)
     assert np.linalg.norm(o.astype(np.float64) - ref_o) / np.linalg.norm(ref_o) < 1e-2
     assert np.abs(lse - ref_lse).max() < 1e-3 * np.abs(ref_lse).max() + 1e-5
@@ -206,6 +216,20 @@ def test_the_host_takes_the_tma_path_where_its_rules_hold():
     assert not tma_path(x, np.zeros((2, 3, 100, 64, 2), np.float16)[..., 0], arch="sm_90a")
 
 
+def test_each_config_sets_the_descriptor_blocks_to_its_tiles():
+    # The wrapper makes the descriptors before a config is chosen; each config's pre_hook
+    # (run before its compile and its launches) gives them its BLOCK_M / BLOCK_N.
+    from tessera.ops.flash_attention.forward import _tuned_fwd, head_blocks
+    assert all(config.pre_hook is head_blocks for config in _tuned_fwd.configs)
+    x = np.zeros((2, 3, 100, 64), np.float16)
+    descs = head_descriptors(x, x, x)
+    head_blocks({"q_ptr": descs[0], "k_ptr": descs[1], "v_ptr": descs[2], "BLOCK_M": 128,
+                 "BLOCK_N": 32})
+    assert [d.block_shape for d in descs] == [[1, 1, 128, 64], [1, 1, 32, 64], [1, 1, 32, 64]]
+    assert [d.strides for d in descs] == [list(s // 2 for s in x.strides)] * 3
+    head_blocks({"q_ptr": x, "k_ptr": x, "v_ptr": x, "BLOCK_M": 128, "BLOCK_N": 32})  # no-op
+
+
 def test_default_allocator_serves_only_where_none_was_set():
     mine, library = (lambda *a: None), (lambda *a: None)
     with allocation.default_allocator(library):
@@ -229,8 +253,8 @@ from test_tma_ptx import fake_gpu  # noqa: E402,F401  (a module fixture)
 @pytest.mark.parametrize("specialize", [False, True], ids=["tma", "warp_specialized"])
 def test_attention_forward_launches_the_tma_kernel(fake_gpu, monkeypatch, specialize):  # noqa: F811
     # The wrapper picks the TMA variant for sm_90a inputs that meet the TMA's rules, with
-    # SPECIALIZE under knobs.warp_specialize, and gives the launch an allocator for the maps'
-    # scratch (5 maps specialized, 3 not, per program); strided rows of 136 bytes do not.
+    # SPECIALIZE under knobs.warp_specialize, passing q, k, v as host descriptors (three maps
+    # as kernel parameters, no scratch); strided rows of 136 bytes do not.
     torch = fake_gpu.torch
     from tessera.ops.flash_attention import configs
     monkeypatch.setattr(configs, "_arch", lambda x: "sm_90a")
@@ -249,9 +273,9 @@ def test_attention_forward_launches_the_tma_kernel(fake_gpu, monkeypatch, specia
         before = len(fake_gpu.launches)
         fa.attention_forward(q, q, q, causal=True)
         kernel, kinds, buffer = fake_gpu.launches[-1]
-        assert len(fake_gpu.launches) == before + 1 and kinds[-1] == "ptr"  # the scratch
-        assert "cp.async.bulk.tensor" in kernel.asm["ptx"]
-        assert kernel.metadata["global_scratch_size"] == (5 if specialize else 3) * 128
+        assert len(fake_gpu.launches) == before + 1 and kinds.count("tensormap") == 3
+        assert "cp.async.bulk.tensor.4d" in kernel.asm["ptx"]
+        assert "global_scratch_size" not in kernel.metadata
         assert ("setmaxnreg" in kernel.asm["ptx"]) == specialize
         strided = torch.zeros((B, H, S, D + 4), dtype=torch.float16)[..., :D]
         fa.attention_forward(strided, strided, strided, causal=True)

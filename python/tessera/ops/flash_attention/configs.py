@@ -14,6 +14,7 @@ import numpy as np
 
 import tessera
 from tessera.compiler.target_limits import shared_memory_limit
+from tessera.tools.tensor_descriptor import TensorDescriptor
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x · log2(e))
 
@@ -98,17 +99,20 @@ def config(kernel: str, x, arch: str | None = None) -> tuple:
     return candidates(kernel, x, arch)[0]
 
 
-def autotuned(kernel: str, fn, key: tuple = ()):
+def autotuned(kernel: str, fn, key: tuple = (), pre_hook=None):
     """`fn` autotuned over every candidate of CONFIGS[kernel] (and its _fp32 table), keyed on
     (S, D, CAUSAL), the dtypes and `key` (more constexprs that pick a variant, e.g. TMA); a
-    launch keeps only its head dim's and dtype's list."""
+    launch keeps only its head dim's and dtype's list. `pre_hook`: each config's (e.g. to set
+    the blocks of descriptor arguments to its tiles)."""
     tables = (CONFIGS[kernel], CONFIGS[kernel + "_fp32"], WGMMA_CONFIGS[kernel])
     tuples = list(dict.fromkeys(t for table in tables for lst in table.values() for t in lst))
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
-                                 num_stages=t[3]) for t in tuples}
+                                 num_stages=t[3], pre_hook=pre_hook) for t in tuples}
 
     def for_this_launch(_configs, nargs, **kwargs):
-        return [configs[t] for t in candidates(kernel, nargs["q_ptr"])]
+        q = nargs["q_ptr"]  # a tensor, or the TMA variant's descriptor of it
+        q = q.base if isinstance(q, TensorDescriptor) else q
+        return [configs[t] for t in candidates(kernel, q)]
 
     return tessera.autotune(configs=list(configs.values()), key=["S", "D", "CAUSAL", *key],
                             prune_configs_by={"early_config_prune": for_this_launch})(fn)
@@ -125,17 +129,18 @@ TMA_ALIGN = 16  # bytes: the TMA's rule for a tensor map's base address and row 
 
 # Head dims whose forward measured faster through the TMA path than through cp.async (H200,
 # `benchmarks/attention.py --tma-ab --quick`, fp16, S = 4096, same run): D = 128 1.12x
-# (causal 1.04x); D = 64 0.94x (causal 0.86x): its shorter programs do not pay back the
-# per-program tensor-map writes. TESSERA_ATTENTION_TMA=on takes it at every eligible D.
+# (causal 1.04x); D = 64 0.94x (causal 0.86x), both measured with per-program device maps
+# (since replaced by host maps encoded once per call: not yet re-measured, so D = 64 stays
+# off under auto). TESSERA_ATTENTION_TMA=on takes it at every eligible D.
 TMA_FASTER_HEAD_DIMS = (128,)
 
 
 def tma_path(*tensors, arch: str | None = None) -> bool:
-    """Whether the forward reads its tiles through per-head (S, D) tensor descriptors copied by
-    the TMA: sm_90a with knobs.tma, 16-bit inputs on the wgmma configs (the TMA plan's slots
+    """Whether the forward reads its tiles through (B, H, S, D) host tensor descriptors copied
+    by the TMA: sm_90a with knobs.tma, 16-bit inputs on the wgmma configs (the TMA plan's slots
     are wgmma's swizzled tiles), and what a tensor map needs of every input: the last dim
-    contiguous, each head's base (data pointer + batch and head offsets) and the row stride
-    multiples of 16 bytes, rows not overlapping. Otherwise (and in the interpreter, any other
+    contiguous, the data pointer and the batch, head and row strides multiples of 16 bytes,
+    rows not overlapping. Otherwise (and in the interpreter, any other
     arch, strided inputs breaking a rule) the pointer path, which reads the same values.
     knobs.attention_tma: "auto" takes it only at TMA_FASTER_HEAD_DIMS, "on" wherever the rules
     hold, "off" never."""

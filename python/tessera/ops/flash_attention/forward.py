@@ -7,12 +7,15 @@ grows), in base 2 with the scale folded in (qk_scale = sm_scale · log2 e): one 
 multiply-add and one ex2 per score. The walk is two loops over one body: the few blocks that
 need masks (the one crossing S and, causal, those crossing the diagonal) first, then the
 blocks inside S seen whole by every row, with plain loads and no selects.
-tutorials/06-fused-attention.py derives it step by step.
+tutorials/06-fused-attention.py derives it step by step. On sm_90a (configs.tma_path) Q, K
+and V come as host tensor descriptors of rank 4 over (B, H, S, D), blocks (1, 1, BLOCK, D):
+the pipeliner copies their tiles with the TMA, each head bounded by its own S
+(docs/perf/attention_tma.md).
 """
 import tessera
 import tessera.language as tl
 
-from tessera.runtime.allocation import default_allocator
+from tessera.tools.tensor_descriptor import TensorDescriptor
 
 from .configs import LOG2E, _check, _empty, _strides, autotuned, reload_tiles, tma_path
 
@@ -38,6 +41,14 @@ def load_rows(ptrs, rows, S, MASKED: tl.constexpr):
 
 
 @tessera.jit
+def head_tile(desc, off_b, off_h, row):
+    """The (BLOCK, D) tile from row `row` of head (off_b, off_h) of a (B, H, S, D) descriptor
+    of blocks (1, 1, BLOCK, D): rows past S read as zeros (the TMA's fill), never the next
+    head's."""
+    return desc.load([off_b, off_h, row, 0]).reshape(desc.block_shape[2:])
+
+
+@tessera.jit
 def visible(offs_m, cols, S, CAUSAL: tl.constexpr):
     """Which (query row, key) pairs count: keys inside S and, causal, not after the row."""
     keep = cols[None, :] < S
@@ -50,21 +61,23 @@ def visible(offs_m, cols, S, CAUSAL: tl.constexpr):
 def attention_fwd_steps(acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, start, end,
                         row0, offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N: tl.constexpr,
                         MASKED: tl.constexpr, CAUSAL: tl.constexpr, RELOAD: tl.constexpr,
-                        TMA: tl.constexpr = False, SPECIALIZE: tl.constexpr = False):
+                        TMA: tl.constexpr = False, SPECIALIZE: tl.constexpr = False,
+                        off_b=0, off_h=0):
     """The online softmax over the key blocks starting in [start, end) (k_offs, v_offs: rows 0
     to BLOCK_N; row0: the first query row). Unless MASKED, each of their keys is in S and
-    visible to every row. TMA: q_ptrs, k_head and v_head are the head's (S, D) tensor
-    descriptors (rows past S read as zeros, the TMA's fill), k_offs and v_offs unused.
+    visible to every row. TMA: q_ptrs, k_head and v_head are the (B, H, S, D) tensor
+    descriptors (head_tile of head (off_b, off_h)), k_offs and v_offs unused.
     SPECIALIZE: the copies come from a producer warpgroup (the TMA pipeline's)."""
     for start_n in tl.range(start, end, BLOCK_N, warp_specialize=SPECIALIZE):
         cols = start_n + tl.arange(0, BLOCK_N)
         if RELOAD:
-            q_step = q_ptrs.load([row0, 0]) if TMA else load_rows(q_ptrs, offs_m, S, True)
+            q_step = head_tile(q_ptrs, off_b, off_h, row0) if TMA \
+                else load_rows(q_ptrs, offs_m, S, True)
         else:
             q_step = q
         if TMA:
-            k = k_head.load([start_n, 0])
-            v = v_head.load([start_n, 0])
+            k = head_tile(k_head, off_b, off_h, start_n)
+            v = head_tile(v_head, off_b, off_h, start_n)
         else:
             k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, S, MASKED)
             v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, S, MASKED)
@@ -94,24 +107,19 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
     off_b, off_h = off_bh // H, off_bh % H
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     if TMA:
-        # One (S, D) descriptor per head: its bounds are the head's, so a block crossing S
-        # reads zeros (never the next head's rows) and the loads need no masks. The pipeliner
-        # copies the loops' tiles with the TMA (the maps are written once per program).
-        q_src = tl.make_tensor_descriptor(
-            q_ptr + off_b * stride_qb + off_h * stride_qh, shape=[S, D],
-            strides=[stride_qs, 1], block_shape=[BLOCK_M, D])
-    else:
-        q_src = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
-    k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
-    v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
-    if TMA:
-        k_head = tl.make_tensor_descriptor(k_head, shape=[S, D], strides=[stride_ks, 1],
-                                           block_shape=[BLOCK_N, D])
-        v_head = tl.make_tensor_descriptor(v_head, shape=[S, D], strides=[stride_vs, 1],
-                                           block_shape=[BLOCK_N, D])
+        # q_ptr, k_ptr, v_ptr are (B, H, S, D) host descriptors, blocks (1, 1, BLOCK, D): the
+        # box of head (off_b, off_h) is bounded by its S, so a block crossing S reads zeros
+        # (never the next head's rows) and the loads need no masks. The pipeliner copies the
+        # loops' tiles with the TMA through maps the host encoded once per call.
+        q_src = q_ptr
+        k_head = k_ptr
+        v_head = v_ptr
         k_offs = None
         v_offs = None
     else:
+        q_src = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
+        k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
+        v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
         k_offs = offsets_of(tl.arange(0, BLOCK_N), stride_ks, D)
         v_offs = offsets_of(tl.arange(0, BLOCK_N), stride_vs, D)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
@@ -122,16 +130,17 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
     row0 = start_m * BLOCK_M  # the first query row: a TMA box coordinate
     acc, l_i, m_i = attention_fwd_steps(  # masked, Q re-read at each step
         acc, l_i, m_i, None, q_src, k_head, v_head, k_offs, v_offs, split, hi, row0, offs_m,
-        S, qk_scale, stride_ks, stride_vs, BLOCK_N, True, CAUSAL, True, TMA)
+        S, qk_scale, stride_ks, stride_vs, BLOCK_N, True, CAUSAL, True, TMA, False, off_b, off_h)
     if RELOAD:
         q = None
     elif TMA:
-        q = q_src.load([row0, 0])
+        q = head_tile(q_src, off_b, off_h, row0)
     else:
         q = load_rows(q_src, offs_m, S, True)
     acc, l_i, m_i = attention_fwd_steps(  # unmasked
         acc, l_i, m_i, q, q_src, k_head, v_head, k_offs, v_offs, 0, split, row0, offs_m, S,
-        qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD, TMA, SPECIALIZE)
+        qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD, TMA, SPECIALIZE, off_b,
+        off_h)
     acc = acc / l_i[:, None]
     o_ptrs = rows_of(o_ptr, stride_ob, stride_oh, stride_os, off_b, off_h, offs_m, D)
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < S)
@@ -139,8 +148,27 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
 
 
 
+def head_blocks(nargs) -> None:
+    """Sets the blocks of the TMA variant's descriptors to the config's tiles (a config's
+    pre_hook, as Triton's tutorial: the host makes the descriptors before a config is
+    chosen)."""
+    for name, block in (("q_ptr", "BLOCK_M"), ("k_ptr", "BLOCK_N"), ("v_ptr", "BLOCK_N")):
+        desc = nargs[name]
+        if isinstance(desc, TensorDescriptor):
+            desc.block_shape = [1, 1, nargs[block], desc.shape[-1]]
+
+
 # The @jit kernel stays plain (.asm()); the variants' constexprs join the tuning key.
-_tuned_fwd = autotuned("fwd", attention_fwd_kernel, key=("TMA", "SPECIALIZE"))
+_tuned_fwd = autotuned("fwd", attention_fwd_kernel, key=("TMA", "SPECIALIZE"),
+                       pre_hook=head_blocks)
+
+
+def head_descriptors(*tensors, block_m: int = 64, block_n: int = 64) -> list:
+    """The TMA variant's q, k, v arguments: (B, H, S, D) descriptors of blocks (1, 1, BLOCK_M,
+    D) for q and (1, 1, BLOCK_N, D) for k and v (head_blocks resets them per config)."""
+    return [TensorDescriptor(t, list(t.shape), list(_strides(t)),
+                             [1, 1, block_m if i == 0 else block_n, t.shape[-1]])
+            for i, t in enumerate(tensors)]
 
 
 def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = None,
@@ -178,23 +206,10 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
     # Under knobs.warp_specialize the long unmasked loop asks for the producer warpgroup
     # itself: the compiler specializes one loop per kernel, a loop's own request first.
     specialize = tma and tessera.config.knobs.warp_specialize
-    # The TMA path's maps live in global scratch (128 bytes per descriptor and program), which
-    # the launch asks of the allocator: the caller's, else one on q's device.
-    with default_allocator(_scratch_allocator(q) if tma else None):
-        _tuned_fwd[(lambda meta: (tessera.cdiv(S, meta["BLOCK_M"]), B * H))](
-            q, k, v, out, lse, sm_scale * LOG2E, H, S,
-            *_strides(q)[:3], *_strides(k)[:3], *_strides(v)[:3], *_strides(out)[:3],
-            D=D, CAUSAL=causal, RELOAD=reload_tiles(q), TMA=tma, SPECIALIZE=specialize)
+    # The TMA path reads q, k, v through host descriptors (their maps encoded once per call).
+    inputs = head_descriptors(q, k, v) if tma else (q, k, v)
+    _tuned_fwd[(lambda meta: (tessera.cdiv(S, meta["BLOCK_M"]), B * H))](
+        *inputs, out, lse, sm_scale * LOG2E, H, S,
+        *_strides(q)[:3], *_strides(k)[:3], *_strides(v)[:3], *_strides(out)[:3],
+        D=D, CAUSAL=causal, RELOAD=reload_tiles(q), TMA=tma, SPECIALIZE=specialize)
     return out, lse
-
-
-def _scratch_allocator(like):
-    """An allocator of int8 torch tensors on `like`'s device (torch's stream-ordered cache),
-    `alignment`-aligned (torch's CUDA blocks are 512-byte aligned; a view skips to it else)."""
-    import torch
-
-    def allocate(size: int, alignment: int, stream):
-        raw = torch.empty(size + alignment, device=like.device, dtype=torch.int8)
-        start = -raw.data_ptr() % alignment
-        return raw[start:start + size]
-    return allocate
