@@ -72,12 +72,18 @@ def _file_identity(path: str) -> str:
     return f"{real}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
+# What runtime/prewarm.py computed ahead of the first compile (taken once).
+_PREWARMED: Dict[str, str] = {}
+
+
 @functools.lru_cache(maxsize=None)
 def compiler_build_id() -> str:
     """Identifies everything besides a kernel's own source that makes its cubin: the core
     library and the binding, the Python compiler sources (:func:`python_sources_digest`),
     the libdevice linked into math kernels and the ptxas release that makes the cubins
     (another ptxas must not reuse stale cubins)."""
+    from . import prewarm
+    prewarm.wait()  # it may be computing the same parts
     from ..compiler import ptxas
     from ..compiler.compiler import libdevice_path
     digest = hashlib.sha256()
@@ -91,7 +97,8 @@ def compiler_build_id() -> str:
             stat = library.stat()
             digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
     digest.update(f"libdevice {_file_identity(libdevice_path())}".encode())
-    digest.update(python_sources_digest().encode())
+    # The digest runtime/prewarm.py made ahead, once (a later build id reads the files again).
+    digest.update((_PREWARMED.pop("sources digest", None) or python_sources_digest()).encode())
     from .._version import __version__
     digest.update(__version__.encode())
     return digest.hexdigest()[:32]
