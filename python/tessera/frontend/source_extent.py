@@ -28,11 +28,22 @@ def _defs_by_first_line(lines: List[str]) -> Dict[int, Optional[int]]:
     except (SyntaxError, ValueError):
         return {}
     ends: Dict[int, Optional[int]] = {}
-    for node in ast.walk(tree):
+    # A def is a statement: walk the statement lists only (ast.walk would visit every
+    # expression node too, several times the work).
+    stack: List[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
             ends[first] = None if first in ends else _block_end(lines, node)
+        for name in _BODIES:
+            stack.extend(getattr(node, name, ()))
     return ends
+
+
+# The fields of a statement that hold statements (or, for try/match, their handlers and
+# cases, which hold statements in their own ``body``).
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
 def _block_end(lines: List[str], node: ast.AST) -> Optional[int]:
@@ -74,6 +85,34 @@ def _ends_of(lines: List[str]) -> Dict[int, Optional[int]]:
     return ends
 
 
+def _top_level_end(lines: List[str], first: int) -> Optional[int]:
+    """The last line of a top-level ``def`` starting at line ``first``, from a parse of its
+    lines alone (up to the next line that starts with code at column 0): parsing a whole
+    file costs ~1 ms per 30 lines. None when that text does not parse by itself (the next
+    column-0 line was inside a string or brackets) or holds no such def."""
+    if not lines[first - 1][:1].isalpha() and not lines[first - 1].startswith("@"):
+        return None  # an indented def: the whole file is parsed
+    stop = first - 1  # past the decorators and the def line
+    while stop < len(lines) and not lines[stop].startswith(("def ", "async ")):
+        stop += 1
+    stop += 1
+    while stop < len(lines):
+        head = lines[stop][:1]
+        if head and head not in " \t\f\r\n#":
+            break
+        stop += 1
+    try:  # blank lines in front keep the file's line numbers
+        tree = ast.parse("\n" * (first - 1) + "".join(lines[first - 1:stop]))
+    except (SyntaxError, ValueError):
+        return None
+    if not tree.body or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    node = tree.body[0]
+    if min([node.lineno] + [d.lineno for d in node.decorator_list]) != first:
+        return None
+    return _block_end(lines, node)
+
+
 def getsourcelines(fn: Callable, lines: Optional[List[str]]) -> Tuple[List[str], int]:
     """``inspect.getsourcelines(fn)`` for a function whose file's text is ``lines`` (as
     linecache holds it); inspect itself where the AST cannot say."""
@@ -81,7 +120,9 @@ def getsourcelines(fn: Callable, lines: Optional[List[str]]) -> Tuple[List[str],
     if (lines and code is not None and code.co_name != "<lambda>"
             and not hasattr(fn, "__wrapped__")):  # inspect reads the wrapped function
         first = code.co_firstlineno
-        end = _ends_of(lines).get(first)
+        end = _top_level_end(lines, first) if 1 <= first <= len(lines) else None
+        if end is None:
+            end = _ends_of(lines).get(first)
         if end is not None and 1 <= first <= end <= len(lines):
             return lines[first - 1:end], first
     return inspect.getsourcelines(fn)

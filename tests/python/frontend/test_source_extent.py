@@ -105,6 +105,11 @@ LAYOUTS = {
             await co()
         ''',
     "no final newline": "def f(x):\n    return x\n    # end",
+    # column-0 lines inside a def: its text alone does not parse, the whole file is read
+    "column-0 lines inside": 'def f(\n    x,\n):\n    """doc\nat column 0\n"""\n'
+                             '    return (x +\n1)\n    # end\n\n\ndef g():\n    pass\n',
+    "decorator with arguments": "@deco(\n    1,\n)\ndef f():\n    pass\ndef deco(n):\n"
+                                "    return lambda f: f\n",
 }
 
 
