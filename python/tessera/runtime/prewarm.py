@@ -38,6 +38,7 @@ def _run() -> None:
     try:
         from ..compiler import compiler, ptxas  # the compiler, its C++ passes' binding
         from ..frontend import ast_to_ir  # noqa: F401  (the front end's code generator)
+        from ..language import target_info  # noqa: F401  (compile_kernel's)
         from . import launcher
         launcher._PREWARMED["sources digest"] = launcher.python_sources_digest()
         assembler = ptxas.find_ptxas()
