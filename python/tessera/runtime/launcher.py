@@ -218,21 +218,21 @@ def build(jit_fn, specialization, constexprs: Dict[str, Any], options,
             entry = cache.get(disk_key)
             if entry is None:
                 compiled = compile_and_store(jit_fn, specialization, constexprs, options,
-                                             tile_ir, keep_llvm_ir=False, key=disk_key)
+                                             tile_ir, keep_ir=False, key=disk_key)
                 return dict(compiled.metadata), compiled.asm.get("cubin") or compiled.asm["ptx"]
     return json.loads(entry["metadata.json"]), entry.get("kernel.cubin") or entry["kernel.ptx"]
 
 
 def compile_and_store(jit_fn, specialization, constexprs: Dict[str, Any], options,
-                      tile_ir=None, keep_llvm_ir: bool = True, key: Optional[str] = None):
-    """Compiles one specialization (every stage kept: the CompiledKernel, "llir" only with
-    ``keep_llvm_ir``) and stores its cubin in the disk cache under ``key`` (default: its
-    :func:`kernel_cache_key`), where the next :func:`build` of it finds it."""
+                      tile_ir=None, keep_ir: bool = True, key: Optional[str] = None):
+    """Compiles one specialization (the CompiledKernel; the IR stages' text only with
+    ``keep_ir``, see compile_kernel) and stores its cubin in the disk cache under ``key``
+    (default: its :func:`kernel_cache_key`), where the next :func:`build` of it finds it."""
     from ..compiler import compile_kernel
 
     signature, div16, eq1, large = specialization
     compiled = compile_kernel(jit_fn.fn, signature, constexprs, div16, eq1, options,
-                              tile_ir=tile_ir, large_tensors=large, keep_llvm_ir=keep_llvm_ir)
+                              tile_ir=tile_ir, large_tensors=large, keep_ir=keep_ir)
     files = {"metadata.json": json.dumps(compiled.metadata, indent=1).encode(),
              "kernel.ptx": compiled.asm["ptx"].encode()}
     if "cubin" in compiled.asm:

@@ -1,6 +1,6 @@
-"""A launch's compile leaves the optimized LLVM IR unprinted (keep_llvm_ir=False: it keeps only
-the cubin), and that changes nothing else: the same PTX as a compile that prints it, which
-``asm["llir"]`` still shows."""
+"""A launch's compile leaves the IR stages unprinted (keep_ir=False: it keeps only the cubin),
+and that changes nothing else: the same PTX, cubin and metadata as a compile that prints them,
+which ``asm["tir"]``, ``asm["tgir"]`` and ``asm["llir"]`` still show."""
 import numpy as np
 import pytest
 
@@ -18,19 +18,22 @@ def scale_rows(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
     tl.store(y_ptr + row * n_cols + cols, x * tl.sum(x, axis=0), mask=cols < n_cols)
 
 
-def _compile(keep_llvm_ir):
+def _compile(keep_ir):
     return compiler.compile_kernel(scale_rows.fn, {"x_ptr": "*fp32", "y_ptr": "*fp32",
                                                     "n_cols": "i32"}, {"BLOCK": 128},
-                                   keep_llvm_ir=keep_llvm_ir)
+                                   keep_ir=keep_ir)
 
 
-def test_the_same_ptx_without_the_llvm_ir():
+def test_the_same_code_without_the_ir_text():
     kept, left_out = _compile(True), _compile(False)
-    assert "define" in kept.asm["llir"]
-    assert "llir" not in left_out.asm
+    assert "define" in kept.asm["llir"] and "#blocked" in kept.asm["tgir"]
+    assert kept.asm["tir"]
+    assert sorted(left_out.asm) == sorted(name for name in kept.asm
+                                          if name not in ("tir", "tgir", "llir"))
     with pytest.raises(KeyError, match="llir"):
         left_out.asm["llir"]
     assert left_out.asm["ptx"] == kept.asm["ptx"]
+    assert left_out.asm.get("cubin") == kept.asm.get("cubin")
     assert left_out.metadata == kept.metadata
 
 
@@ -43,7 +46,7 @@ def test_the_launch_path_stores_that_ptx(tmp_path, monkeypatch):
     real = compiler.compile_kernel
 
     def spy(*args, **kwargs):
-        seen["keep_llvm_ir"] = kwargs.get("keep_llvm_ir", True)
+        seen["keep_ir"] = kwargs.get("keep_ir", True)
         return real(*args, **kwargs)
 
     import tessera.compiler as package
@@ -52,5 +55,5 @@ def test_the_launch_path_stores_that_ptx(tmp_path, monkeypatch):
     options = compiler.CompileOptions()
     monkeypatch.setenv("TESSERA_ALWAYS_COMPILE", "1")
     metadata, image = launcher.build(scale_rows, spec, {"BLOCK": 128}, options)
-    assert seen == {"keep_llvm_ir": False}
+    assert seen == {"keep_ir": False}
     assert metadata["name"] == compiled.metadata["name"]
