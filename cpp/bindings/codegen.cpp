@@ -14,8 +14,8 @@ void bindCodegen(py::module_ &m) {
   m.def(
       "generate",
       [](const ir::Module &module, const std::string &arch, int numWarps, int optLevel,
-         bool enableFpFusion, const std::string &libdevicePath, int maxnreg,
-         bool keepUnoptimizedIR, bool keepLLVMIR) {
+         bool enableFpFusion, const std::string &libdevicePath, int maxnreg, bool keepUnoptimizedIR,
+         bool keepLLVMIR) {
         codegen::CodegenOptions options;
         options.arch = arch;
         options.numWarps = numWarps;
@@ -46,8 +46,7 @@ void bindCodegen(py::module_ &m) {
       },
       py::arg("module"), py::arg("arch") = "sm_90a", py::arg("num_warps") = 4,
       py::arg("opt_level") = 3, py::arg("enable_fp_fusion") = true, py::arg("libdevice_path") = "",
-      py::arg("maxnreg") = 0, py::arg("keep_unoptimized_ir") = true,
-      py::arg("keep_llvm_ir") = true,
+      py::arg("maxnreg") = 0, py::arg("keep_unoptimized_ir") = true, py::arg("keep_llvm_ir") = true,
       "Compiles the module's kernel to PTX. Returns a dict with llvm_ir (optimized; empty "
       "unless keep_llvm_ir), "
       "unoptimized_llvm_ir (empty unless keep_unoptimized_ir), ptx, kernel_name, "
