@@ -14,8 +14,8 @@ void bindCodegen(py::module_ &m) {
   m.def(
       "generate",
       [](const ir::Module &module, const std::string &arch, int numWarps, int optLevel,
-         bool enableFpFusion, const std::string &libdevicePath, int maxnreg,
-         bool keepUnoptimizedIR) {
+         bool enableFpFusion, const std::string &libdevicePath, int maxnreg, bool keepUnoptimizedIR,
+         bool keepLLVMIR) {
         codegen::CodegenOptions options;
         options.arch = arch;
         options.numWarps = numWarps;
@@ -24,6 +24,7 @@ void bindCodegen(py::module_ &m) {
         options.libdevicePath = libdevicePath;
         options.maxnreg = maxnreg;
         options.keepUnoptimizedIR = keepUnoptimizedIR;
+        options.keepLLVMIR = keepLLVMIR;
         codegen::CodegenResult result;
         {
           py::gil_scoped_release release; // LLVM's O3 + backend can take a while
@@ -45,8 +46,9 @@ void bindCodegen(py::module_ &m) {
       },
       py::arg("module"), py::arg("arch") = "sm_90a", py::arg("num_warps") = 4,
       py::arg("opt_level") = 3, py::arg("enable_fp_fusion") = true, py::arg("libdevice_path") = "",
-      py::arg("maxnreg") = 0, py::arg("keep_unoptimized_ir") = true,
-      "Compiles the module's kernel to PTX. Returns a dict with llvm_ir (optimized), "
+      py::arg("maxnreg") = 0, py::arg("keep_unoptimized_ir") = true, py::arg("keep_llvm_ir") = true,
+      "Compiles the module's kernel to PTX. Returns a dict with llvm_ir (optimized; empty "
+      "unless keep_llvm_ir), "
       "unoptimized_llvm_ir (empty unless keep_unoptimized_ir), ptx, kernel_name, "
       "shared_bytes, num_warps, total_num_warps (with a producer warpgroup: the block's "
       "warps) and step_seconds ([(step, wall seconds)]). libdevice_path: "

@@ -140,7 +140,8 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   optimizeModule(llvmModule, *machine, options.optLevel, !tensorCores, carriedAddresses);
   clock.step("optimize");
   verifyModule(llvmModule, "after optimization");
-  result.llvmIR = printModule(llvmModule);
+  if (options.keepLLVMIR)
+    result.llvmIR = printModule(llvmModule);
   clock.step("verify + print");
   result.ptx = emitPTX(llvmModule, *machine, !carriedAddresses);
   clock.step("emit PTX");

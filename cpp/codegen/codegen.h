@@ -30,6 +30,9 @@ struct CodegenOptions {
   /// Print the LLVM IR as lowered (CodegenResult::unoptimizedLLVMIR): tests run it on the CPU;
   /// the compiler does not keep it, and printing costs a few milliseconds.
   bool keepUnoptimizedIR = true;
+  /// Print the optimized LLVM IR (CodegenResult::llvmIR, `asm["llir"]`). A launch keeps only
+  /// the cubin: it leaves this off and saves the printing (docs/perf/compile_time.md).
+  bool keepLLVMIR = true;
 };
 
 struct CodegenResult {

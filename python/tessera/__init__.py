@@ -48,6 +48,12 @@ __all__ += ["AsyncCompileMode", "FutureKernel", "compile", "must_use_result"]
 
 KernelInterface = JITFunction
 
+# The first compile's one-time set-up (imports, build id) on a thread, while the program
+# goes on (runtime/prewarm.py; TESSERA_PREWARM=0: not started).
+from .runtime import prewarm as _prewarm  # noqa: E402
+
+_prewarm.start()
+
 __all__ += ["ConstexprFunction", "constexpr_function", "InterpreterError", "KernelInterface",
             "MockTensor", "OutOfResources", "TritonError", "knobs", "next_power_of_2", "runtime"]
 

@@ -368,7 +368,8 @@ class JITFunction(KernelTextAndWarmup, _runtime.KernelDispatcher):
         """Loads the kernel of ``key`` = (argument keys, constexprs, options); ``built`` =
         (metadata, image) when compiled already (the autotuner compiles configs in parallel,
         then installs each one here)."""
-        from .runtime import launcher
+        from .runtime import launcher, prewarm
+        prewarm.wait()  # the process's compile set-up, if its thread still runs
         try:
             hash(key)
         except TypeError:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import tessera._tessera.ir
 import typing
 __all__: list[str] = ['generate', 'llvm_version', 'lowering_rules']
-def generate(module: tessera._tessera.ir.Module, arch: str = 'sm_90a', num_warps: typing.SupportsInt | typing.SupportsIndex = 4, opt_level: typing.SupportsInt | typing.SupportsIndex = 3, enable_fp_fusion: bool = True, libdevice_path: str = '', maxnreg: typing.SupportsInt | typing.SupportsIndex = 0, keep_unoptimized_ir: bool = True) -> dict:
+def generate(module: tessera._tessera.ir.Module, arch: str = 'sm_90a', num_warps: typing.SupportsInt | typing.SupportsIndex = 4, opt_level: typing.SupportsInt | typing.SupportsIndex = 3, enable_fp_fusion: bool = True, libdevice_path: str = '', maxnreg: typing.SupportsInt | typing.SupportsIndex = 0, keep_unoptimized_ir: bool = True, keep_llvm_ir: bool = True) -> dict:
     """
-    Compiles the module's kernel to PTX. Returns a dict with llvm_ir (optimized), unoptimized_llvm_ir (empty unless keep_unoptimized_ir), ptx, kernel_name, shared_bytes, num_warps, total_num_warps (with a producer warpgroup: the block's warps) and step_seconds ([(step, wall seconds)]). libdevice_path: libdevice.10.bc for the math ops that need it (empty: the CUDA default). maxnreg: the PTX .maxnreg register cap (0: none). Raises ir.CompileError naming the op's location for anything unsupported.
+    Compiles the module's kernel to PTX. Returns a dict with llvm_ir (optimized; empty unless keep_llvm_ir), unoptimized_llvm_ir (empty unless keep_unoptimized_ir), ptx, kernel_name, shared_bytes, num_warps, total_num_warps (with a producer warpgroup: the block's warps) and step_seconds ([(step, wall seconds)]). libdevice_path: libdevice.10.bc for the math ops that need it (empty: the CUDA default). maxnreg: the PTX .maxnreg register cap (0: none). Raises ir.CompileError naming the op's location for anything unsupported.
     """
 def llvm_version() -> str:
     """

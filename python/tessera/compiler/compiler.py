@@ -210,12 +210,15 @@ def libdevice_path() -> str:
 def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                    divisibility_16=(), equal_to_1=(),
                    options: CompileOptions = CompileOptions(), tile_ir=None,
-                   large_tensors=()) -> CompiledKernel:
+                   large_tensors=(), keep_ir: bool = True) -> CompiledKernel:
     """Compiles one specialization through every stage down to a cubin (when ptxas is found).
 
     ``tile_ir``: the module :func:`build_tile_ir` made for these same arguments, used (and
     consumed) instead of running the front end again (the autotuner reads it first);
-    ``large_tensors``: pointer parameters whose tensors address 2**31 elements or more."""
+    ``large_tensors``: pointer parameters whose tensors address 2**31 elements or more;
+    ``keep_ir``: print the IR of the stages into ``asm`` ("tir", "tgir", "llir"; "ptx" and
+    "cubin" are always there). A launch keeps only the cubin: it leaves them out, 3-5% of a
+    compile (docs/perf/compile_time.md)."""
     kernel_name = getattr(fn, "__name__", "kernel")
     target_limits.check_arch(kernel_name, options.arch)
     clock = _StageClock()
@@ -228,7 +231,7 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
             module = build_tile_ir(fn, signature, constexprs, divisibility_16, equal_to_1,
                                    options.num_warps, options.debug, tma=tma,
                                    large_tensors=large_tensors)
-    asm: Dict[str, Any] = KernelAsm(tir=module.str())
+    asm: Dict[str, Any] = KernelAsm(tir=module.str()) if keep_ir else KernelAsm()
     clock.step("front end + tir passes")
     if tma:  # the pipeliner's TMA variant (transforms/pipeline/tma.h); absent: unchanged IR
         module.set_attr("tma", 1)
@@ -242,17 +245,20 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,
                   wgmma=options.wgmma, wgmma_overlap=options.wgmma_overlap,
                   wgmma_pipeline=options.wgmma_pipeline)
-    asm["tgir"] = module.str()
+    if keep_ir:
+        asm["tgir"] = module.str()
     clock.step("tgir passes")
     # None found: codegen names the default place in its error, if the kernel needs libdevice.
     libdevice = libdevice_path() or os.path.join(cuda_paths.DEFAULT_TOOLKIT, cuda_paths.LIBDEVICE)
     generated = _codegen.generate(module, arch=options.arch, num_warps=options.num_warps,
                                   opt_level=options.opt_level, libdevice_path=libdevice,
                                   enable_fp_fusion=options.enable_fp_fusion,
-                                  maxnreg=options.maxnreg or 0, keep_unoptimized_ir=False)
+                                  maxnreg=options.maxnreg or 0, keep_unoptimized_ir=False,
+                                  keep_llvm_ir=keep_ir)
     clock.step("codegen")
     clock.split("codegen", generated["step_seconds"])
-    asm["llir"] = generated["llvm_ir"]
+    if keep_ir:
+        asm["llir"] = generated["llvm_ir"]
     asm["ptx"] = generated["ptx"]
     metadata: Dict[str, Any] = {
         "name": generated["kernel_name"],

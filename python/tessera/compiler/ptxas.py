@@ -95,6 +95,22 @@ def find_ptxas() -> Optional[str]:
     return None
 
 
+def _version_key(path: str) -> Optional[str]:
+    """The disk cache key of ``path``'s answer: its real path, size and modification time."""
+    try:
+        real = os.path.realpath(path)
+        stat = os.stat(real)
+    except OSError:
+        return None
+    return hashlib.sha256(f"ptxas --version\0{real}\0{stat.st_size}\0{stat.st_mtime_ns}"
+                          .encode()).hexdigest()
+
+
+# key -> the answer runtime/prewarm.py asked for ahead of the first compile; taken once, by
+# the version() call that stores it in the disk cache.
+_ASKED: Dict[str, str] = {}
+
+
 @functools.lru_cache(maxsize=None)
 def version(path: str) -> str:
     """The release ptxas reports, e.g. "13.0" (part of the compiler's cache key).
@@ -105,20 +121,29 @@ def version(path: str) -> str:
     reuse a module's bytecode. A changed ptxas has a new key, so it is asked again.
     """
     from ..store.kernel_cache import KernelCache
-    try:
-        real = os.path.realpath(path)
-        stat = os.stat(real)
-    except OSError:
+    key = _version_key(path)
+    if key is None:
         return _ask_version(path)
-    key = hashlib.sha256(f"ptxas --version\0{real}\0{stat.st_size}\0{stat.st_mtime_ns}"
-                         .encode()).hexdigest()
     cache = KernelCache(namespace="toolchain")
     stored = cache.get(key)
     if stored is not None and "version.txt" in stored:
         return stored["version.txt"].decode()
-    answer = _ask_version(path)
+    answer = _ASKED.pop(key, None) or _ask_version(path)
     cache.put(key, {"version.txt": answer.encode()})
     return answer
+
+
+def prefetch_version(path: str) -> None:
+    """Asks ``path`` its release ahead of :func:`version` when the disk cache does not hold
+    it (runtime/prewarm.py, off the caller's thread). Writes nothing: version() stores the
+    answer, in the cache directory configured when it runs."""
+    from ..store.kernel_cache import KernelCache
+    key = _version_key(path)
+    if key is None or key in _ASKED:
+        return
+    stored = KernelCache(namespace="toolchain").get(key)
+    if stored is None or "version.txt" not in stored:
+        _ASKED[key] = _ask_version(path)
 
 
 def _ask_version(path: str) -> str:

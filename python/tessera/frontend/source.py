@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..language import core as tl
 from ..language.core import is_jit as is_jit  # the front end's name for it too
-from . import source_index
+from . import source_extent, source_index
 
 _MISSING = object()
 
@@ -111,7 +111,7 @@ def function_source(fn: Callable) -> Tuple[List[str], int]:
             return list(known[1][0]), known[1][1]
         found = source_index.block(fn, lines) if lines is not None else None
         if found is None:  # not in the disk index: find the function's extent
-            found = inspect.getsourcelines(fn)
+            found = source_extent.getsourcelines(fn, lines)
             if lines is not None and code is not None and found[1] == code.co_firstlineno:
                 source_index.remember_block(fn, len(found[0]))
         if lines is not None and lines is _file_lines(fn):

@@ -72,12 +72,18 @@ def _file_identity(path: str) -> str:
     return f"{real}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
+# What runtime/prewarm.py computed ahead of the first compile (taken once).
+_PREWARMED: Dict[str, str] = {}
+
+
 @functools.lru_cache(maxsize=None)
 def compiler_build_id() -> str:
     """Identifies everything besides a kernel's own source that makes its cubin: the core
     library and the binding, the Python compiler sources (:func:`python_sources_digest`),
     the libdevice linked into math kernels and the ptxas release that makes the cubins
     (another ptxas must not reuse stale cubins)."""
+    from . import prewarm
+    prewarm.wait()  # it may be computing the same parts
     from ..compiler import ptxas
     from ..compiler.compiler import libdevice_path
     digest = hashlib.sha256()
@@ -91,7 +97,8 @@ def compiler_build_id() -> str:
             stat = library.stat()
             digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
     digest.update(f"libdevice {_file_identity(libdevice_path())}".encode())
-    digest.update(python_sources_digest().encode())
+    # The digest runtime/prewarm.py made ahead, once (a later build id reads the files again).
+    digest.update((_PREWARMED.pop("sources digest", None) or python_sources_digest()).encode())
     from .._version import __version__
     digest.update(__version__.encode())
     return digest.hexdigest()[:32]
@@ -211,25 +218,28 @@ def build(jit_fn, specialization, constexprs: Dict[str, Any], options,
             entry = cache.get(disk_key)
             if entry is None:
                 compiled = compile_and_store(jit_fn, specialization, constexprs, options,
-                                             tile_ir)
+                                             tile_ir, keep_ir=False, key=disk_key)
                 return dict(compiled.metadata), compiled.asm.get("cubin") or compiled.asm["ptx"]
     return json.loads(entry["metadata.json"]), entry.get("kernel.cubin") or entry["kernel.ptx"]
 
 
 def compile_and_store(jit_fn, specialization, constexprs: Dict[str, Any], options,
-                      tile_ir=None):
-    """Compiles one specialization (every stage kept: the CompiledKernel) and stores its
-    cubin in the disk cache, where the next :func:`build` of it finds it."""
+                      tile_ir=None, keep_ir: bool = True, key: Optional[str] = None):
+    """Compiles one specialization (the CompiledKernel; the IR stages' text only with
+    ``keep_ir``, see compile_kernel) and stores its cubin in the disk cache under ``key``
+    (default: its :func:`kernel_cache_key`), where the next :func:`build` of it finds it."""
     from ..compiler import compile_kernel
 
     signature, div16, eq1, large = specialization
     compiled = compile_kernel(jit_fn.fn, signature, constexprs, div16, eq1, options,
-                              tile_ir=tile_ir, large_tensors=large)
+                              tile_ir=tile_ir, large_tensors=large, keep_ir=keep_ir)
     files = {"metadata.json": json.dumps(compiled.metadata, indent=1).encode(),
              "kernel.ptx": compiled.asm["ptx"].encode()}
     if "cubin" in compiled.asm:
         files["kernel.cubin"] = compiled.asm["cubin"]
-    KernelCache().put(kernel_cache_key(jit_fn, specialization, constexprs, options), files)
+    if key is None:
+        key = kernel_cache_key(jit_fn, specialization, constexprs, options)
+    KernelCache().put(key, files)
     return compiled
 
 
