@@ -157,11 +157,13 @@ KNOBS: dict[str, Knob[Any]] = {
                             "the cache key."),
     "always_compile": Knob("TESSERA_ALWAYS_COMPILE", False, _parse_bool,
                            "Ignore the on-disk cache and compile every kernel again."),
-    "prewarm": Knob("TESSERA_PREWARM", True, _parse_bool,
+    "prewarm": Knob("TESSERA_PREWARM", False, _parse_bool,
                     "On `import tessera`, import the compiler and hash its sources on a "
                     "background thread, so that the first compile or launch does not wait "
-                    "for them (runtime/prewarm.py; writes nothing). Off: the first launch "
-                    "does it."),
+                    "for them (runtime/prewarm.py; writes nothing). Off by default: a "
+                    "program's own thread importing Tessera's modules at the same time could "
+                    "meet a cycle of imports half done (CPython then hands one side a "
+                    "partially initialized module). Off: the first launch does it."),
     "autotune": Knob("TESSERA_AUTOTUNE", "", str,
                      "'force' tunes again (once per key and process, ignoring results on disk), "
                      "'off' uses the result on disk or the first config; empty = default."),

@@ -35,16 +35,21 @@ def _run(tmp_path, code, **variables):
 
 
 def test_the_thread_loads_the_compiler_and_gives_the_same_build_id(tmp_path):
-    on, cache_on = _run(tmp_path / "on", PROBE)
+    on, cache_on = _run(tmp_path / "on", PROBE, TESSERA_PREWARM="1")
     off, cache_off = _run(tmp_path / "off", PROBE, TESSERA_PREWARM="0")
     assert on["started"] and on["loaded"]
     assert not off["started"] and not off["loaded"]
     assert on["build_id"] == off["build_id"]
 
 
+def test_off_by_default(tmp_path):
+    result, _ = _run(tmp_path, PROBE)
+    assert not result["started"] and not result["loaded"]
+
+
 def test_the_thread_writes_nothing(tmp_path):
     code = "import tessera\ntessera.runtime.prewarm.wait()\nprint('RESULT {}')\n"
-    _, cache = _run(tmp_path, code)
+    _, cache = _run(tmp_path, code, TESSERA_PREWARM="1")
     assert not cache.exists() or not any(cache.rglob("*"))
 
 
@@ -60,5 +65,5 @@ if pid == 0:
 _, status = os.waitpid(pid, 0)
 print("RESULT", os.waitstatus_to_exitcode(status))
 """
-    status, _ = _run(tmp_path, code)
+    status, _ = _run(tmp_path, code, TESSERA_PREWARM="1")
     assert status == 0
