@@ -14,7 +14,8 @@ import tessera.language as tl
 
 from tessera.runtime.allocation import default_allocator
 
-from .configs import LOG2E, _check, _empty, _strides, autotuned, reload_tiles, tma_path
+from .configs import (LOG2E, _check, _empty, _strides, autotuned, reload_tiles,
+                      scratch_allocator, tma_path)
 
 
 @tessera.jit
@@ -180,21 +181,10 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
     specialize = tma and tessera.config.knobs.warp_specialize
     # The TMA path's maps live in global scratch (128 bytes per descriptor and program), which
     # the launch asks of the allocator: the caller's, else one on q's device.
-    with default_allocator(_scratch_allocator(q) if tma else None):
+    with default_allocator(scratch_allocator(q) if tma else None):
         _tuned_fwd[(lambda meta: (tessera.cdiv(S, meta["BLOCK_M"]), B * H))](
             q, k, v, out, lse, sm_scale * LOG2E, H, S,
             *_strides(q)[:3], *_strides(k)[:3], *_strides(v)[:3], *_strides(out)[:3],
             D=D, CAUSAL=causal, RELOAD=reload_tiles(q), TMA=tma, SPECIALIZE=specialize)
     return out, lse
 
-
-def _scratch_allocator(like):
-    """An allocator of int8 torch tensors on `like`'s device (torch's stream-ordered cache),
-    `alignment`-aligned (torch's CUDA blocks are 512-byte aligned; a view skips to it else)."""
-    import torch
-
-    def allocate(size: int, alignment: int, stream):
-        raw = torch.empty(size + alignment, device=like.device, dtype=torch.int8)
-        start = -raw.data_ptr() % alignment
-        return raw[start:start + size]
-    return allocate
