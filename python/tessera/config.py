@@ -128,8 +128,8 @@ KNOBS: dict[str, Knob[Any]] = {
                 "Off: descriptor tiles are copied with cp.async. Read at each launch; part "
                 "of the cache key."),
     "attention_tma": Knob("TESSERA_ATTENTION_TMA", "auto", _parse_auto,
-                          "tessera.ops' attention forward reads its tiles by TMA through "
-                          "per-head tensor descriptors where the inputs allow it (sm_90a, "
+                          "tessera.ops' attention forward and backward read their tiles by TMA "
+                          "through per-head tensor descriptors where the inputs allow it (sm_90a, "
                           "TESSERA_TMA, 16-bit, aligned rows): auto, where it measured faster "
                           "than the cp.async path (head dim 128; docs/perf/attention_tma.md); "
                           "on, wherever the inputs allow it; off, never. Read at each call."),

@@ -37,7 +37,8 @@
 // With the module's `tma` = 1 and descriptor loads that carry their tensor maps, the same plan
 // copies with TMA and waits on an mbarrier per slot instead of cp.async groups (tma.h); such
 // loads need no per-thread runs (ragged shapes), as the TMA copies boxes. A loop the TMA plan
-// rejects is scheduled again for cp.async, and a descriptor load no TMA plan took drops its
+// rejects is scheduled again for cp.async (a mixed TMA loop also copies 1-D pointer loads by
+// cp.async: tma.h), and a descriptor load no TMA plan took drops its
 // tensor map: it is the plain masked load. A TMA loop in the tile loop of a persistent kernel
 // that asks for it (tl.range(flatten=True)) copies across tiles (cross_tile.h).
 #include "transforms/pipeline/cross_tile.h"
