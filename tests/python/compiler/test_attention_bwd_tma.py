@@ -17,6 +17,7 @@ from tessera import interpreter
 from tessera._tessera import ir
 from tessera.compiler import ptxas
 from tessera.config import knobs
+from tessera.runtime import allocation
 import tessera.ops.flash_attention as fa
 from tessera.ops.flash_attention import backward as bwd
 from tessera.ops.flash_attention.configs import tma_path
@@ -186,3 +187,46 @@ def test_the_backward_takes_the_tma_path_by_its_own_row_of_the_table():
     assert tma_path(x64, x64, x64, x64, arch="sm_90a", kernel="bwd")  # on
     strided = np.zeros((2, 3, 100, 68), np.float16)[..., :64]  # rows of 136 bytes
     assert not tma_path(x64, x64, x64, strided, arch="sm_90a", kernel="bwd")  # dO counts too
+
+
+# --- attention_backward's launches on an sm_90a GPU, the driver faked (test_tma_ptx.py) ------
+
+from test_tma_ptx import fake_gpu  # noqa: E402,F401  (a module fixture)
+
+
+def test_attention_backward_launches_the_tma_kernels(fake_gpu, monkeypatch):  # noqa: F811
+    # The wrapper picks the TMA variant of both kernels for sm_90a inputs that meet the TMA's
+    # rules and gives their launches an allocator for the maps' scratch (4 maps per program);
+    # a dO of 136-byte rows sends both back to the pointer path.
+    torch = fake_gpu.torch
+    from tessera.ops.flash_attention import configs
+    monkeypatch.setattr(configs, "_arch", lambda x: "sm_90a")
+    from tessera.autotuner import Target, TuningBackend
+    from tessera.runtime.driver import DeviceProperties
+    h100 = DeviceProperties(
+        index=0, name="Fake H100", compute_capability=(9, 0), multiprocessor_count=132,
+        max_threads_per_block=1024, warp_size=32, max_shared_memory_per_block=49152,
+        max_shared_memory_per_block_optin=232448, max_shared_memory_per_multiprocessor=233472,
+        max_registers_per_multiprocessor=65536, l2_cache_bytes=50 * 2**20)
+    monkeypatch.setattr(TuningBackend, "target",
+                        lambda self, jit_fn, values: Target(0, h100.name, "sm_90a", h100))
+    B, H, S, D = 1, 2, 200, 64
+    q = torch.zeros((B, H, S, D), dtype=torch.float16)
+    lse = torch.zeros((B, H, S), dtype=torch.float32)
+    with knobs.scope(autotune="off"):
+        before = len(fake_gpu.launches)
+        fa.attention_backward(q, q, q, q, lse, q, causal=True)
+        launched = fake_gpu.launches[before:]
+        assert len(launched) == 3  # delta, dK/dV, dQ
+        for kernel, kinds, _ in launched[1:]:
+            assert kinds[-1] == "ptr" and "cp.async.bulk.tensor" in kernel.asm["ptx"]
+            assert kernel.metadata["global_scratch_size"] == 4 * 128
+        strided = torch.zeros((B, H, S, D + 4), dtype=torch.float16)[..., :D]
+        fa.attention_backward(q, q, q, q, lse, strided, causal=True)
+        for kernel, _, _ in fake_gpu.launches[-2:]:
+            assert "cp.async.bulk" not in kernel.asm["ptx"]
+            assert "global_scratch_size" not in kernel.metadata
+    assert isinstance(allocation.get_allocator(), allocation.NullAllocator)
+    for kernel in (bwd.attention_bwd_dkdv_kernel, bwd.attention_bwd_dq_kernel,
+                   bwd.attention_bwd_preprocess_kernel):
+        kernel._kernels.clear()  # the fixture's fake launchers
