@@ -4,6 +4,9 @@ path) and on (per-head tensor descriptors copied by the TMA), and on with
 knobs.warp_specialize (the unmasked loop's copies from a producer warpgroup, where the compiler
 specializes it), beside SDPA's cuDNN and flash backends, timed in the same run in alternating
 rounds (tessera.testing.do_bench_interleaved) so that clock drift falls on all alike.
+``--tma-ab-pass bwd`` (or ``both``): the same for tessera.ops.attention_backward (its dK/dV and
+dQ kernels; the forward's O and lse computed once, outside the timing) against SDPA's cuDNN
+backward (torch.autograd.grad of its output), FLOPs 2.5x the forward's.
 
 Each variant is checked against float64 (O, poisoned first) and autotuned/compiled inside its
 knob scope (the knobs are part of a launch's key: a launch outside the scope would pick the
@@ -20,6 +23,7 @@ QUICK_CASES = [(4096, 64), (4096, 128)]
 VARIANTS = {"tma_off": dict(tma=False, warp_specialize=False),
             "tma_on": dict(tma=True, warp_specialize=False, attention_tma="on"),
             "tma_ws": dict(tma=True, warp_specialize=True, attention_tma="on")}
+BACKWARD_VARIANTS = {name: VARIANTS[name] for name in ("tma_off", "tma_on")}
 
 
 def scoped(**knob_values) -> Callable:
@@ -81,6 +85,72 @@ def measure(case: dict, reference: Callable, relative_error: Callable, bound: fl
     return row
 
 
+def measure_backward(case: dict, reference: Callable, relative_error: Callable, bound: float,
+                     rounds: int = 7) -> dict:
+    """One backward row: each variant's and cuDNN's ms and TFLOP/s, the errors, the ratios
+    (dQ, dK and dV checked against float64, the worst of the three; outputs poisoned)."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from tessera.ops import attention_backward, attention_forward
+    from tessera.ops.flash_attention import tma_path
+    from tessera.testing import do_bench_interleaved
+
+    B, H, S, D, causal = (case[key] for key in ("B", "H", "S", "D", "causal"))
+    dtype = getattr(torch, case["dtype"])
+    q, k, v, do = (torch.randn((B, H, S, D), device="cuda", dtype=dtype) for _ in range(4))
+    ref = reference(q, k, v, do, causal)[1:]
+    o, lse = attention_forward(q, k, v, causal)
+    grads = [torch.empty_like(q) for _ in range(3)]
+    row = dict(case, pass_name="bwd")
+    runs: Dict[str, Callable] = {}
+    contexts: Dict[str, Callable] = {}
+    for name, knob_values in BACKWARD_VARIANTS.items():
+        with scoped(**knob_values)():
+            row[f"{name}_path"] = "tma" if tma_path(q, k, v, do, kernel="bwd") else "pointer"
+            for g in grads:
+                g.fill_(float("nan"))
+            attention_backward(q, k, v, o, lse, do, causal, dq=grads[0], dk=grads[1],
+                               dv=grads[2])  # autotunes and compiles in scope
+            torch.cuda.synchronize()
+            row[f"{name}_error"] = max(relative_error(g, r) for g, r in zip(grads, ref))
+        runs[name] = lambda: attention_backward(q, k, v, o, lse, do, causal, dq=grads[0],
+                                                dk=grads[1], dv=grads[2])
+        contexts[name] = scoped(**knob_values)
+    try:
+        leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            out = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
+
+        def cudnn():
+            return torch.autograd.grad(out, leaves, do, retain_graph=True)
+        row["cudnn_error"] = max(relative_error(g, r) for g, r in zip(cudnn(), ref))
+        runs["cudnn"] = cudnn
+    except RuntimeError as exc:  # the backend refuses the case
+        row["cudnn_error"] = f"n/a: {str(exc).splitlines()[0][:80]}"
+    times = do_bench_interleaved(runs, rounds=rounds, contexts=contexts)
+    flops = 2.5 * 4 * B * H * S * S * D / (2 if causal else 1)
+    for name, ms in times.items():
+        row[f"{name}_ms"], row[f"{name}_tflops"] = ms, flops / ms / 1e9
+        if isinstance(row.get(f"{name}_error"), float) and row[f"{name}_error"] > 2 * bound:
+            row[f"{name}_tflops"] = math.nan  # WRONG: no speed (gradients: twice the bound)
+    return row
+
+
+def backward_table(rows: List[dict]) -> str:
+    """Markdown: the backward's TFLOP/s, TMA on / off and TMA on / cuDNN."""
+    head = "| S | D | causal | dtype | tma_off | tma_on | cuDNN | on/off | on/cuDNN |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        cells = [f"{r.get(n + '_tflops', math.nan):.1f}" for n in ("tma_off", "tma_on", "cudnn")]
+        ratios = [r.get(a + "_ms", math.nan) / r.get(b + "_ms", math.nan)
+                  for a, b in (("tma_off", "tma_on"), ("cudnn", "tma_on"))]
+        lines.append(f"| {r['S']} | {r['D']} | {r['causal']} | {r['dtype']} | "
+                     + " | ".join(cells) + " | " + " | ".join(f"{x:.3f}x" for x in ratios)
+                     + " |")
+    return "\n".join(lines)
+
+
 def table(rows: List[dict]) -> str:
     """Markdown: TFLOP/s per variant, TMA on / off and TMA on / cuDNN."""
     head = ("| S | D | causal | dtype | tma_off | tma_on | tma_ws | cuDNN | flash | on/off "
@@ -98,9 +168,13 @@ def table(rows: List[dict]) -> str:
 
 
 def run(quick: bool, dtypes: Sequence[str], reference: Callable, relative_error: Callable,
-        bounds: Dict[str, float], progress: Callable[[dict], None]) -> List[dict]:
+        bounds: Dict[str, float], progress: Callable[[dict], None],
+        passes: Sequence[str] = ("fwd",)) -> List[dict]:
+    """The rows of `passes` ("fwd": measure, "bwd": measure_backward), forward ones first."""
     rows = []
-    for case in cases(quick, dtypes):
-        rows.append(measure(case, reference, relative_error, bounds[case["dtype"]]))
-        progress(rows[-1])
+    for pass_name in passes:
+        timed = measure if pass_name == "fwd" else measure_backward
+        for case in cases(quick, dtypes):
+            rows.append(timed(case, reference, relative_error, bounds[case["dtype"]]))
+            progress(rows[-1])
     return rows

@@ -196,6 +196,8 @@ private:
       const ir::Operation &next = **it;
       if (&next != &op && (next.code() == OpCode::Barrier || next.numRegions() > 0))
         break;
+      if (next.code() == OpCode::TmaLoad && next.hasAttr("released"))
+        continue; // owed no barrier (visit): the slot's empty mbarrier orders its reads
       std::optional<SharedAccess> access = writeOf(next);
       for (size_t g = 0; access && g < state.wgmmaGroups.size(); ++g)
         for (const SharedAccess &read : state.wgmmaGroups[g])

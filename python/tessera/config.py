@@ -136,11 +136,11 @@ KNOBS: dict[str, Knob[Any]] = {
                 "Off: descriptor tiles are copied with cp.async. Read at each launch; part "
                 "of the cache key."),
     "attention_tma": Knob("TESSERA_ATTENTION_TMA", "auto", _parse_auto,
-                          "tessera.ops' attention forward reads its tiles by TMA through "
-                          "(B, H, S, D) host tensor descriptors where the inputs allow it "
-                          "(sm_90a, TESSERA_TMA, 16-bit, aligned rows): auto, where it measured "
-                          "faster than the cp.async path (head dim 128; "
-                          "docs/perf/attention_tma.md); "
+                          "tessera.ops' attention reads its tiles by TMA where the inputs "
+                          "allow it (sm_90a, TESSERA_TMA, 16-bit, aligned rows): the forward "
+                          "through (B, H, S, D) host tensor descriptors, the backward through "
+                          "per-head device descriptors; auto, where it measured faster than "
+                          "the cp.async path (head dim 128; docs/perf/attention_tma.md); "
                           "on, wherever the inputs allow it; off, never. Read at each call."),
     "matmul_tma": Knob("TESSERA_MATMUL_TMA", "auto", _parse_auto,
                        "tessera.ops.matmul's persistent TMA kernel, where the inputs allow it "

@@ -321,3 +321,73 @@ def test_tma_falls_back_for_rows_the_tma_cannot_read():
     torch.cuda.synchronize()
     ref = reference(q, k, v, torch.zeros_like(q), True, D ** -0.5)
     assert rel(o, ref[0]) <= 5e-3 and rel(lse, ref[1]) <= 1e-3
+
+
+# ---- The backward's TMA path (sm_90a: the dK/dV and dQ kernels' per-head descriptors) ----
+
+@pytest.mark.parametrize("dtype_name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("S", [1, 77, 1000])
+def test_tma_backward_matches_float64(S, D, causal, dtype_name):
+    # TESSERA_ATTENTION_TMA=on: dQ, dK, dV through the TMA kernels on ragged S over NaN-padded
+    # heads (a tile crossing S reads the descriptor's zero fill), against float64 and the
+    # pointer path's (knob off) on the same inputs; the gradients' pads stay NaN. Default tiles.
+    needs_sm90a()
+    B, H = 2, 3
+    dtype = getattr(torch, dtype_name)
+    gen = torch.Generator(device="cuda").manual_seed(S * 10 + D + causal + 1)
+    q, k, v, do = (padded(torch.randn((B, H, S, D), device="cuda", dtype=dtype,
+                                      generator=gen), pad=16)[0] for _ in range(4))
+    grads, pads = zip(*(padded(torch.full((B, H, S, D), float("nan"), device="cuda",
+                                          dtype=dtype)) for _ in range(3)))
+    with knobs.scope(autotune="off", attention_tma="on"):
+        assert fa.tma_path(q, k, v, do, kernel="bwd")
+        o, lse = attention_forward(q, k, v, causal)
+        attention_backward(q, k, v, o, lse, do, causal, dq=grads[0], dk=grads[1], dv=grads[2])
+    with knobs.scope(autotune="off", attention_tma="off"):
+        pointer = attention_backward(q, k, v, o, lse, do, causal)
+    torch.cuda.synchronize()
+    ref = reference(q, k, v, do, causal, D ** -0.5)
+    grad_bound = BOUNDS[dtype_name][1]
+    for name, got, want, by_pointer, pad in zip(("dq", "dk", "dv"), grads, ref[2:], pointer,
+                                                pads):
+        assert rel(got, want) <= grad_bound, (name, rel(got, want))
+        assert rel(got, by_pointer) <= grad_bound, (name, "vs the pointer path")
+        assert torch.isnan(pad[:, :, S:]).all(), f"{name}: a store past S"
+
+
+def test_tma_backward_other_tiles():
+    # Every wgmma candidate tile of both kernels (the autotuner's), D 64 and 128, causal, ragged
+    # S over NaN-padded heads, launched directly with TMA=True.
+    needs_sm90a()
+    from tessera.runtime.allocation import default_allocator
+    B, H, S = 2, 3, 333
+    st = lambda x: x.stride()[:3]  # noqa: E731
+    for D in (64, 128):
+        gen = torch.Generator(device="cuda").manual_seed(D)
+        q, k, v, do = (padded(torch.randn((B, H, S, D), device="cuda", dtype=torch.float16,
+                                          generator=gen), pad=16)[0] for _ in range(4))
+        o, lse2, *ref = reference(q, k, v, do, True, D ** -0.5)  # ref: dQ, dK, dV
+        lse = lse2.float().contiguous()
+        delta = (do.double() * o).sum(-1).float().contiguous()
+        scale = D ** -0.5
+        with default_allocator(lambda size, align, stream: torch.empty(
+                size, device="cuda", dtype=torch.int8)):
+            for tile in fa.WGMMA_CONFIGS["dkdv"][D]:
+                dk, dv = (torch.full_like(q, float("nan")) for _ in range(2))
+                fa.attention_bwd_dkdv_kernel[(math.ceil(S / tile[1]), B * H)](
+                    q, k, v, do, dk, dv, lse, delta, scale, scale * fa.LOG2E, H, S, *st(q),
+                    *st(k), *st(v), *st(do), *st(dk), *st(dv), D=D, BLOCK_M=tile[0],
+                    BLOCK_N=tile[1], CAUSAL=True, TMA=True, num_warps=tile[2],
+                    num_stages=tile[3])
+                torch.cuda.synchronize()
+                assert rel(dk, ref[1]) <= 1e-2 and rel(dv, ref[2]) <= 1e-2, ("dkdv", D, tile)
+            for tile in fa.WGMMA_CONFIGS["dq"][D]:
+                dq = torch.full_like(q, float("nan"))
+                fa.attention_bwd_dq_kernel[(math.ceil(S / tile[0]), B * H)](
+                    q, k, v, do, dq, lse, delta, scale, scale * fa.LOG2E, H, S, *st(q),
+                    *st(k), *st(v), *st(do), *st(dq), D=D, BLOCK_M=tile[0], BLOCK_N=tile[1],
+                    CAUSAL=True, TMA=True, num_warps=tile[2], num_stages=tile[3])
+                torch.cuda.synchronize()
+                assert rel(dq, ref[0]) <= 1e-2, ("dq", D, tile)

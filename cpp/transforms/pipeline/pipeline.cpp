@@ -37,7 +37,8 @@
 // With the module's `tma` = 1 and descriptor loads that carry their tensor maps, the same plan
 // copies with TMA and waits on an mbarrier per slot instead of cp.async groups (tma.h); such
 // loads need no per-thread runs (ragged shapes), as the TMA copies boxes. A loop the TMA plan
-// rejects is scheduled again for cp.async, and a descriptor load no TMA plan took drops its
+// rejects is scheduled again for cp.async (a mixed TMA loop also copies 1-D pointer loads by
+// cp.async: tma.h), and a descriptor load no TMA plan took drops its
 // tensor map: it is the plain masked load. A TMA loop in the tile loop of a persistent kernel
 // that asks for it (tl.range(flatten=True)) copies across tiles (cross_tile.h).
 #include "transforms/pipeline/cross_tile.h"
@@ -85,10 +86,13 @@ void cloneAhead(Builder &builder, const LoopSchedule &schedule, Mapping &mapping
 }
 
 /// One async_copy per pipelined load into `slot` of its ring (masked by `inRange` and the
-/// load's own mask), then a commit: one group per iteration.
+/// load's own mask), then a commit: one group per iteration. `tma`: only the loads the TMA
+/// does not copy (a mixed loop's rows of scalars; issueTmaCopies copies the others).
 void issueCopies(Builder &builder, const LoopSchedule &schedule, const std::vector<Value *> &rings,
-                 const Mapping &mapping, Value *slot, Value *inRange) {
+                 const Mapping &mapping, Value *slot, Value *inRange, bool tma) {
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
+    if (tma && copiedByTma(schedule.loads[i]))
+      continue;
     Operation *load = schedule.loads[i].load;
     Value *pointers = mapped(mapping, load->operand(0));
     Type maskType = pointers->type().withElement(Type::i1());
@@ -274,13 +278,17 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
   }
   const std::vector<Value *> &rings = made.slots;
   Value *barriers = made.full, *empty = made.empty;
+  // A mixed TMA loop (tma.h) also copies rows of scalars by cp.async: their groups and waits
+  // are the cp.async plan's, beside the TMA's mbarriers.
+  bool mixed = tma && !std::all_of(schedule.loads.begin(), schedule.loads.end(), copiedByTma);
+  // `tmaAt`: where the TMA's copies go when not at `at` (a mixed loop's, after the release).
   auto issue = [&](Builder &at, const Mapping &mapping, Value *slot, Value *inRange,
-                   Value *emptyPhase) {
+                   Value *emptyPhase, Builder *tmaAt = nullptr) {
     if (tma)
-      issueTmaCopies(at, schedule, rings, barriers, mapping, slot, inRange,
+      issueTmaCopies(tmaAt ? *tmaAt : at, schedule, rings, barriers, mapping, slot, inRange,
                      emptyPhase ? empty : nullptr, emptyPhase, waitAttributes(module));
-    else
-      issueCopies(at, schedule, rings, mapping, slot, inRange);
+    if (!tma || mixed)
+      issueCopies(at, schedule, rings, mapping, slot, inRange, tma);
   };
 
   // Plan step 2: iterations 0 .. D-1; `state` ends holding the carried values of iteration D.
@@ -343,11 +351,11 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
   Builder inside;
   inside.setInsertionPoint(body.operations().front().get());
   inside.setLocation(loop->location());
-  Operation *barrier = nullptr;
+  Operation *barrier = nullptr, *asyncWait = nullptr;
   if (tma) // the slot's bytes landed; no barrier: the copies wait for the slot's release
     inside.create(OpCode::MBarrierWait, {barriers, readSlot, phase}, {}, waitAttributes(module));
-  else {
-    inside.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(distance - 1)}});
+  if (!tma || mixed) { // cp.async: every thread's copies of the slot landed, and were seen
+    asyncWait = inside.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(distance - 1)}});
     barrier = inside.create(OpCode::Barrier, {}, {});
   }
   Operation *release = tma ? releaseSlots(loop, product, empty, readSlot, numStages) : nullptr;
@@ -365,12 +373,23 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
   // waits for the release. The prefetch distance stays D: in the old order too the copies
   // went out only once the previous product was done (the back edge waited for it)
   // (docs/perf/wgmma_across_iterations.md).
+  // A mixed loop with a product in flight issues its cp.async copies at the loop top, right
+  // after their wait (their slot was read by plain loads last step, not by a product), and
+  // the TMA's after the release: membar then puts one barrier before the cp.async copies
+  // (last step's reads of their slot; this step's copies landed), leaving the products in
+  // flight. Issued after the product, they would cost a second barrier per step.
+  Builder tmaAt;
+  bool tmaApart = mixed && product && !specialized;
+  if (tmaApart) {
+    tmaAt.setInsertionPointAfter(release);
+    tmaAt.setLocation(loop->location());
+  }
   if (!specialized) {
     Builder issueAt;
     if (product) {
       if (barrier)
         barrier->erase();
-      issueAt.setInsertionPointAfter(tma ? release : product);
+      issueAt.setInsertionPointAfter(mixed ? asyncWait : tma ? release : product);
     } else if (barrier) {
       issueAt.setInsertionPointAfter(barrier);
     } else {
@@ -388,7 +407,7 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
       Value *inRange =
           binary(issueAt, OpCode::CmpI, aheadIv, upper, {{"predicate", std::string("slt")}});
       cloneAhead(issueAt, schedule, ahead, inRange);
-      issue(issueAt, ahead, writeSlot, inRange, emptyPhase);
+      issue(issueAt, ahead, writeSlot, inRange, emptyPhase, tmaApart ? &tmaAt : nullptr);
     }
   }
 
@@ -456,11 +475,13 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
     afterOuter.setInsertionPointAfter(cross->outer);
     afterOuter.create(OpCode::MBarrierInval, {barriers}, {});
     afterOuter.create(OpCode::MBarrierInval, {empty}, {});
-  } else if (tma) {
-    after.create(OpCode::MBarrierInval, {barriers}, {});
-    after.create(OpCode::MBarrierInval, {empty}, {});
   } else {
-    after.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(0)}});
+    if (!tma || mixed)
+      after.create(OpCode::AsyncWait, {}, {}, {{"pending", int64_t(0)}});
+    if (tma) {
+      after.create(OpCode::MBarrierInval, {barriers}, {});
+      after.create(OpCode::MBarrierInval, {empty}, {});
+    }
   }
 }
 
@@ -487,12 +508,14 @@ void pipelineLoops(Module &module) {
       if (tmaAsked && !tma) // the cp.async plan, with its own conditions on the loads
         schedule = scheduleLoop(loop, stages, false);
       // A loop that asks for it (or every loop, the module's warp_specialize) gets a producer
-      // warpgroup where specializationRejection accepts it, else the plan above.
-      bool specialized = tma && specializationRejection(schedule, module).empty();
+      // warpgroup where specializationRejection accepts it, else the plan above. Neither it
+      // nor the copies across tiles take a mixed loop's cp.async rows (tma.h).
+      bool allTma = tma && std::all_of(schedule.loads.begin(), schedule.loads.end(), copiedByTma);
+      bool specialized = allTma && specializationRejection(schedule, module).empty();
       // A loop in a tile loop that asks for it (tl.range(flatten=True)) copies across tiles.
       CrossTilePlan cross;
       Operation *outer = loop->parentOp();
-      if (tma && !specialized && outer && outer->hasAttr("flatten") &&
+      if (allTma && !specialized && outer && outer->hasAttr("flatten") &&
           outer->intAttr("flatten") == 1)
         cross = crossTilePlan(schedule);
       if (schedule.isPipelined())

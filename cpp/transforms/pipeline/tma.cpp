@@ -22,6 +22,8 @@
 #include "analysis/shared_footprint.h"
 #include "layout/swizzled_shared.h"
 
+#include <algorithm>
+
 namespace tessera::transforms::pipeline {
 
 using namespace ir;
@@ -43,14 +45,23 @@ int64_t tileBytes(const Operation &load) {
 
 } // namespace
 
+bool copiedByTma(const PipelinedLoad &pipelined) {
+  return pipelined.load->hasAttr("tma") && pipelined.load->result()->type().rank() == 2;
+}
+
 std::string tmaRejection(const LoopSchedule &schedule, const Module &module) {
   if (module.intAttrOr("tma", 0) != 1)
     return "TMA not asked for";
+  if (std::none_of(schedule.loads.begin(), schedule.loads.end(), copiedByTma))
+    return "no pipelined load is a 2-D descriptor load";
   for (const PipelinedLoad &pipelined : schedule.loads) {
     const Operation &load = *pipelined.load;
     const Type &type = load.result()->type();
-    if (!load.hasAttr("tma") || type.rank() != 2)
-      return "a pipelined load is not a 2-D descriptor load";
+    if (!copiedByTma(pipelined)) {
+      if (type.rank() != 1)
+        return "a pipelined 2-D load is not a descriptor load";
+      continue; // a row of scalars beside the tiles: copied by cp.async (tma.h)
+    }
     const auto &encoding = static_cast<const SharedEncoding &>(*pipelined.slotEncoding);
     int elementBytes = type.bitWidth() / 8;
     SharedTileLayout tile = encoding.tileFor(type.shape());
@@ -107,9 +118,11 @@ void issueTmaCopies(Builder &builder, const LoopSchedule &schedule,
                    std::move(waitAttrs));
   int64_t bytes = 0;
   for (const PipelinedLoad &pipelined : schedule.loads)
-    bytes += tileBytes(*pipelined.load);
+    bytes += copiedByTma(pipelined) ? tileBytes(*pipelined.load) : 0;
   builder.create(OpCode::MBarrierExpectTx, {barriers, slot, inRange}, {}, {{"bytes", bytes}});
   for (size_t i = 0; i < schedule.loads.size(); ++i) {
+    if (!copiedByTma(schedule.loads[i]))
+      continue; // the cp.async companions (issueCopies)
     Operation *load = schedule.loads[i].load;
     std::vector<Value *> operands{mappedValue(mapping, load->operand(3)), rings[i], slot, barriers,
                                   inRange};

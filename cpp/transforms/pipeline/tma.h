@@ -13,9 +13,16 @@
 
 namespace tessera::transforms::pipeline {
 
+/// Whether the TMA plan copies `pipelined`: a 2-D descriptor load carrying its tensor map.
+bool copiedByTma(const PipelinedLoad &pipelined);
+
 /// Why `schedule`'s loads cannot use TMA in `module` ("" when they can): the module must ask
-/// for it, every pipelined load must carry its tensor map, be 2-D, and have a slot in the
-/// wgmma swizzle the host encodes (min(128, row bytes), last dim contiguous).
+/// for it, some pipelined load must carry its tensor map, and every one that does must be
+/// 2-D and have a slot in the wgmma swizzle the host encodes (min(128, row bytes), last dim
+/// contiguous). The other pipelined loads must be rows of scalars (1-D: the attention
+/// backward's lse and delta beside its Q and dO tiles): the same loop copies those by
+/// cp.async into their rings ("mixed"; pipeline.cpp), so a few scalars no longer send the
+/// tiles back to cp.async. Any other 2-D load rejects the plan.
 std::string tmaRejection(const LoopSchedule &schedule, const ir::Module &module);
 
 /// How long a debug build's mbarrier_wait spins before it fails the kernel (an assert naming
@@ -30,8 +37,9 @@ std::map<std::string, ir::Attribute> waitAttributes(const ir::Module &module);
 /// "full" barriers (the issuing thread's expect_tx), the reading warps for the "empty" ones.
 ir::Value *createBarriers(ir::Builder &builder, int numStages, int64_t count);
 
-/// One stage's copies into `slot`: the expected bytes of every load's tile, then one tma_load
-/// per load, all predicated on `inRange`. `mapping` maps the loop's values to the iteration's.
+/// One stage's copies into `slot`: the expected bytes of every TMA load's tile, then one
+/// tma_load per such load (copiedByTma; the others are left to the caller), all predicated on
+/// `inRange`. `mapping` maps the loop's values to the iteration's.
 /// With `empty` (the ring's empty barriers) the issuing thread first waits, where `inRange`
 /// holds, for the phase of parity `emptyPhase` of empty[slot]: every warp released the slot
 /// (mbarrier_arrive after its last read); the copies are then `released` (membar owes them no

@@ -127,30 +127,47 @@ def reload_tiles(x) -> bool:
 TMA_ALIGN = 16  # bytes: the TMA's rule for a tensor map's base address and row stride
 
 
-# Head dims whose forward measured faster through the TMA path than through cp.async (H200,
-# `benchmarks/attention.py --tma-ab --quick`, fp16, S = 4096, same run): D = 128 1.12x
-# (causal 1.04x); D = 64 0.94x (causal 0.86x), both measured with per-program device maps
-# (since replaced by host maps encoded once per call: not yet re-measured, so D = 64 stays
-# off under auto). TESSERA_ATTENTION_TMA=on takes it at every eligible D.
-TMA_FASTER_HEAD_DIMS = (128,)
+# Head dims per pass ("fwd", "bwd": the backward's dK/dV and dQ kernels) whose TMA path measured
+# faster than cp.async (H200, `benchmarks/attention.py --tma-ab --quick`, fp16, S = 4096, same
+# run). fwd: D = 128 1.12x (causal 1.04x); D = 64 0.94x (causal 0.86x), both measured with
+# per-program device maps (since replaced by host maps encoded once per call: not yet
+# re-measured, so D = 64 stays off under auto). bwd: not measured yet (`--tma-ab` times it);
+# D = 128 as the forward, whose loops are as long and whose registers fell the same way.
+# TESSERA_ATTENTION_TMA=on takes it at every eligible D.
+TMA_FASTER_HEAD_DIMS = {"fwd": (128,), "bwd": (128,)}
 
 
-def tma_path(*tensors, arch: str | None = None) -> bool:
-    """Whether the forward reads its tiles through (B, H, S, D) host tensor descriptors copied
-    by the TMA: sm_90a with knobs.tma, 16-bit inputs on the wgmma configs (the TMA plan's slots
-    are wgmma's swizzled tiles), and what a tensor map needs of every input: the last dim
-    contiguous, the data pointer and the batch, head and row strides multiples of 16 bytes,
-    rows not overlapping. Otherwise (and in the interpreter, any other
-    arch, strided inputs breaking a rule) the pointer path, which reads the same values.
-    knobs.attention_tma: "auto" takes it only at TMA_FASTER_HEAD_DIMS, "on" wherever the rules
-    hold, "off" never."""
+def scratch_allocator(like):
+    """An allocator of int8 torch tensors on `like`'s device (torch's stream-ordered cache),
+    `alignment`-aligned (torch's CUDA blocks are 512-byte aligned; a view skips to it else):
+    the backward's TMA path keeps its tensor maps in global scratch (128 bytes per map and
+    program)."""
+    import torch
+
+    def allocate(size: int, alignment: int, stream):
+        raw = torch.empty(size + alignment, device=like.device, dtype=torch.int8)
+        start = -raw.data_ptr() % alignment
+        return raw[start:start + size]
+    return allocate
+
+
+def tma_path(*tensors, arch: str | None = None, kernel: str = "fwd") -> bool:
+    """Whether `kernel`'s pass ("fwd" or "bwd") reads its tiles by the TMA: the forward
+    through (B, H, S, D) host tensor descriptors, the backward through per-head (S, D) device
+    descriptors. Both need sm_90a with knobs.tma, 16-bit inputs on the wgmma configs (the TMA
+    plan's slots are wgmma's swizzled tiles), and what a tensor map needs of every input: the
+    last dim contiguous, the data pointer and the batch, head and row strides multiples of 16
+    bytes, rows not overlapping. Otherwise (and in the interpreter, any other arch, strided
+    inputs breaking a rule) the pointer path, which reads the same values.
+    knobs.attention_tma: "auto" takes it only at TMA_FASTER_HEAD_DIMS[kernel], "on" wherever
+    the rules hold, "off" never."""
     x = tensors[0]
     arch = _arch(x) if arch is None else arch
     knobs = tessera.config.knobs
     mode = knobs.attention_tma
     if (mode == "off" or arch != "sm_90a" or not (knobs.tma and knobs.wgmma) or _is_fp32(x)
             or x.shape[-1] not in WGMMA_CONFIGS["fwd"]
-            or (mode == "auto" and x.shape[-1] not in TMA_FASTER_HEAD_DIMS)):
+            or (mode == "auto" and x.shape[-1] not in TMA_FASTER_HEAD_DIMS[kernel])):
         return False
     for t in tensors:
         itemsize = t.itemsize if isinstance(t, np.ndarray) else t.element_size()
