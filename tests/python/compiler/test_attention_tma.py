@@ -35,10 +35,11 @@ def tma_wherever_allowed():
 def test_auto_takes_the_tma_path_where_it_measured_faster_and_off_never():
     x64, x128 = (np.zeros((2, 3, 100, d), np.float16) for d in (64, 128))
     with knobs.scope(attention_tma="auto"):
-        assert tma_path(x128, arch="sm_90a") and not tma_path(x64, arch="sm_90a")
+        for D, x in ((64, x64), (128, x128)):
+            assert tma_path(x, arch="sm_90a") == (D in fa.configs.TMA_FASTER_HEAD_DIMS["fwd"])
     with knobs.scope(attention_tma="off"):
-        assert not tma_path(x128, arch="sm_90a")
-    assert tma_path(x64, arch="sm_90a")  # on
+        assert not tma_path(x128, arch="sm_90a") and not tma_path(x64, arch="sm_90a")
+    assert tma_path(x64, arch="sm_90a") and tma_path(x128, arch="sm_90a")  # on
 
 
 def compile_tma(D, dtype, causal, config, S=1024, H=2, st=None, specialize=False):

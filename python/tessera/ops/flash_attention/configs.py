@@ -127,14 +127,15 @@ def reload_tiles(x) -> bool:
 TMA_ALIGN = 16  # bytes: the TMA's rule for a tensor map's base address and row stride
 
 
-# Head dims per pass ("fwd", "bwd": the backward's dK/dV and dQ kernels) whose TMA path measured
-# faster than cp.async (H200, `benchmarks/attention.py --tma-ab --quick`, fp16, S = 4096, same
-# run). fwd: D = 128 1.12x (causal 1.04x); D = 64 0.94x (causal 0.86x), both measured with
-# per-program device maps (since replaced by host maps encoded once per call: not yet
-# re-measured, so D = 64 stays off under auto). bwd: not measured yet (`--tma-ab` times it);
-# D = 128 as the forward, whose loops are as long and whose registers fell the same way.
-# TESSERA_ATTENTION_TMA=on takes it at every eligible D.
-TMA_FASTER_HEAD_DIMS = {"fwd": (128,), "bwd": (128,)}
+# Head dims per pass ("fwd", "bwd": the backward's dK/dV and dQ kernels) that `auto` sends
+# through the TMA. Measured on an H200 (`benchmarks/attention.py --tma-ab --tma-ab-pass both
+# --quick --dtypes float16`, S = 4096, same run, TMA over cp.async): fwd on (B, H, S, D) host
+# descriptors D = 64 1.261x (causal 1.088x), D = 128 1.214x (causal 1.147x). bwd: D = 64
+# 1.047x (causal 0.973x), D = 128 1.112x (causal 0.936x), and compute-sanitizer's racecheck
+# reports write-write hazards in its dK/dV kernel (docs/perf/attention_tma.md, "The
+# backward"): none under auto until they are cleared. TESSERA_ATTENTION_TMA=on takes both
+# passes at every eligible D (tests and A/B).
+TMA_FASTER_HEAD_DIMS = {"fwd": (64, 128), "bwd": ()}
 
 
 def scratch_allocator(like):
