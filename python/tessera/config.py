@@ -120,7 +120,8 @@ KNOBS: dict[str, Knob[Any]] = {
                            "every step waits for its product (the tensor cores idle from its "
                            "end to the next step's first product). Part of the cache key."),
     "carried_addresses": Knob("TESSERA_CARRIED_ADDRESSES", True, _parse_bool,
-                              "Codegen without LLVM's loop strength reduction: each thread's "
+                              "On sm_90a, codegen without LLVM's loop strength reduction: each "
+                              "thread's "
                               "loop-carried pointers (a pipelined cp.async copy's addresses, "
                               "one per register of a pointer tile) stay 64-bit values advanced "
                               "by the step's increment, as in Triton's SASS; off: one base per "

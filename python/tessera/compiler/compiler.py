@@ -239,7 +239,10 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
             module.set_attr("warp_specialize", 1)
     if options.debug:  # debug builds: mbarrier waits bounded, failing an assert (tma.h)
         module.set_attr("debug", 1)
-    if options.carried_addresses:  # codegen's backend without loop strength reduction
+    # Codegen's backend without loop strength reduction, on sm_90a only: measured there
+    # (docs/perf/triton_parity.md), while on sm_80 the longer live ranges of the carried
+    # pointers spill in mma.sync kernels (attention dK/dV D = 64: 28 bytes).
+    if options.carried_addresses and options.arch == "sm_90a":
         module.set_attr("carried_addresses", 1)
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,

@@ -266,6 +266,7 @@ def fake_gpu(tmp_path_factory):
     compile_and_store = launcher.compile_and_store
 
     def recording_compile(*args, **kwargs):
+        kwargs["keep_ir"] = True  # the tests read the stages a launch's compile drops
         gpu.compiled.append(compile_and_store(*args, **kwargs))
         return gpu.compiled[-1]
 
