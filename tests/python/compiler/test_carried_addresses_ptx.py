@@ -89,11 +89,11 @@ def test_copy_addresses_are_loop_carried(config):
 def test_knob_is_part_of_the_cache_key():
     assert CompileOptions(carried_addresses=True).key() != CompileOptions(
         carried_addresses=False).key()
-    assert parse_options("k", {}, None).carried_addresses  # on by default
-    with knobs.scope(carried_addresses=False):
+    assert not parse_options("k", {}, None).carried_addresses  # off by default
+    with knobs.scope(carried_addresses=True):
         launch = parse_options("k", {}, None)
-        assert not launch.carried_addresses and not CompileOptions().carried_addresses
-    assert not launch.compile_options("sm_90a").carried_addresses
+        assert launch.carried_addresses and CompileOptions().carried_addresses
+    assert launch.compile_options("sm_90a").carried_addresses
 
 
 def test_interpreter_numerics_unaffected():
