@@ -26,6 +26,7 @@ import tessera.language as tl
 from tessera.ops import attention_forward
 from tessera.ops.flash_attention import LOG2E, preprocess_block, reload_tiles
 from tessera.ops.flash_attention.configs import autotuned
+from tessera.ops.flash_attention.backward import head_tiles, tile_at
 from tessera.ops.flash_attention.forward import load_rows, offsets_of, rows_of, visible
 from tessera.testing import gpu_available
 
@@ -75,22 +76,28 @@ def attention_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, H, S, stride_ob, s
 
 
 @tessera.jit
-def attention_bwd_dkdv_steps(dk, dv, k, v, k_head, v_head, k_offs, v_offs, q_head, do_head,
-                             q_offs, do_offs, lse_ptr, delta_ptr, start, end, jump, to, offs_n,
-                             S, qk_scale, stride_qs, stride_dos, BLOCK_M: tl.constexpr,
+def attention_bwd_dkdv_steps(dk, dv, k, v, k_src, v_src, k_offs, v_offs, q_src, do_src,
+                             q_offs, do_offs, lse_ptr, delta_ptr, start, end, jump, to, n0,
+                             offs_n, S, qk_scale, stride_qs, stride_dos, BLOCK_M: tl.constexpr,
                              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                             RELOAD: tl.constexpr):
+                             RELOAD: tl.constexpr, TMA: tl.constexpr = False):
     """dK, dV from the query blocks starting in [start, end), MASKED ones from `jump` on being
     the block at `to` instead; q_offs, do_offs: rows 0 to BLOCK_M; lse_ptr, delta_ptr: the
-    head's row 0. Unless MASKED, every query of those blocks is in S and sees every key."""
+    head's row 0. Unless MASKED, every query of those blocks is in S and sees every key.
+    RELOAD re-reads K and V (rows n0 .. n0 + BLOCK_N) at each step. The sources are
+    head_tiles': TMA, the head's descriptors (k_offs, v_offs unused)."""
     inv_scale = 1.0 / qk_scale
     for step in range(start, end, BLOCK_M):
         start_m = tl.where(step < jump, step, to) if MASKED else step
         rows = start_m + tl.arange(0, BLOCK_M)
-        k_step = load_rows(k_head + k_offs, offs_n, S, True) if RELOAD else k
-        v_step = load_rows(v_head + v_offs, offs_n, S, True) if RELOAD else v
-        q = load_rows(q_head + (q_offs + start_m * stride_qs), rows, S, MASKED)
-        do = load_rows(do_head + (do_offs + start_m * stride_dos), rows, S, MASKED)
+        if RELOAD:
+            k_step = k_src.load([n0, 0]) if TMA else load_rows(k_src + k_offs, offs_n, S, True)
+            v_step = v_src.load([n0, 0]) if TMA else load_rows(v_src + v_offs, offs_n, S, True)
+        else:
+            k_step = k
+            v_step = v
+        q = tile_at(q_src, q_offs, start_m, rows, S, stride_qs, MASKED, TMA)
+        do = tile_at(do_src, do_offs, start_m, rows, S, stride_dos, MASKED, TMA)
         if MASKED:  # lse = +inf past S gives P = 0 there (keys past S: rows the stores drop)
             lse = tl.load(lse_ptr + rows, mask=rows < S, other=float("inf"))
             delta = tl.load(delta_ptr + rows, mask=rows < S, other=0.0)
@@ -119,40 +126,55 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
                               stride_dos, stride_dkb, stride_dkh, stride_dks, stride_dvb,
                               stride_dvh, stride_dvs, D: tl.constexpr, BLOCK_M: tl.constexpr,
                               BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                              RELOAD: tl.constexpr = False):
+                              RELOAD: tl.constexpr = False, TMA: tl.constexpr = False):
     start_n = tl.program_id(axis=0)
     off_bh = tl.program_id(axis=1)
     off_b = off_bh // H
     off_h = off_bh % H
-    offs_n = start_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
-    v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
-    k_offs = offsets_of(offs_n, stride_ks, D)
-    v_offs = offsets_of(offs_n, stride_vs, D)
-    q_head = q_ptr + off_b * stride_qb + off_h * stride_qh
-    do_head = do_ptr + off_b * stride_dob + off_h * stride_doh
-    q_offs = offsets_of(tl.arange(0, BLOCK_M), stride_qs, D)
-    do_offs = offsets_of(tl.arange(0, BLOCK_M), stride_dos, D)
+    n0 = start_n * BLOCK_N  # the first key row: a TMA box coordinate
+    offs_n = n0 + tl.arange(0, BLOCK_N)
+    # TMA: one (S, D) descriptor per head and tensor (head_tiles); the pipeliner copies the
+    # loops' Q and dO tiles (and the masked loop's K and V) with the TMA into mbarrier rings.
+    k_src = head_tiles(k_ptr + off_b * stride_kb + off_h * stride_kh, stride_ks, S, D, BLOCK_N,
+                       TMA)
+    v_src = head_tiles(v_ptr + off_b * stride_vb + off_h * stride_vh, stride_vs, S, D, BLOCK_N,
+                       TMA)
+    q_src = head_tiles(q_ptr + off_b * stride_qb + off_h * stride_qh, stride_qs, S, D, BLOCK_M,
+                       TMA)
+    do_src = head_tiles(do_ptr + off_b * stride_dob + off_h * stride_doh, stride_dos, S, D,
+                        BLOCK_M, TMA)
+    k_offs = None if TMA else offsets_of(offs_n, stride_ks, D)
+    v_offs = None if TMA else offsets_of(offs_n, stride_vs, D)
+    q_offs = None if TMA else offsets_of(tl.arange(0, BLOCK_M), stride_qs, D)
+    do_offs = None if TMA else offsets_of(tl.arange(0, BLOCK_M), stride_dos, D)
     dk = tl.zeros((BLOCK_N, D), dtype=tl.float32)
     dv = tl.zeros((BLOCK_N, D), dtype=tl.float32)
     full = S // BLOCK_M * BLOCK_M  # the query blocks wholly inside S end here
-    lo = (start_n * BLOCK_N) // BLOCK_M * BLOCK_M if CAUSAL else 0
-    mid = tl.cdiv(start_n * BLOCK_N + BLOCK_N - 1, BLOCK_M) * BLOCK_M if CAUSAL else 0
+    lo = n0 // BLOCK_M * BLOCK_M if CAUSAL else 0
+    mid = tl.cdiv(n0 + BLOCK_N - 1, BLOCK_M) * BLOCK_M if CAUSAL else 0
     # Masked, K and V re-read at each step: the blocks from lo that start before mid and S,
     # then the one crossing S unless it was among them.
     diagonal = tl.minimum(mid, S) - lo
     masked = tl.cdiv(diagonal, BLOCK_M) + tl.cdiv(tl.maximum(S - tl.maximum(mid, full), 0),
                                                   BLOCK_M)
     dk, dv = attention_bwd_dkdv_steps(
-        dk, dv, None, None, k_head, v_head, k_offs, v_offs, q_head, do_head, q_offs, do_offs,
+        dk, dv, None, None, k_src, v_src, k_offs, v_offs, q_src, do_src, q_offs, do_offs,
         lse_ptr + off_bh * S, delta_ptr + off_bh * S, lo, lo + masked * BLOCK_M, lo + diagonal,
-        full, offs_n, S, qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, True, CAUSAL, True)
-    k = None if RELOAD else load_rows(k_head + k_offs, offs_n, S, True)
-    v = None if RELOAD else load_rows(v_head + v_offs, offs_n, S, True)
+        full, n0, offs_n, S, qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, True, CAUSAL,
+        True, TMA)
+    if RELOAD:
+        k = None
+        v = None
+    elif TMA:
+        k = k_src.load([n0, 0])
+        v = v_src.load([n0, 0])
+    else:
+        k = load_rows(k_src + k_offs, offs_n, S, True)
+        v = load_rows(v_src + v_offs, offs_n, S, True)
     dk, dv = attention_bwd_dkdv_steps(  # unmasked
-        dk, dv, k, v, k_head, v_head, k_offs, v_offs, q_head, do_head, q_offs, do_offs,
-        lse_ptr + off_bh * S, delta_ptr + off_bh * S, mid, full, full, full, offs_n, S,
-        qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, False, CAUSAL, RELOAD)
+        dk, dv, k, v, k_src, v_src, k_offs, v_offs, q_src, do_src, q_offs, do_offs,
+        lse_ptr + off_bh * S, delta_ptr + off_bh * S, mid, full, full, full, n0, offs_n, S,
+        qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, False, CAUSAL, RELOAD, TMA)
     dk = dk * sm_scale
     tl.store(rows_of(dk_ptr, stride_dkb, stride_dkh, stride_dks, off_b, off_h, offs_n, D),
              dk.to(dk_ptr.dtype.element_ty), mask=offs_n[:, None] < S)
@@ -161,17 +183,23 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
 
 
 @tessera.jit
-def attention_bwd_dq_steps(dq, q, do, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, lse,
-                           delta, start, end, offs_m, S, qk_scale, stride_ks, stride_vs,
+def attention_bwd_dq_steps(dq, q, do, q_src, do_src, k_src, v_src, k_offs, v_offs, lse,
+                           delta, start, end, row0, offs_m, S, qk_scale, stride_ks, stride_vs,
                            BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                           RELOAD: tl.constexpr):
-    """dQ from the key blocks starting in [start, end), as attention_fwd_steps walks them."""
+                           RELOAD: tl.constexpr, TMA: tl.constexpr = False):
+    """dQ from the key blocks starting in [start, end), as attention_fwd_steps walks them.
+    RELOAD re-reads Q and dO (rows row0 .. row0 + BLOCK_M; the pointer path: q_src and do_src
+    are their pointers) at each step. TMA: the sources are the head's descriptors."""
     for start_n in range(start, end, BLOCK_N):
         cols = start_n + tl.arange(0, BLOCK_N)
-        q_step = load_rows(q_ptrs, offs_m, S, True) if RELOAD else q
-        do_step = load_rows(do_ptrs, offs_m, S, True) if RELOAD else do
-        k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, S, MASKED)
-        v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, S, MASKED)
+        if RELOAD:
+            q_step = q_src.load([row0, 0]) if TMA else load_rows(q_src, offs_m, S, True)
+            do_step = do_src.load([row0, 0]) if TMA else load_rows(do_src, offs_m, S, True)
+        else:
+            q_step = q
+            do_step = do
+        k = tile_at(k_src, k_offs, start_n, cols, S, stride_ks, MASKED, TMA)
+        v = tile_at(v_src, v_offs, start_n, cols, S, stride_vs, MASKED, TMA)
         qk = tl.dot(q_step, tl.trans(k), input_precision="tf32")
         dp = tl.dot(do_step, tl.trans(v), input_precision="tf32")  # overlaps the exp2 (Hopper)
         p = tl.exp2(qk * qk_scale - lse[:, None])
@@ -189,31 +217,47 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_
                             stride_vb, stride_vh, stride_vs, stride_dob, stride_doh, stride_dos,
                             stride_dqb, stride_dqh, stride_dqs, D: tl.constexpr,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                            RELOAD: tl.constexpr = False):
+                            RELOAD: tl.constexpr = False, TMA: tl.constexpr = False):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
     off_bh = tl.program_id(axis=1)
     off_b, off_h = off_bh // H, off_bh % H
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    row0 = start_m * BLOCK_M  # the first query row: a TMA box coordinate
+    offs_m = row0 + tl.arange(0, BLOCK_M)
     in_range = offs_m < S
-    q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
-    do_ptrs = rows_of(do_ptr, stride_dob, stride_doh, stride_dos, off_b, off_h, offs_m, D)
-    k_head = k_ptr + off_b * stride_kb + off_h * stride_kh
-    v_head = v_ptr + off_b * stride_vb + off_h * stride_vh
-    k_offs = offsets_of(tl.arange(0, BLOCK_N), stride_ks, D)
-    v_offs = offsets_of(tl.arange(0, BLOCK_N), stride_vs, D)
+    if TMA:  # the head's (S, D) descriptors (head_tiles), as in the dK/dV kernel
+        q_src = head_tiles(q_ptr + off_b * stride_qb + off_h * stride_qh, stride_qs, S, D,
+                           BLOCK_M, TMA)
+        do_src = head_tiles(do_ptr + off_b * stride_dob + off_h * stride_doh, stride_dos, S, D,
+                            BLOCK_M, TMA)
+    else:
+        q_src = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, offs_m, D)
+        do_src = rows_of(do_ptr, stride_dob, stride_doh, stride_dos, off_b, off_h, offs_m, D)
+    k_src = head_tiles(k_ptr + off_b * stride_kb + off_h * stride_kh, stride_ks, S, D, BLOCK_N,
+                       TMA)
+    v_src = head_tiles(v_ptr + off_b * stride_vb + off_h * stride_vh, stride_vs, S, D, BLOCK_N,
+                       TMA)
+    k_offs = None if TMA else offsets_of(tl.arange(0, BLOCK_N), stride_ks, D)
+    v_offs = None if TMA else offsets_of(tl.arange(0, BLOCK_N), stride_vs, D)
     lse = tl.load(lse_ptr + off_bh * S + offs_m, mask=in_range, other=0.0)
     delta = tl.load(delta_ptr + off_bh * S + offs_m, mask=in_range, other=0.0)
     dq = tl.zeros((BLOCK_M, D), dtype=tl.float32)
-    split = (tl.minimum(start_m * BLOCK_M, S) if CAUSAL else S) // BLOCK_N * BLOCK_N
+    split = (tl.minimum(row0, S) if CAUSAL else S) // BLOCK_N * BLOCK_N
     hi = tl.minimum((start_m + 1) * BLOCK_M, S) if CAUSAL else S  # as in the forward
     dq = attention_bwd_dq_steps(  # masked, Q and dO re-read at each step
-        dq, None, None, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, lse, delta, split, hi,
-        offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N, True, CAUSAL, True)
-    q = None if RELOAD else load_rows(q_ptrs, offs_m, S, True)
-    do = None if RELOAD else load_rows(do_ptrs, offs_m, S, True)
+        dq, None, None, q_src, do_src, k_src, v_src, k_offs, v_offs, lse, delta, split, hi,
+        row0, offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N, True, CAUSAL, True, TMA)
+    if RELOAD:
+        q = None
+        do = None
+    elif TMA:
+        q = q_src.load([row0, 0])
+        do = do_src.load([row0, 0])
+    else:
+        q = load_rows(q_src, offs_m, S, True)
+        do = load_rows(do_src, offs_m, S, True)
     dq = attention_bwd_dq_steps(  # unmasked
-        dq, q, do, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, lse, delta, 0, split,
-        offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD)
+        dq, q, do, q_src, do_src, k_src, v_src, k_offs, v_offs, lse, delta, 0, split, row0,
+        offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD, TMA)
     dq = dq * sm_scale
     tl.store(rows_of(dq_ptr, stride_dqb, stride_dqh, stride_dqs, off_b, off_h, offs_m, D),
              dq.to(dq_ptr.dtype.element_ty), mask=in_range[:, None])
