@@ -21,6 +21,7 @@ import numpy as np
 
 import tessera
 import tessera.language as tl
+from tessera.runtime.allocation import torch_allocator as scratch_allocator  # noqa: F401
 
 TMA_ALIGN = 16  # bytes: a tensor map's base address and row stride are multiples of it
 
@@ -175,15 +176,3 @@ def sm_count(x) -> int:
         import torch
         _SMS[index] = torch.cuda.get_device_properties(index).multi_processor_count
     return _SMS[index]
-
-
-def scratch_allocator(like):
-    """An allocator of int8 torch tensors on `like`'s device (torch's stream-ordered cache)
-    for the tensor maps' global scratch, `alignment`-aligned."""
-    import torch
-
-    def allocate(size: int, alignment: int, stream):
-        raw = torch.empty(size + alignment, device=like.device, dtype=torch.int8)
-        start = -raw.data_ptr() % alignment
-        return raw[start:start + size]
-    return allocate

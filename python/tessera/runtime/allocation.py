@@ -56,6 +56,20 @@ def default_allocator(allocator: Optional[Callable[[int, int, Optional[int]], An
         _allocator.reset(token)
 
 
+def torch_allocator(like) -> Callable[[int, int, Optional[int]], Any]:
+    """An allocator of int8 torch tensors on `like`'s device (torch's stream-ordered cache),
+    `alignment`-aligned (torch's CUDA blocks are 512-byte aligned; a view skips to it else):
+    what tessera.ops' TMA kernels use for their tensor maps' global scratch when the caller
+    set no allocator (with :func:`default_allocator`)."""
+    import torch  # only tensors of torch reach here: no import for programs without it
+
+    def allocate(size: int, alignment: int, stream):
+        raw = torch.empty(size + alignment, device=like.device, dtype=torch.int8)
+        start = -raw.data_ptr() % alignment
+        return raw[start:start + size]
+    return allocate
+
+
 def get_allocator() -> Callable[[int, int, Optional[int]], Any]:
     """The allocator set by :func:`set_allocator` (in this context)."""
     return _allocator.get()

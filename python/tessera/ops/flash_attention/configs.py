@@ -14,6 +14,7 @@ import numpy as np
 
 import tessera
 from tessera.compiler.target_limits import shared_memory_limit
+from tessera.runtime.allocation import torch_allocator as scratch_allocator  # noqa: F401
 from tessera.tools.tensor_descriptor import TensorDescriptor
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x · log2(e))
@@ -136,20 +137,6 @@ TMA_ALIGN = 16  # bytes: the TMA's rule for a tensor map's base address and row 
 # backward"): none under auto until they are cleared. TESSERA_ATTENTION_TMA=on takes both
 # passes at every eligible D (tests and A/B).
 TMA_FASTER_HEAD_DIMS = {"fwd": (64, 128), "bwd": ()}
-
-
-def scratch_allocator(like):
-    """An allocator of int8 torch tensors on `like`'s device (torch's stream-ordered cache),
-    `alignment`-aligned (torch's CUDA blocks are 512-byte aligned; a view skips to it else):
-    the backward's TMA path keeps its tensor maps in global scratch (128 bytes per map and
-    program)."""
-    import torch
-
-    def allocate(size: int, alignment: int, stream):
-        raw = torch.empty(size + alignment, device=like.device, dtype=torch.int8)
-        start = -raw.data_ptr() % alignment
-        return raw[start:start + size]
-    return allocate
 
 
 def tma_path(*tensors, arch: str | None = None, kernel: str = "fwd") -> bool:
