@@ -305,6 +305,21 @@ void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
   const Registers &sources = lowering.registersOf(pointers);
   const Registers *masks = mask ? &lowering.registersOf(mask) : nullptr;
   std::vector<std::vector<llvm::Value *>> indices = lowering.emitIndices(offsets);
+  // Only the first owner of each element copies it (as stores do): a layout that replicates
+  // elements over lanes or warps (a 1-D row such as attention's lse, 32 elements over 128
+  // threads) would have every holder copy the same bytes into the same slot, a write-write
+  // race (compute-sanitizer's racecheck reports it) and wasted copies. The mask cannot do
+  // it: a masked-off cp.async still writes its zero fill. The readers lose nothing: async_wait
+  // and the barrier after it (membar) publish every thread's copies to all of them.
+  llvm::BasicBlock *done = nullptr;
+  if (llvm::Value *owner = lowering.emitOwnerPredicate(layout)) {
+    llvm::IRBuilder<> &b = lowering.builder();
+    llvm::Function *function = b.GetInsertBlock()->getParent();
+    auto *copies = llvm::BasicBlock::Create(b.getContext(), "copy.owner", function);
+    done = llvm::BasicBlock::Create(b.getContext(), "copy.done", function);
+    b.CreateCondBr(owner, copies, done);
+    b.SetInsertPoint(copies);
+  }
   for (int first = 0; first < static_cast<int>(sources.size()); first += width) {
     if (first & duplicates)
       continue;
@@ -314,6 +329,10 @@ void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
       emitAsyncCopy(lowering, destination, sources[first], width * elementBytes, predicate);
     else // the pipeliner asks for >= 4 bytes, but the clones' axis info may know less
       emitSynchronousCopy(lowering, destination, sources[first], width * elementBytes, predicate);
+  }
+  if (done) {
+    lowering.builder().CreateBr(done);
+    lowering.builder().SetInsertPoint(done);
   }
 }
 
