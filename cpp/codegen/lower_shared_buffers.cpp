@@ -344,8 +344,7 @@ void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
     llvm::Value *destination = byteAddress(lowering, base, indices[first][0], elementBytes);
     llvm::Value *predicate = masks ? (*masks)[first] : nullptr;
     if (width * elementBytes >= 4)
-      emitAsyncCopy(lowering, destination, sources[first], width * elementBytes, predicate,
-                    owner);
+      emitAsyncCopy(lowering, destination, sources[first], width * elementBytes, predicate, owner);
     else // the pipeliner asks for >= 4 bytes, but the clones' axis info may know less
       emitSynchronousCopy(lowering, destination, sources[first], width * elementBytes, predicate);
   }
