@@ -19,6 +19,7 @@
 #include "layout/ldmatrix.h"
 #include "layout/swizzled_shared.h"
 
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
 #include <map>
@@ -246,13 +247,28 @@ void lowerLocalLoad(KernelLowering &lowering, const ir::Operation &op) {
 }
 
 /// cp.async of `bytes` (4, 8 or 16) from `source` to `destination`, zero-filled where
-/// `predicate` (may be null) is false.
+/// `predicate` (may be null) is false; issued only where `owner` (may be null) holds: a
+/// predicated instruction (inline PTX), not a branch, so the loop's blocks stay as they were.
 void emitAsyncCopy(KernelLowering &lowering, llvm::Value *destination, llvm::Value *source,
-                   int bytes, llvm::Value *predicate) {
+                   int bytes, llvm::Value *predicate, llvm::Value *owner) {
   llvm::IRBuilder<> &b = lowering.builder();
   llvm::Value *sourceBytes = predicate
                                  ? b.CreateSelect(predicate, lowering.i32(bytes), lowering.i32(0))
                                  : lowering.i32(bytes);
+  if (owner) {
+    std::string text = std::string("{ .reg .pred p; setp.ne.b32 p, $0, 0; @p cp.async.") +
+                       (bytes == 16 ? "cg" : "ca") + ".shared.global [$1], [$2], " +
+                       std::to_string(bytes) + ", $3; }";
+    std::vector<llvm::Value *> args = {b.CreateZExt(owner, b.getInt32Ty()),
+                                       b.CreatePtrToInt(destination, b.getInt32Ty()), source,
+                                       sourceBytes};
+    std::vector<llvm::Type *> types;
+    for (llvm::Value *arg : args)
+      types.push_back(arg->getType());
+    auto *type = llvm::FunctionType::get(b.getVoidTy(), types, false);
+    b.CreateCall(llvm::InlineAsm::get(type, text, "r,r,l,r", /*hasSideEffects=*/true), args);
+    return;
+  }
   llvm::Intrinsic::ID id = bytes == 16  ? llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s
                            : bytes == 8 ? llvm::Intrinsic::nvvm_cp_async_ca_shared_global_8_s
                                         : llvm::Intrinsic::nvvm_cp_async_ca_shared_global_4_s;
@@ -305,15 +321,36 @@ void lowerAsyncCopy(KernelLowering &lowering, const ir::Operation &op) {
   const Registers &sources = lowering.registersOf(pointers);
   const Registers *masks = mask ? &lowering.registersOf(mask) : nullptr;
   std::vector<std::vector<llvm::Value *>> indices = lowering.emitIndices(offsets);
+  // Only the first owner of each element copies it (as stores do): a layout that replicates
+  // elements over lanes or warps (a 1-D row such as attention's lse, 32 elements over 128
+  // threads) would have every holder copy the same bytes into the same slot, a write-write
+  // race (compute-sanitizer's racecheck reports it) and wasted copies. The mask cannot do
+  // it: a masked-off cp.async still writes its zero fill. The readers lose nothing: async_wait
+  // and the barrier after it (membar) publish every thread's copies to all of them.
+  llvm::Value *owner = lowering.emitOwnerPredicate(layout);
+  llvm::BasicBlock *done = nullptr;
+  if (owner && width * elementBytes < 4) { // synchronous copies: a branch around them all
+    llvm::IRBuilder<> &b = lowering.builder();
+    llvm::Function *function = b.GetInsertBlock()->getParent();
+    auto *copies = llvm::BasicBlock::Create(b.getContext(), "copy.owner", function);
+    done = llvm::BasicBlock::Create(b.getContext(), "copy.done", function);
+    b.CreateCondBr(owner, copies, done);
+    b.SetInsertPoint(copies);
+    owner = nullptr;
+  }
   for (int first = 0; first < static_cast<int>(sources.size()); first += width) {
     if (first & duplicates)
       continue;
     llvm::Value *destination = byteAddress(lowering, base, indices[first][0], elementBytes);
     llvm::Value *predicate = masks ? (*masks)[first] : nullptr;
     if (width * elementBytes >= 4)
-      emitAsyncCopy(lowering, destination, sources[first], width * elementBytes, predicate);
+      emitAsyncCopy(lowering, destination, sources[first], width * elementBytes, predicate, owner);
     else // the pipeliner asks for >= 4 bytes, but the clones' axis info may know less
       emitSynchronousCopy(lowering, destination, sources[first], width * elementBytes, predicate);
+  }
+  if (done) {
+    lowering.builder().CreateBr(done);
+    lowering.builder().SetInsertPoint(done);
   }
 }
 

@@ -133,10 +133,11 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
   int fastest = byTma ? type.rank() - 1 : analysis::fastestDim(layout);
   out.load = load;
   if (type.rank() == 1) { // a row of scalars (attention's lse): read back where it is converted
-    // Every thread copies the elements its layout gives it, duplicates too: a layout of many
-    // registers per thread (a load already rematerialized in a slice of #mma: 16 per thread
-    // at BLOCK_M = 64) would copy the row dozens of times per step, slower than loading it
-    // in the loop (docs/perf/pass_decisions.md).
+    // Each owner thread copies all the elements its layout gives it (the threads holding
+    // duplicates copy nothing: lowerAsyncCopy): a layout of many registers per thread (a load
+    // already rematerialized in a slice of #mma: 16 per thread at BLOCK_M = 64) issues that
+    // many copies per step, measured slower than loading the row in the loop when every
+    // holder still copied (docs/perf/pass_decisions.md).
     if ((layout.hasInDim(kRegisterDim) ? layout.getInDimSize(kRegisterDim) : 1) * elementBytes > 16)
       return "a 1-D tile of more than 16 bytes per thread (each thread would copy them all)";
     collectConversions(load, out);
