@@ -260,6 +260,21 @@ def test_the_host_rule_is_the_dense_forwards_with_its_own_entry():
         assert not tma_path(k, k, arch="sm_90a", kernel="masked_fwd")
 
 
+def test_a_per_element_bias_takes_the_pointer_path(monkeypatch):
+    # No loop of its kernel could take the TMA (test_a_per_element_bias_keeps_both_loops_on_
+    # cp_async): the host passes plain k and v (no maps to encode, the C++ fast launch).
+    monkeypatch.setattr(mf, "tma_path", lambda *tensors, kernel: tma_path(
+        *tensors, kernel=kernel, arch="sm_90a"))
+    rng = np.random.default_rng(5)
+    for has_bias in (ROWS, KEYS, 0):
+        q, k, v, mask, bias = inputs(rng, 1, 2, 2, 100, 64, np.float16, ROWS, has_bias)
+        lse = np.zeros(q.shape[:3], np.float32)
+        with knobs.scope(interpret=True):
+            _, args, kwargs = mf.forward_launch(q, k, v, mask, bias, False, 0.1, q, lse)
+        assert kwargs["TMA"] == (has_bias != ROWS)
+        assert isinstance(args[1], TensorDescriptor) == (has_bias != ROWS)
+
+
 def test_each_config_sets_the_key_descriptor_blocks():
     assert all(config.pre_hook is mf.key_blocks for config in mf._tuned_fwd.configs)
     x = np.zeros((2, 3, 100, 128), np.float16)

@@ -7,6 +7,12 @@ loads, the bias added, no mask), then the partial ones (the mask tile loaded and
 Dead blocks are never loaded. Grouped-query heads: query head h reads key/value head
 h // G. Mask and bias are read through strides that are 0 along their broadcast dims.
 
+On sm_90a (flash_attention.configs.tma_path, its "masked_fwd" entry) k and v come as
+(B, Hkv, Sk, D) host tensor descriptors read at the listed rows (run-time box coordinates):
+the pipeliner copies their tiles with the TMA in each loop that holds no 2-D pointer load (a
+per-element mask or bias tile sends its loop back to cp.async; a key bias is read as a 1-D
+row there). docs/perf/masked_attention.md, "TMA".
+
 A row may see no key at all (a fully masked row): its running max stays -inf, so the
 exponent subtracts 0 instead (m_use), giving p = 0, l = 0; the output is 0 and the stored
 log-sum-exp +inf, which makes the backward's P, and so every gradient of that row, 0.
@@ -242,7 +248,9 @@ def forward_launch(q, k, v, mask, bias, causal, sm_scale, out, lse) -> tuple:
         q, k, mask, bias, causal)
     # sm_90a (the dense forward's rule and knob, TESSERA_ATTENTION_TMA, its "masked_fwd"
     # entry): k and v as (B, Hkv, Sk, D) host descriptors, their maps encoded once per call.
-    tma = tma_path(k, v, kernel="masked_fwd")
+    # Not with a per-element bias: its 2-D tile in both loops keeps them on cp.async, and
+    # descriptor arguments would cost the maps' encoding and the Python launch for nothing.
+    tma = layout_of(bias) != ROWS.value and tma_path(k, v, kernel="masked_fwd")
     keys, values = head_descriptors(k, v) if tma else (k, v)
     args = (q, keys, values, bias_arg, mask_arg, out, lse, *lists, sm_scale * LOG2E, H,
             H // k.shape[1], Sq, k.shape[2], NQ, NK, list_b, list_h, *_strides(q)[:3],
