@@ -32,7 +32,7 @@ unsupported cases n/a (reason in the JSON). The ratios print after the tables.
     python3 benchmarks/attention_masked.py --quick --json OUT.json    # about 3 minutes
     python3 benchmarks/attention_masked.py                            # S = 4k-32k, D = 64, 128
     python3 benchmarks/attention_masked.py --tma-ab --quick --json OUT.json
-        # the forward with TESSERA_ATTENTION_TMA off / on beside Flex, alternating rounds
+        # fwd and bwd with TESSERA_ATTENTION_TMA off / on beside Flex, alternating rounds
         # (attention_masked_tma_ab.py; sm_90a)
 """
 from __future__ import annotations
@@ -264,8 +264,9 @@ def parse(argv: Optional[Sequence[str]] = None):
     parser.add_argument("--warmup", type=float, default=10)
     parser.add_argument("--rep", type=float, default=50)
     parser.add_argument("--tma-ab", action="store_true",
-                        help="instead of the tables: the forward with TESSERA_ATTENTION_TMA off "
-                        "/ on beside Flex, interleaved (attention_masked_tma_ab.py)")
+                        help="instead of the tables: forward and backward with "
+                        "TESSERA_ATTENTION_TMA off / on beside Flex, interleaved "
+                        "(attention_masked_tma_ab.py)")
     args = parser.parse_args(argv)
     args.providers = args.providers.split(",")
     return args
@@ -306,10 +307,11 @@ def tma_ab(torch, cases, args) -> None:
         for row in attention_masked_tma_ab.measure(torch, S, D, kind, make_mask, flex_setup,
                                                    rel, TOKENS):
             rows.append(row)
-            print(f"S={S} D={D} {kind} {row['provider']}: off {row['tma_off_ms']:.3f} ms, on "
+            print(f"S={S} D={D} {kind} {row['provider']} {row['pass_name']}: off "
+                  f"{row['tma_off_ms']:.3f} ms, on "
                   f"{row['tma_on_ms']:.3f} ms ({row['tma_on_path']}), flex "
                   f"{row.get('flex_ms', math.nan):.3f} ms", flush=True)
-    print("\nforward, TESSERA_ATTENTION_TMA off / on\n" + attention_masked_tma_ab.table(rows))
+    print("\nTESSERA_ATTENTION_TMA off / on\n" + attention_masked_tma_ab.table(rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "tma_ab": rows}, f, indent=1)

@@ -5,6 +5,8 @@ with NaN rows past Sk in every K and V head (a tile crossing Sk must read the TM
 every mask / bias layout (the loops a 2-D mask or bias tile keeps on cp.async included),
 causal, grouped-query heads, a fully masked row; the backward on the TMA forward's lse; every
 wgmma candidate tile launched directly. Not timed (benchmarks/attention_masked.py --tma-ab).
+The backward's dQ kernel (the same K, V descriptors) is checked against the pointer path's dQ
+there, and each of its wgmma candidate tiles launched directly.
 """
 import math
 
@@ -107,12 +109,12 @@ def test_tma_forward_matches_float64_and_the_pointer_path(D, mask_kind, bias_kin
                                    seed=D + causal)
     scale = D ** -0.5 * 0.8
     with knobs.scope(attention_tma="on", autotune="off"):
-        assert tma_path(k, v, kernel="masked_fwd")
+        assert tma_path(k, v, kernel="masked_fwd") and tma_path(k, v, kernel="masked_dq")
         # A per-element bias keeps both loops on cp.async: the host takes the pointer path.
         tma = mf.forward_launch(q, k, v, mask, bias, causal, scale, q, q)[2]["TMA"]
         assert tma == (bias_kind != "rows")
         o, lse = ma.attention_masked_forward(q, k, v, mask, bias, causal, scale)
-        # The backward on the TMA forward's lse (its kernels are the pointer path's).
+        # The backward on the TMA forward's lse, its dQ kernel through the TMA too.
         dq, dk, dv, _ = ma.attention_masked_backward(q, k, v, o, lse, do, mask, bias, causal,
                                                      scale)
     with knobs.scope(attention_tma="off", autotune="off"):
@@ -153,6 +155,36 @@ def test_tma_forward_other_tiles(D):
         tile = (block_m, block_n, num_warps, num_stages)
         assert rel(o, ref_o) <= 5e-3, tile
         check_lse(lse, ref_lse)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_tma_dq_other_tiles(D):
+    # Every wgmma candidate tile of the dQ kernel with TMA=True against the pointer path's dQ
+    # (attention_masked_backward, knob off), a block-sparse mask and a key bias, causal,
+    # ragged lengths over NaN-padded K and V heads.
+    needs_sm90a()
+    from tessera.ops.masked_attention import backward as mb
+    from tessera.ops.masked_attention.blocks import masked_candidates
+    B, Hq, Hkv, S = 2, 4, 2, 333
+    q, k, v, do, mask, bias = make(B, Hq, Hkv, S, S, D, "float16", "rows", "keys", seed=D + 1)
+    scale = D ** -0.5
+    with knobs.scope(attention_tma="off"):
+        o, lse = ma.attention_masked_forward(q, k, v, mask, bias, True, scale)
+        want = ma.attention_masked_backward(q, k, v, o, lse, do, mask, bias, True, scale)[0]
+    delta = (o.float() * do.float()).sum(-1)
+    mask_arg, bias_arg, lists, NQ, NK, lb, lh, bs, ms = mf.prepare(q, k, mask, bias, True)
+    st = lambda x: x.stride()[:3]  # noqa: E731
+    for block_m, block_n, num_warps, num_stages in masked_candidates("dq", q):
+        dq = torch.full_like(q, float("nan"))
+        mb.attention_masked_bwd_dq_kernel[(math.ceil(S / block_m), B * Hq)](
+            q, *head_descriptors(k, v, block_m=block_n, block_n=block_n), do, dq, lse, delta,
+            bias_arg, mask_arg, *lists, scale, scale * LOG2E, Hq, Hq // Hkv, S, S, NQ, NK, lb,
+            lh, *st(q), *st(k), *st(v), *st(do), *st(dq), *bs, *ms, D=D, SUPER=ma.SUPER,
+            CAUSAL=True, HAS_MASK=ma.ROWS.value, HAS_BIAS=ma.KEYS.value, RELOAD=False,
+            TMA=True, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
+            num_stages=num_stages)
+        torch.cuda.synchronize()
+        assert torch.isfinite(dq).all() and rel(dq, want) <= 1e-2, (block_m, block_n)
 
 
 def test_tma_falls_back_for_rows_the_tma_cannot_read():
