@@ -139,7 +139,7 @@ KNOBS: dict[str, Knob[Any]] = {
                           "tessera.ops' attention reads its tiles by TMA where the inputs "
                           "allow it (sm_90a, TESSERA_TMA, 16-bit, aligned rows): the forward "
                           "through (B, H, S, D) host tensor descriptors, the backward through "
-                          "per-head device descriptors, the masked forward (ops."
+                          "per-head device descriptors, the masked forward and dQ (ops."
                           "attention_masked) K and V through host descriptors; auto, where it "
                           "measured faster than the cp.async path (configs."
                           "TMA_FASTER_HEAD_DIMS per pass; docs/perf/attention_tma.md); "
