@@ -226,7 +226,7 @@ def test_pipelined_tma_ir_runs_in_the_interpreter(S, D, has_mask, has_bias, caus
 
 
 @pytest.mark.parametrize("S, D, has_mask, has_bias, causal, G",
-                         [(77, 64, ROWS, KEYS, True, 2), (130, 128, KEYS, ROWS, False, 1)])
+                         [(77, 64, ROWS, KEYS, True, 2), (130, 128, KEYS, KEYS, False, 1)])
 def test_forward_with_the_tma_variant_runs_in_the_interpreter(monkeypatch, S, D, has_mask,
                                                               has_bias, causal, G):
     # attention_masked_forward with the host rule forced: k and v as descriptors whose blocks
