@@ -31,6 +31,9 @@ unsupported cases n/a (reason in the JSON). The ratios print after the tables.
 
     python3 benchmarks/attention_masked.py --quick --json OUT.json    # about 3 minutes
     python3 benchmarks/attention_masked.py                            # S = 4k-32k, D = 64, 128
+    python3 benchmarks/attention_masked.py --tma-ab --quick --json OUT.json
+        # fwd and bwd with TESSERA_ATTENTION_TMA off / on beside Flex, alternating rounds
+        # (attention_masked_tma_ab.py; sm_90a)
 """
 from __future__ import annotations
 
@@ -260,6 +263,10 @@ def parse(argv: Optional[Sequence[str]] = None):
     parser.add_argument("--providers", default=",".join(PROVIDERS))
     parser.add_argument("--warmup", type=float, default=10)
     parser.add_argument("--rep", type=float, default=50)
+    parser.add_argument("--tma-ab", action="store_true",
+                        help="instead of the tables: forward and backward with "
+                        "TESSERA_ATTENTION_TMA off / on beside Flex, interleaved "
+                        "(attention_masked_tma_ab.py)")
     args = parser.parse_args(argv)
     args.providers = args.providers.split(",")
     return args
@@ -274,6 +281,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print(f"{torch.cuda.get_device_name()}: Tessera vs float64 (S=1024, document mask, bias): "
           f"{error:.2e}{' WRONG' if error > 1e-2 else ''}")
     cases = QUICK if args.quick else [(S, D, m) for S in SEQS for D in DIMS for m in MASKS]
+    if args.tma_ab:
+        tma_ab(torch, cases, args)
+        return
     rows = []
     for S, D, kind in cases:
         rows.append(run_case(torch, S, D, kind, args))
@@ -286,6 +296,25 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             json.dump({"device": torch.cuda.get_device_name(), "float64_error": error,
                        "cases": [{**row, "ratios": ratios(row)} for row in rows],
                        "sparse_over_dense": sparse_ratios(rows)}, f, indent=1)
+
+
+def tma_ab(torch, cases, args) -> None:
+    """--tma-ab: attention_masked_tma_ab.py's rows for `cases` and their table."""
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    import attention_masked_tma_ab
+    rows = []
+    for S, D, kind in cases:
+        for row in attention_masked_tma_ab.measure(torch, S, D, kind, make_mask, flex_setup,
+                                                   rel, TOKENS):
+            rows.append(row)
+            print(f"S={S} D={D} {kind} {row['provider']} {row['pass_name']}: off "
+                  f"{row['tma_off_ms']:.3f} ms, on "
+                  f"{row['tma_on_ms']:.3f} ms ({row['tma_on_path']}), flex "
+                  f"{row.get('flex_ms', math.nan):.3f} ms", flush=True)
+    print("\nTESSERA_ATTENTION_TMA off / on\n" + attention_masked_tma_ab.table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "tma_ab": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -141,8 +141,10 @@ KNOBS: dict[str, Knob[Any]] = {
                           "tessera.ops' attention reads its tiles by TMA where the inputs "
                           "allow it (sm_90a, TESSERA_TMA, 16-bit, aligned rows): the forward "
                           "through (B, H, S, D) host tensor descriptors, the backward through "
-                          "per-head device descriptors; auto, where it measured faster than "
-                          "the cp.async path (head dim 128; docs/perf/attention_tma.md); "
+                          "per-head device descriptors, the masked forward and dQ (ops."
+                          "attention_masked) K and V through host descriptors; auto, where it "
+                          "measured faster than the cp.async path (configs."
+                          "TMA_FASTER_HEAD_DIMS per pass; docs/perf/attention_tma.md); "
                           "on, wherever the inputs allow it; off, never. Read at each call."),
     "matmul_tma": Knob("TESSERA_MATMUL_TMA", "auto", _parse_auto,
                        "tessera.ops.matmul's persistent TMA kernel, where the inputs allow it "

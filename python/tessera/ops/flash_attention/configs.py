@@ -134,13 +134,16 @@ TMA_ALIGN = 16  # bytes: the TMA's rule for a tensor map's base address and row 
 # descriptors D = 64 1.261x (causal 1.088x), D = 128 1.214x (causal 1.147x). bwd: D = 64
 # 1.047x (causal 0.973x), D = 128 1.112x (causal 0.936x), and compute-sanitizer's racecheck
 # reports write-write hazards in its dK/dV kernel (docs/perf/attention_tma.md, "The
-# backward"): none under auto until they are cleared. TESSERA_ATTENTION_TMA=on takes both
-# passes at every eligible D (tests and A/B).
-TMA_FASTER_HEAD_DIMS = {"fwd": (64, 128), "bwd": ()}
+# backward"): none under auto until they are cleared. "masked_fwd", "masked_dq": the
+# masked-attention forward's and dQ kernel's K and V (ops/masked_attention/; not measured yet:
+# none under auto, docs/perf/masked_attention.md "TMA"). TESSERA_ATTENTION_TMA=on takes every
+# pass at every eligible D (tests and A/B).
+TMA_FASTER_HEAD_DIMS = {"fwd": (64, 128), "bwd": (), "masked_fwd": (), "masked_dq": ()}
 
 
 def tma_path(*tensors, arch: str | None = None, kernel: str = "fwd") -> bool:
-    """Whether `kernel`'s pass ("fwd" or "bwd") reads its tiles by the TMA: the forward
+    """Whether `kernel`'s pass (a key of TMA_FASTER_HEAD_DIMS) reads its tiles by the TMA: the
+    forwards
     through (B, H, S, D) host tensor descriptors, the backward through per-head (S, D) device
     descriptors. Both need sm_90a with knobs.tma, 16-bit inputs on the wgmma configs (the TMA
     plan's slots are wgmma's swizzled tiles), and what a tensor map needs of every input: the

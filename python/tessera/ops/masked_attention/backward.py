@@ -14,7 +14,8 @@ With S = Q Kᵀ · sm_scale + bias (−inf where masked), P = softmax(S), O = P 
    atomically (heads and batches that share a bias row add into it); a bias broadcast over
    rows gets each program's column sums, added once per query head.
 3. attention_masked_bwd_dq_kernel: one program per BLOCK_M queries walks the live key blocks,
-   as the forward.
+   as the forward; on sm_90a (TMA, the forward's rule: docs/perf/masked_attention.md "TMA")
+   its K and V come from (B, Hkv, Sk, D) host descriptors at the listed rows.
 
 A fully masked row has o = 0 (so Δ = 0) and lse = +inf (so P = 0): all its gradients are 0.
 """
@@ -25,10 +26,10 @@ import tessera.language as tl
 
 from ..flash_attention.backward import attention_bwd_preprocess_kernel
 from ..flash_attention.configs import (LOG2E, _empty, _last_dim_contiguous, _strides,
-                                       preprocess_block, reload_tiles)
-from ..flash_attention.forward import load_rows, offsets_of, rows_of
-from .blocks import SUPER, autotuned, check, layout_of
-from .forward import prepare, scores
+                                       preprocess_block, reload_tiles, tma_path)
+from ..flash_attention.forward import head_descriptors, head_tile, load_rows, offsets_of, rows_of
+from .blocks import ROWS, SUPER, autotuned, check, layout_of
+from .forward import key_blocks, prepare, scores
 
 
 @tessera.jit
@@ -141,21 +142,26 @@ def masked_dq_steps(dq, q, do, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, 
                     stride_vs, stride_bm, stride_bn, stride_mm, stride_mn,
                     BLOCK_N: tl.constexpr, SUPER: tl.constexpr, PARTIAL: tl.constexpr,
                     HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr, CAUSAL: tl.constexpr,
-                    RELOAD: tl.constexpr):
-    """dQ from the `count` key 128-blocks listed at `blocks`, as masked_fwd_steps walks them."""
+                    RELOAD: tl.constexpr, TMA: tl.constexpr = False, off_b=0, off_kh=0):
+    """dQ from the `count` key 128-blocks listed at `blocks`, as masked_fwd_steps walks them
+    (TMA: K and V as there, through the host descriptors k_head and v_head)."""
     for j in range(0, count * (SUPER // BLOCK_N)):
         start_n = (tl.load(blocks + j // (SUPER // BLOCK_N)) * SUPER
                    + (j % (SUPER // BLOCK_N)) * BLOCK_N)
         cols = start_n + tl.arange(0, BLOCK_N)
         q_step = load_rows(q_ptrs, rows, Sq, True) if RELOAD else q
         do_step = load_rows(do_ptrs, rows, Sq, True) if RELOAD else do
-        k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, Sk, PARTIAL)
-        v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, Sk, PARTIAL)
+        if TMA:  # rows past Sk are the TMA's zero fill, never the next head's
+            k = head_tile(k_head, off_b, off_kh, start_n)
+            v = head_tile(v_head, off_b, off_kh, start_n)
+        else:
+            k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, Sk, PARTIAL)
+            v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, Sk, PARTIAL)
         qk = tl.dot(q_step, tl.trans(k), input_precision="tf32")
         dp = tl.dot(do_step, tl.trans(v), input_precision="tf32")
         s = scores(qk, qk_scale, bias_head, mask_head, rows[:, None], cols[None, :], Sq, Sk,
                    stride_bm, stride_bn, stride_mm, stride_mn, PARTIAL, HAS_BIAS, HAS_MASK,
-                   CAUSAL)
+                   CAUSAL, cols, TMA)
         p = tl.exp2(s - lse[:, None])
         ds = p * (dp - delta[:, None])
         dq = tl.dot(ds.to(k.dtype), k, dq, input_precision="tf32")
@@ -172,15 +178,19 @@ def attention_masked_bwd_dq_kernel(
         stride_bb, stride_bh, stride_bm, stride_bn, stride_mb, stride_mh, stride_mm, stride_mn,
         D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SUPER: tl.constexpr,
         CAUSAL: tl.constexpr, HAS_MASK: tl.constexpr, HAS_BIAS: tl.constexpr,
-        RELOAD: tl.constexpr = False):
+        RELOAD: tl.constexpr = False, TMA: tl.constexpr = False):
     start_m = tl.program_id(0)
     off_bh = tl.program_id(axis=1)
     off_b, off_h = off_bh // H, off_bh % H
     rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     q_ptrs = rows_of(q_ptr, stride_qb, stride_qh, stride_qs, off_b, off_h, rows, D)
     do_ptrs = rows_of(do_ptr, stride_dob, stride_doh, stride_dos, off_b, off_h, rows, D)
-    k_head = k_ptr + off_b * stride_kb + (off_h // G) * stride_kh
-    v_head = v_ptr + off_b * stride_vb + (off_h // G) * stride_vh
+    if TMA:  # (B, Hkv, Sk, D) host descriptors, blocks (1, 1, BLOCK_N, D): as the forward's
+        k_head = k_ptr
+        v_head = v_ptr
+    else:
+        k_head = k_ptr + off_b * stride_kb + (off_h // G) * stride_kh
+        v_head = v_ptr + off_b * stride_vb + (off_h // G) * stride_vh
     bias_head = bias_ptr + off_b * stride_bb + off_h * stride_bh
     mask_head = mask_ptr + off_b * stride_mb + off_h * stride_mh
     k_offs = offsets_of(tl.arange(0, BLOCK_N), stride_ks, D)
@@ -198,12 +208,12 @@ def attention_masked_bwd_dq_kernel(
         dq, q, do, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, bias_head, mask_head, lse,
         delta, blocks, full, rows, Sq, Sk, qk_scale, stride_ks, stride_vs, stride_bm,
         stride_bn, stride_mm, stride_mn, BLOCK_N, SUPER, False, HAS_BIAS, HAS_MASK, CAUSAL,
-        RELOAD)
+        RELOAD, TMA, off_b, off_h // G)
     dq = masked_dq_steps(
         dq, q, do, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, bias_head, mask_head, lse,
         delta, blocks + full, partial, rows, Sq, Sk, qk_scale, stride_ks, stride_vs,
         stride_bm, stride_bn, stride_mm, stride_mn, BLOCK_N, SUPER, True, HAS_BIAS, HAS_MASK,
-        CAUSAL, RELOAD)
+        CAUSAL, RELOAD, TMA, off_b, off_h // G)
     dq = dq * sm_scale
     tl.store(rows_of(dq_ptr, stride_dqb, stride_dqh, stride_dqs, off_b, off_h, rows, D),
              dq.to(dq_ptr.dtype.element_ty), mask=rows[:, None] < Sq)
@@ -211,7 +221,7 @@ def attention_masked_bwd_dq_kernel(
 
 _tuned_dkdv = autotuned("dkdv", attention_masked_bwd_dkdv_kernel, reset=["dbias_ptr"],
                         keys=["DBIAS"])
-_tuned_dq = autotuned("dq", attention_masked_bwd_dq_kernel)
+_tuned_dq = autotuned("dq", attention_masked_bwd_dq_kernel, keys=["TMA"], pre_hook=key_blocks)
 
 
 def _zeros_fp32(like, shape):
@@ -265,10 +275,14 @@ def attention_masked_backward(q, k, v, o, lse, do, mask=None, bias=None, causal:
         sm_scale * LOG2E, H, H // Hkv, Sq, Sk, NQ, NK, list_b, list_h, *strides,
         *_strides(dk)[:3], *_strides(dv)[:3], *bs, *ms, *dbias_strides, DBIAS=dbias_mode,
         **flags)
+    # dQ's K and V by the TMA under the forward's rule (masked_fwd.forward_launch), its own
+    # entry "masked_dq" of TMA_FASTER_HEAD_DIMS.
+    tma = layout_of(bias) != ROWS.value and tma_path(k, v, kernel="masked_dq")
+    keys, values = head_descriptors(k, v) if tma else (k, v)
     _tuned_dq[(lambda meta: (tessera.cdiv(Sq, meta["BLOCK_M"]), B * H))](
-        q, k, v, do, dq, lse, delta, bias_arg, mask_arg, *lists[:2], sm_scale,
+        q, keys, values, do, dq, lse, delta, bias_arg, mask_arg, *lists[:2], sm_scale,
         sm_scale * LOG2E, H, H // Hkv, Sq, Sk, NQ, NK, list_b, list_h, *strides,
-        *_strides(dq)[:3], *bs, *ms, **flags)
+        *_strides(dq)[:3], *bs, *ms, TMA=tma, **flags)
     if not dbias_mode:
         return dq, dk, dv, None
     return dq, dk, dv, (dbias.astype(bias.dtype) if isinstance(dbias, np.ndarray)

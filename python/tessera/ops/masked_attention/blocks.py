@@ -255,16 +255,18 @@ def launch_options(config: tuple) -> dict:
     return options
 
 
-def autotuned(kernel: str, fn, reset=(), keys=()):
+def autotuned(kernel: str, fn, reset=(), keys=(), pre_hook=None):
     """`fn` autotuned over the dense attention kernels' candidates for `kernel` (the masked
-    kernels keep their structure), keyed on lengths, head dim, causal and which inputs exist;
-    the results stay on disk like every @tessera.autotune."""
+    kernels keep their structure), keyed on lengths, head dim, causal and which inputs exist
+    (and `keys`: more constexprs that pick a variant, e.g. TMA); the results stay on disk like
+    every @tessera.autotune. `pre_hook`: each config's (the blocks of descriptor arguments)."""
     tables = (CONFIGS[kernel], CONFIGS[kernel + "_fp32"], WGMMA_CONFIGS[kernel])
     tuples = list(dict.fromkeys([t for table in tables for lst in table.values() for t in lst]
                                 + [t for (name, *_), t in MASKED_DEFAULTS.items()
                                    if name == kernel]))
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
-                                 num_stages=t[3], maxnreg=t[4] if len(t) > 4 else None)
+                                 num_stages=t[3], maxnreg=t[4] if len(t) > 4 else None,
+                                 pre_hook=pre_hook)
                for t in tuples}
 
     def for_this_launch(_configs, nargs, **kwargs):
