@@ -184,3 +184,34 @@ def test_with_the_real_compile_pool(tmp_path, monkeypatch):
     assert len(warms) == first_bench                   # none during or after the pass
     bursts = [w for w in warms if w[2] == warming.WARM_BURST_MS]
     assert len({config for _, config, _ in bursts}) <= 1  # one warm config under the compiles
+
+
+@tessera.jit(interpret=True)
+def accumulate_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    total = tl.load(out_ptr + offs, mask=mask) + tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, total, mask=mask)
+
+
+def test_warm_launches_under_the_compiles_keep_restore_value_arguments(monkeypatch):
+    """A kernel that updates its argument: the warm launches while others compile run on the
+    saved arguments (restore_value), so the caller's launch adds exactly once."""
+    class Launching(Compiling):
+        def warm_up(self, call, config, do_bench):
+            call()                                   # really launch (interpreted)
+            super().warm_up(call, config, do_bench)
+
+    clock = Clock()
+    monkeypatch.setattr(warming, "clock", clock)
+    kernel = tessera.autotune(configs=CONFIGS, key=["n"], cache_results=False,
+                              restore_value=["out_ptr"])(accumulate_kernel)
+    kernel.backend = fake = Launching(clock, [400, 100, 300, 200])
+    n = 1000
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(n).astype(np.float32)
+    out = rng.standard_normal(n).astype(np.float32)
+    expected = out + x
+    kernel[lambda meta: (tessera.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    np.testing.assert_array_equal(out, expected)
+    assert len([e for e in fake.events if e[0] == "warm"]) >= 10   # launched many times
