@@ -285,6 +285,8 @@ def refine_together(tuner, group: Group, launch, timings: Dict[int, float], text
     within a GPU; a steady speed difference between two GPUs is not cancelled (that would
     take timing a shared reference config on every rank: one more config per rank's
     rounds); on identical GPUs of one host it is of the order of the noise the rounds leave.
+    A rank may idle at the gather while a slower rank finishes its pass; the median of its
+    rounds absorbs a first round slowed by that.
     """
     from . import backend as backends
     from . import refine

@@ -19,10 +19,10 @@ nothing), and one line on stderr says so.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
-import contextlib
 import logging
 import sys
 import time

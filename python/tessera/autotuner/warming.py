@@ -17,7 +17,10 @@ it overlaps them where it can:
   idled longer than WARM_GAP_MS.
 
 So the GPU is as warm as before when the pass starts; only the wait for it moved under the
-compiles. Only with the default timer (a kernel given its own timer is timed as it asked).
+compiles. The last compile's result waits for the burst in progress: at most one burst
+(do_bench runs a kernel at least 8 times, so for a kernel of 10 ms or more a burst is as long
+as the old warm-up was, and the warm-up it replaces is then skipped). Only with the default
+timer (a kernel given its own timer is timed as it asked).
 """
 from __future__ import annotations
 
