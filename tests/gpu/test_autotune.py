@@ -239,6 +239,44 @@ def test_parallel_tuning_tunes_every_config_right():
     assert kernel.best_config == min(kernel.configs_timings, key=kernel.configs_timings.get)
 
 
+@tessera.jit
+def accumulate_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    total = tl.load(out_ptr + offs, mask=mask) + tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, total, mask=mask)
+
+
+def test_the_gpu_warmed_under_the_compiles_before_the_pass():
+    """autotuner/warming.py on the GPU: warm launches (during the compiles, and whatever is
+    left before the pass) all come before the first timed launch; a kernel that updates its
+    argument (restore_value) still adds exactly once for the caller. Not timing-based."""
+    from tessera.autotuner import TuningBackend
+    events = []
+
+    class Recording(TuningBackend):
+        def warm_up(self, call, config, do_bench):
+            events.append("warm")
+            return super().warm_up(call, config, do_bench)
+
+        def bench(self, call, config, do_bench):
+            events.append("bench")
+            return super().bench(call, config, do_bench)
+
+    kernel = tessera.autotune(configs=EIGHT, key=["n"], cache_results=False,
+                              restore_value=["out_ptr"])(accumulate_kernel)
+    kernel.backend = Recording()
+    n = (1 << 20) + 3
+    x, out, _ = inputs(n, seed=3)
+    expected = out + x
+    kernel[grid(n)](x, out, n)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    first_bench = events.index("bench")
+    assert first_bench >= 1 and "warm" not in events[first_bench:]
+    print(f"\n{first_bench} warm-up launch(es) before the pass, compile "
+          f"{kernel.compile_time:.2f} s, timing {kernel.benchmark_time:.2f} s")
+
+
 if __name__ == "__main__":
     import tempfile
     knobs.cache_dir = tempfile.mkdtemp(prefix="tessera-autotune-")

@@ -116,9 +116,11 @@ class TuningBackend:
         return Target(device, props.name, launcher.arch_of(device), props)
 
     def compile(self, jobs: Sequence[CompileJob],
-                on_done: Optional[Callable[[int, Outcome], None]] = None) -> List[Outcome]:
-        """Compiles every job, in parallel on all CPU cores."""
-        results = parallel.run_jobs(jobs, compile_one, on_done=on_done)
+                on_done: Optional[Callable[[int, Outcome], None]] = None,
+                on_idle: Optional[parallel.Idle] = None) -> List[Outcome]:
+        """Compiles every job, in parallel on all CPU cores; ``on_done(index, outcome)`` as
+        each finishes and ``on_idle()`` while waiting, both in this process (parallel.py)."""
+        results = parallel.run_jobs(jobs, compile_one, on_done=on_done, on_idle=on_idle)
         return [r if isinstance(r, Outcome) else Outcome(failure=failure_reason(r))
                 for r in results]
 

@@ -13,9 +13,12 @@ TESSERA_AUTOTUNE_DISTRIBUTED=0 opts out). For one tuning key, every rank of the 
    Group rank 0 posts its stored tuning result too, if it has one: then every rank takes it.
 2. compiles and times its share: candidate i belongs to rank i % world size;
 3. gathers every rank's timings and failures (``all_gather_object`` on the group's backend);
-4. chooses the fastest, ties to the lowest candidate index (:func:`fastest`): the same rule on
+4. with the default timer, refines over the group (:func:`refine_together`): the finalists
+   are picked from the gathered timings by one rule (refine.finalists), each rank times the
+   finalists of its own share again in alternating rounds, and those medians are gathered;
+5. chooses the fastest, ties to the lowest candidate index (:func:`fastest`): the same rule on
    the same numbers, so the same config on every rank;
-5. group rank 0 alone writes the tuning record.
+6. group rank 0 alone writes the tuning record.
 
 As for any collective, all ranks of the group must launch the same autotuned kernels with the
 same tuning keys in the same order (SPMD training does). Without torch imported, or without an
@@ -252,12 +255,50 @@ def choose_together(tuner, group: Group, key: tuple, launch, target, mode: str):
     start = time.perf_counter()
     try:
         timings, failures = tuner._measure(launch, target, candidates,
-                                           share(len(candidates), group), text)
+                                           share(len(candidates), group), text,
+                                           refine_here=False)
         part: Dict[str, Any] = {"timings": timings, "failures": failures}
     except Exception as error:  # noqa: BLE001 - the other ranks must hear of it, not hang
         part = {"error": backends.failure_reason(error)}
     timings, failures = merge(group, gather(group, part, target.device))
+    if tuner._default_timer:
+        timings = refine_together(tuner, group, launch, timings, text, target.device)
     best = tuner._conclude(candidates, timings, failures, start)
     if group.rank == 0:
         tuner._store(material, disk_key, ranks=group.size)
     return best
+
+
+def refine_together(tuner, group: Group, launch, timings: Dict[int, float], text: str,
+                    device: int = -1) -> Dict[int, float]:
+    """The group's timings with the close finalists timed again (refine.py says why).
+
+    The finalists come from the gathered timings by refine.finalists, a pure function of
+    them, so every rank picks the same ones. Each rank times again, in alternating rounds,
+    only the finalists of its own share (a rank owning one times it alone, so that every
+    finalist's figure is a median of rounds), on its own GPU; then one more gather. A rank
+    owns about REFINE_FINALISTS / size finalists, instead of refining up to REFINE_FINALISTS
+    of its own share as a rank tuning alone does.
+
+    Across ranks, the medians compare as the pass's timings already do: each from its own
+    GPU, all GPUs of one kind (meet checks the device name). The rounds cancel clock drift
+    within a GPU; a steady speed difference between two GPUs is not cancelled (that would
+    take timing a shared reference config on every rank: one more config per rank's
+    rounds); on identical GPUs of one host it is of the order of the noise the rounds leave.
+    A rank may idle at the gather while a slower rank finishes its pass; the median of its
+    rounds absorbs a first round slowed by that.
+    """
+    from . import backend as backends
+    from . import refine
+
+    finalists = refine.finalists(timings)
+    if not finalists:  # decided from the gathered timings: every rank skips alike
+        return timings
+    mine = [index for index in finalists if index % group.size == group.rank]
+    try:
+        part: Dict[str, Any] = {"timings": tuner._refine_own(launch, mine, text),
+                                "failures": {}}
+    except Exception as error:  # noqa: BLE001 - the other ranks must hear of it, not hang
+        part = {"error": backends.failure_reason(error)}
+    refined, _ = merge(group, gather(group, part, device))
+    return {**timings, **refined}

@@ -8,9 +8,10 @@ with a new key chooses it:
 2. tune: prune (``early_config_prune``, ``perf_model`` + ``top_k``, then the resource model:
    a block with more threads than the device allows) → compile every surviving config at once
    on all CPU cores (backend.py; each worker drops configs whose tile IR cannot fit, then
-   compiles, then drops configs whose registers/shared memory cannot fit) → time each
-   compiled config on the GPU, then the finalists within a few percent of the fastest again
-   in alternating rounds (Autotuner._refine) → keep the fastest, store it on disk.
+   compiles, then drops configs whose registers/shared memory cannot fit; the GPU is kept warm
+   meanwhile with the first config compiled, warming.py) → time each compiled config on the
+   GPU, then the finalists within a few percent of the fastest again in alternating rounds
+   (refine.py) → keep the fastest, store it on disk.
 
 ``TESSERA_AUTOTUNE=force`` ignores stored results, ``off`` never tunes (stored result, else
 the first config). In interpret mode the first config is used, untimed (CPU timings mean
@@ -18,11 +19,11 @@ nothing), and one line on stderr says so.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import logging
-import statistics
 import sys
 import time
 import warnings
@@ -33,7 +34,7 @@ from ..runtime import descriptor_arguments, tuple_arguments
 from ..config import knobs
 from . import backend as backends
 from ..device import resources
-from . import distributed, noise, results
+from . import distributed, noise, refine, results, warming
 from .configs import Config
 from .heuristics import Heuristics, decorator_chain
 from .progress import Progress
@@ -41,14 +42,12 @@ from ..tracebacks import api_boundary
 
 _log = logging.getLogger("tessera.autotune")
 _MODES = ("", "force", "off")
-# The refinement of close finalists (Autotuner._refine): configs timed within REFINE_MARGIN of
-# the fastest, REFINE_FINALISTS at most, timed again in REFINE_ROUNDS alternating rounds of
-# about REFINE_ROUND_MS each (4 finalists: ~0.25 s more per tuning).
-REFINE_MARGIN = 0.08
-REFINE_FINALISTS = 4
-REFINE_ROUNDS = 5
-REFINE_ROUND_MS = 10.0
-WARM_UP_MS = 100.0  # the first config run untimed before the pass (Autotuner._warm_up)
+# The refinement of close finalists (refine.py) and the warm-up before the pass (warming.py).
+REFINE_MARGIN = refine.REFINE_MARGIN
+REFINE_FINALISTS = refine.REFINE_FINALISTS
+REFINE_ROUNDS = refine.REFINE_ROUNDS
+REFINE_ROUND_MS = refine.REFINE_ROUND_MS
+WARM_UP_MS = warming.WARM_UP_MS
 
 
 def _zero(value) -> None:
@@ -160,6 +159,9 @@ class Autotuner:
         self._defaults = {p.name: p.default for p in self.jit_fn.params
                           if p.default is not inspect.Parameter.empty}
         self._restore_copies: Dict[str, Any] = {}
+        # The last pass's launch of each timed candidate: {index: (config, call)}, for the
+        # refinement rounds that follow it (distributed tuning: after the timings are gathered).
+        self._timed: Dict[int, Tuple[Config, Callable[[], None]]] = {}
 
     # ------------------------------------------------------------------ launching
 
@@ -400,11 +402,12 @@ class Autotuner:
                                    options, target)
 
     def _measure(self, launch: _Launch, target, candidates: List[Config],
-                 indices: Sequence[int], key_text: str) -> Tuple[Dict[int, float],
-                                                                  Dict[int, str]]:
+                 indices: Sequence[int], key_text: str,
+                 refine_here: bool = True) -> Tuple[Dict[int, float], Dict[int, str]]:
         """Compiles (all at once) and times the candidates at ``indices``:
-        ({index: ms}, {index: why it failed}). Sets compile_time, compile_workers and
-        benchmark_time."""
+        ({index: ms}, {index: why it failed}); then refines the close finalists, unless
+        ``refine_here`` is False (distributed tuning refines over the group's timings).
+        Sets compile_time, compile_workers and benchmark_time."""
         failures: Dict[int, str] = {}
         jobs: List[backends.CompileJob] = []
         job_of: Dict[int, int] = {}
@@ -426,19 +429,34 @@ class Autotuner:
                 index_of_key[job.kernel_key] = len(jobs)
                 jobs.append(job)
             job_of[index] = index_of_key[job.kernel_key]
+        with self._arguments_kept(launch):  # warm launches may start while others compile
+            return self._compile_and_time(launch, candidates, jobs, job_of, failures,
+                                          key_text, refine_here)
+
+    def _compile_and_time(self, launch: _Launch, candidates: List[Config],
+                          jobs: List[backends.CompileJob], job_of: Dict[int, int],
+                          failures: Dict[int, str], key_text: str,
+                          refine_here: bool) -> Tuple[Dict[int, float], Dict[int, str]]:
         self._bar = bar = Progress(self.__name__)
         compiled = [0]
+        # The config a compiled job is launched with when it warms the GPU: its first.
+        config_of_job = {job_index: candidates[index]
+                         for index, job_index in sorted(job_of.items(), reverse=True)}
+        installed: set = set()
+        warmer = self._warmer(launch, installed)
 
-        def on_compiled(_index, _outcome):
+        def on_compiled(job_index, outcome):
             compiled[0] += 1
             bar.update("compiled", compiled[0], len(jobs))
+            if warmer is not None:
+                warmer.compiled(jobs[job_index], outcome, config_of_job[job_index])
 
         compile_start = time.perf_counter()
-        outcomes = self.backend.compile(jobs, on_done=on_compiled) if jobs else []
+        outcomes = self._compile(jobs, on_compiled, warmer) if jobs else []
         if outcomes and all(o.pruned for o in outcomes):
             # The estimate ruled out every config; it is a model, ptxas is exact: compile them.
             jobs = [dataclasses.replace(job, estimate_first=False) for job in jobs]
-            outcomes = self.backend.compile(jobs, on_done=on_compiled)
+            outcomes = self._compile(jobs, on_compiled, warmer)
         self.compile_time = time.perf_counter() - compile_start
         self.compile_workers = len({o.worker for o in outcomes}) if outcomes else 0
         built = []
@@ -450,9 +468,45 @@ class Autotuner:
                 prefix = "pruned before compiling: " if outcome.pruned else ""
                 failures[index] = prefix + outcome.failure
         bench_start = time.perf_counter()
-        timings = self._bench_all(launch, built, failures, bar, key_text)
+        timings = self._bench_all(launch, built, failures, bar, key_text, warmer, installed,
+                                  refine_here)
         self.benchmark_time = time.perf_counter() - bench_start
         return timings, failures
+
+    def _warmer(self, launch: _Launch, installed: set) -> Optional[warming.Warmer]:
+        """The GPU's warm-up during the compiles (warming.py): with the default timer, and a
+        backend whose compile takes on_idle (a replaced backend may not)."""
+        if not self._default_timer:
+            return None
+        try:
+            takes_idle = "on_idle" in inspect.signature(self.backend.compile).parameters
+        except (TypeError, ValueError):
+            takes_idle = False
+        if not takes_idle:
+            return None
+        return warming.Warmer(self.backend, functools.partial(self._kernel_call, launch),
+                              installed)
+
+    def _compile(self, jobs, on_compiled, warmer: Optional[warming.Warmer]):
+        if warmer is None:
+            return self.backend.compile(jobs, on_done=on_compiled)
+        return self.backend.compile(jobs, on_done=on_compiled, on_idle=warmer.idle)
+
+    @contextlib.contextmanager
+    def _arguments_kept(self, launch: _Launch):
+        """Around launches of candidate configs: the ``restore_value`` arguments are saved
+        (each launch's post_hook restores them) and, after the last, restored and the
+        ``reset_to_zero`` ones zeroed, so that the launch that follows starts from the
+        arguments as the caller gave them."""
+        named = launch.named
+        self._restore_copies = {name: _snapshot(named[name]) for name in self.restore_value}
+        try:
+            yield
+        finally:
+            for name, saved in self._restore_copies.items():
+                _restore(named[name], saved)
+            self._restore_copies = {}
+            self._reset_arguments(named)
 
     def _conclude(self, candidates: List[Config], timings: Dict[int, float],
                   failures: Dict[int, str], start: float) -> Config:
@@ -489,88 +543,93 @@ class Autotuner:
                 f"process{'es' if workers != 1 else ''}, timing {self.benchmark_time:.2f}s")
 
     def _bench_all(self, launch: _Launch, built: List[tuple], failures: Dict[int, str],
-                   bar: Progress, key_text: str) -> Dict[int, float]:
+                   bar: Progress, key_text: str, warmer: Optional[warming.Warmer],
+                   installed: set, refine_here: bool) -> Dict[int, float]:
         """Times each (index, config, job, outcome) of ``built``: {index: ms}, perturbed by
         TESSERA_AUTOTUNE_NOISE when set; a config that fails to load or launch goes to
-        ``failures``."""
+        ``failures``. Then, with ``refine_here``, refines the close finalists (_refine)."""
         timings: Dict[int, float] = {}
-        calls: Dict[int, Callable[[], None]] = {}
-        installed = set()
-        named = launch.named
-        self._restore_copies = {name: _snapshot(named[name]) for name in self.restore_value}
-        try:
-            self._warm_up(launch, built)
-            for done, (index, config, job, outcome) in enumerate(built, 1):
-                try:
-                    if id(job) not in installed:
-                        installed.add(id(job))
-                        self.backend.install(job, outcome)
-                    call = calls[index] = self._kernel_call(launch, config)
-                    ms = self.backend.bench(call, config, self.do_bench)
-                    timings[index] = noise.perturb(ms, key_text, index)
-                except Exception as error:  # noqa: BLE001 - a config that cannot launch
-                    failures[index] = backends.failure_reason(error)
-                best = distributed.fastest(timings) if timings else None
-                bar.update("timed", done, len(built),
-                           f"{timings[best]:.4f} ms ({built_config(built, best)})"
-                           if best is not None else None)
-            self._refine(timings, built, calls, key_text)
-        finally:
-            # The launch that follows starts from the arguments as the caller gave them.
-            for name, saved in self._restore_copies.items():
-                _restore(named[name], saved)
-            self._restore_copies = {}
-            self._reset_arguments(named)
+        self._timed = {}
+        self._warm_up(launch, built, warmer, installed)
+        for done, (index, config, job, outcome) in enumerate(built, 1):
+            try:
+                if id(job) not in installed:
+                    installed.add(id(job))
+                    self.backend.install(job, outcome)
+                call = self._kernel_call(launch, config)
+                self._timed[index] = (config, call)
+                ms = self.backend.bench(call, config, self.do_bench)
+                timings[index] = noise.perturb(ms, key_text, index)
+            except Exception as error:  # noqa: BLE001 - a config that cannot launch
+                failures[index] = backends.failure_reason(error)
+            best = distributed.fastest(timings) if timings else None
+            bar.update("timed", done, len(built),
+                       f"{timings[best]:.4f} ms ({built_config(built, best)})"
+                       if best is not None else None)
+        if refine_here:
+            self._refine(timings, key_text)
         return timings
 
-    def _warm_up(self, launch: _Launch, built: List[tuple]) -> None:
-        """Runs the first config for about WARM_UP_MS before the pass, untimed.
+    def _warm_up(self, launch: _Launch, built: List[tuple], warmer: Optional[warming.Warmer],
+                 installed: set) -> None:
+        """Makes sure the GPU has run for about WARM_UP_MS, untimed, when the pass starts.
 
         The GPU idles while the configs compile (a second or more): its clocks drop, and the
         first launches of a new module pay its lazy load. Timed first, config 0 then reads
         slow: on an H200 the compat suite's 128x128x64 matmul read above 0.32 ms in one
-        tuning and 0.21 ms in the next, so a config 50% slower won. Only with the default
-        timer; a config that cannot launch is left to the pass, which records why."""
+        tuning and 0.21 ms in the next, so a config 50% slower won. The warm-up overlaps the
+        compiles where it can (warming.py); here runs what is left of it: nothing when the
+        GPU was kept busy long enough up to now, else the rest on the warm config, or, on a
+        cold GPU, WARM_UP_MS of the first config as before. Only with the default timer; a
+        config that cannot launch is left to the pass, which records why."""
         if not self._default_timer or not built:
+            return
+        remaining = warmer.remaining_ms() if warmer is not None else WARM_UP_MS
+        if remaining < warming.MIN_WARM_MS:
+            return
+        if warmer is not None and warmer.call is not None and remaining < WARM_UP_MS:
+            warmer.run(remaining)
             return
         _, config, job, outcome = built[0]
         try:
-            self.backend.install(job, outcome)
+            if id(job) not in installed:
+                installed.add(id(job))
+                self.backend.install(job, outcome)
             self.backend.warm_up(self._kernel_call(launch, config), config,
                                  self._warm_timer)
         except Exception:  # noqa: BLE001 - the pass times (and reports) this config anyway
             pass
 
-    def _refine(self, timings: Dict[int, float], built: List[tuple],
-                calls: Dict[int, Callable[[], None]], key_text: str) -> None:
-        """Times the finalists again, in alternating rounds, and keeps those medians.
+    def _refine(self, timings: Dict[int, float], key_text: str) -> None:
+        """Times the close finalists of ``timings`` again in alternating rounds and keeps
+        those medians (refine.py says why). Only with the default timer (autotune without
+        do_bench=, warmup=, rep=, use_cuda_graph=): a kernel given its own timer is timed
+        exactly as it asked, as in Triton."""
+        if not self._default_timer:
+            return
+        timings.update(self._refine_rounds(refine.finalists(timings), key_text))
 
-        One pass of one timing per config, one config after another, picks by noise when
-        configs are close: the GPU's clocks drift over the pass (a long tensor-core kernel
-        heats the card), so the configs timed first look faster. On an H200 the 8192^3
-        matmul's pass chose configs 7-8% slower than the best one timed in alternating rounds.
-        So the configs within REFINE_MARGIN of the fastest (REFINE_FINALISTS at most) are timed
-        again, each round timing every finalist once in turn, and each finalist's time becomes
-        the median of its rounds: drift falls on all of them alike. Only with the default timer
-        (autotune without do_bench=, warmup=, rep=, use_cuda_graph=): a kernel given its own
-        timer is timed exactly as it asked, as in Triton.
-        """
-        if not self._default_timer or len(timings) < 2:
-            return
-        best = timings[distributed.fastest(timings)]
-        close = sorted((ms, index) for index, ms in timings.items()
-                       if ms <= best * (1.0 + REFINE_MARGIN))
-        finalists = [index for _, index in close[:REFINE_FINALISTS]]
-        if len(finalists) < 2:
-            return
-        config_of = {index: config for index, config, _, _ in built}
-        rounds: Dict[int, List[float]] = {index: [] for index in finalists}
-        for _ in range(REFINE_ROUNDS):
-            for index in finalists:
-                ms = self.backend.bench(calls[index], config_of[index], self._round_timer)
-                rounds[index].append(noise.perturb(ms, key_text, index))
-        for index, times in rounds.items():
-            timings[index] = statistics.median(times)
+    def _refine_rounds(self, indices: Sequence[int], key_text: str) -> Dict[int, float]:
+        """{index: median of its alternating rounds} for candidates of the last pass."""
+        if not indices:
+            return {}
+
+        def bench(index: int) -> float:
+            config, call = self._timed[index]
+            return self.backend.bench(call, config, self._round_timer)
+
+        return refine.rounds(indices, bench, key_text)
+
+    def _refine_own(self, launch: _Launch, indices: Sequence[int],
+                    key_text: str) -> Dict[int, float]:
+        """Distributed tuning's rounds of this rank's finalists, after the pass: the
+        arguments are kept as around the pass."""
+        start = time.perf_counter()
+        try:
+            with self._arguments_kept(launch):
+                return self._refine_rounds(indices, key_text)
+        finally:
+            self.benchmark_time += time.perf_counter() - start
 
     def _kernel_call(self, launch: _Launch, config: Config) -> Callable[[], None]:
         current = {**launch.kwargs, **config.all_kwargs()}
@@ -605,7 +664,7 @@ def built_config(built: List[tuple], index: int) -> Config:
 
 def _do_bench(warmup: float, rep: float) -> Callable:
     """testing.do_bench with these budgets (ms): the warm-up before a pass (_warm_up, its
-    result dropped) and each refinement round (_refine)."""
+    result dropped) and each refinement round (_refine_rounds)."""
     from .. import testing
     return functools.partial(testing.do_bench, warmup=warmup, rep=rep)
 

@@ -99,6 +99,79 @@ def test_the_fastest_wins_and_ties_go_to_the_lower_index(tmp_path):
     assert [r["chosen"]["100"] for r in flat_results] == [0, 0]
 
 
+def pass_then_rounds(pass_ms, round_ms, default=2.0):
+    """A timer whose first timing of a config (the pass) reads ``pass_ms`` and later ones
+    (the refinement rounds) ``round_ms``: drift that only alternating rounds undo."""
+    seen = set()
+
+    def times(config):
+        index = index_of(config)
+        first = index not in seen
+        seen.add(index)
+        table = pass_ms if first else round_ms
+        return table.get(index, pass_ms.get(index, default))
+    return times
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_the_group_refines_its_global_finalists_each_rank_its_own(tmp_path, world):
+    from tessera.autotuner import refine
+    # Five configs within 8% of the fastest in the pass; the four fastest are the finalists
+    # (13 is not); in alternating rounds 9 is the fastest (0.98), and wins on every rank.
+    pass_ms = {3: 0.95, 6: 1.00, 9: 1.02, 12: 1.01, 13: 1.02}
+    round_ms = {3: 1.10, 6: 1.05, 9: 0.98, 12: 1.01, 13: 0.5}
+    finalists = [3, 6, 12, 9]                              # by pass time, then index
+    out = run_ranks(world, tune_sizes(times=pass_then_rounds(pass_ms, round_ms),
+                                      sizes=(100,)), tmp_path)
+    assert [r["chosen"]["100"] for r in out] == [9] * world
+    timings = dict(out[0]["timings"]["100"])
+    assert all(dict(r["timings"]["100"]) == timings for r in out)
+    assert {i: timings[i] for i in finalists} == {i: round_ms[i] for i in finalists}
+    assert timings[13] == pass_ms[13]                      # not a finalist: its pass time
+    for rank, result in enumerate(out):                    # the pass, then its own rounds
+        share = [i for i in range(16) if i % world == rank]
+        own = [i for i in finalists if i % world == rank]
+        assert result["benched"] == share + own * refine.REFINE_ROUNDS, rank
+    assert sum(len(r["benched"]) for r in out) == 16 + 4 * refine.REFINE_ROUNDS
+
+
+def test_ranks_without_finalists_still_meet_for_the_refined_times(tmp_path):
+    from tessera.autotuner import refine
+    pass_ms = {4: 1.00, 8: 1.01}                           # both on rank 0 of 4
+    round_ms = {4: 1.02, 8: 0.99}
+    out = run_ranks(4, tune_sizes(times=pass_then_rounds(pass_ms, round_ms), sizes=(100,)),
+                    tmp_path)
+    assert [r["chosen"]["100"] for r in out] == [8] * 4
+    assert out[0]["benched"] == [0, 4, 8, 12] + [4, 8] * refine.REFINE_ROUNDS
+    for rank in (1, 2, 3):                                 # their share, no rounds
+        assert out[rank]["benched"] == [i for i in range(16) if i % 4 == rank]
+
+
+def test_a_rank_failing_in_its_rounds_fails_every_rank_not_hangs(tmp_path):
+    class FailsInRounds(InstantBackend):
+        def bench(self, call, config, do_bench):
+            from tessera.autotuner.distributed import global_rank
+            if global_rank() == 1 and index_of(config) in self.benched_once:
+                raise RuntimeError("the GPU fell off the bus")
+            self.benched_once = getattr(self, "benched_once", set()) | {index_of(config)}
+            return super().bench(call, config, do_bench)
+        benched_once: set = set()
+    out = run_ranks(2, tune_sizes(sizes=(100,), backend=FailsInRounds), tmp_path, raises=False)
+    for result in out:                   # flat times: finalists 0-3, rank 1 owns 1 and 3
+        assert result["error"] == "RuntimeError"
+        assert "group rank 1 failed" in result["message"] and "off the bus" in result["message"]
+
+
+def test_a_kernel_given_its_own_timer_is_not_refined_over_the_group(tmp_path):
+    pass_ms = {3: 0.95, 6: 1.00}
+    round_ms = {3: 1.10, 6: 0.90}
+    out = run_ranks(2, tune_sizes(times=pass_then_rounds(pass_ms, round_ms), sizes=(100,),
+                                  do_bench=lambda fn, quantiles=None: 1.0), tmp_path)
+    assert [r["chosen"]["100"] for r in out] == [3, 3]
+    for rank, result in enumerate(out):
+        assert result["benched"] == [i for i in range(16) if i % 2 == rank]
+
+
 def test_rank_zero_alone_stores_and_later_runs_take_its_record(tmp_path):
     first = run_ranks(2, tune_sizes(noise_spec=(3.0, 2), sizes=(100, 200)), tmp_path / "1")
     assert first[0]["stores"] == [2, 2] and first[1]["stores"] == []

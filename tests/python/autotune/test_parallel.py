@@ -62,3 +62,38 @@ def test_parallel_is_faster_than_one_after_another():
     start = time.perf_counter()
     parallel.run_jobs(list(range(4)), sleeper, workers=4)
     assert time.perf_counter() - start < 0.6        # 4 x 0.2 s one after another
+
+
+def sleep_for(job):
+    time.sleep(job)               # seconds: the job's "compile time"
+    return job
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_on_idle_runs_here_while_the_jobs_run_and_rests_when_it_has_nothing(monkeypatch, fork):
+    """on_idle is called in this process between results, as long as it says it has work;
+    once it says no, the pool blocks until the next result (no busy wait)."""
+    if not fork:
+        monkeypatch.setattr(parallel, "fork_available", lambda: False)
+    events = []
+    budget = {"calls": 0}
+
+    def on_done(index, result):
+        events.append(("done", index))
+
+    def on_idle():
+        assert not events or events[-1][0] in ("done", "idle")
+        budget["calls"] += 1
+        events.append(("idle", os.getpid()))
+        time.sleep(0.01)
+        return budget["calls"] < 5   # work for five calls, then none until a new result
+
+    results = parallel.run_jobs([0.05, 0.6], sleep_for, on_done=on_done, on_idle=on_idle,
+                                workers=2)
+    assert results == [0.05, 0.6]
+    assert sorted(i for kind, i in events if kind == "done") == [0, 1]
+    idles = [i for kind, i in events if kind == "idle"]
+    assert idles and set(idles) == {os.getpid()}
+    # Five calls while job 1 runs, at most once more per result: not a busy loop.
+    assert 5 <= len(idles) <= 5 + 2 + 1
+    assert events[-1] == ("done", 1)
