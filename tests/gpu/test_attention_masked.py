@@ -93,6 +93,12 @@ def test_bias_broadcasts(bias_shape, dtype_name):
     check(2, 4, 2, 513, 600, 128, dtype_name, (2, 1, 1, 600), bias_shape, False, seed=7)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_bias_without_a_mask(causal):
+    # No mask: the live-block table (causal and bounds only) is built on the query's GPU.
+    check(2, 4, 2, 700, 650, 64, "float16", None, (2, 4, 700, 650), causal, seed=11)
+
+
 def test_fully_masked_rows():
     dead = (0, 300, 511)
     o, grads = check(1, 2, 2, 512, 512, 64, "float16", (1, 2, 512, 512), (1, 2, 512, 512),

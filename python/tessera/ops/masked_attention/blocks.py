@@ -90,13 +90,15 @@ def broadcast_strides(x) -> tuple:
     return tuple(0 if n == 1 else s for n, s in zip(x.shape, _strides(x)))
 
 
-def block_table(mask, q_shape, Sk: int, causal: bool):
+def block_table(mask, q_shape, Sk: int, causal: bool, like=None):
     """The (Lm, NQ, NK) int32 live-block table of `mask` (None: causal and bounds only), Lm =
-    the mask's batch x heads (1 x 1 when it broadcasts, or there is none)."""
+    the mask's batch x heads (1 x 1 when it broadcasts, or there is none). The table lives
+    where `mask` does, or without a mask where `like` (the query) does: a CUDA query's table
+    is built by a GPU launch, which cannot write host memory."""
     Sq = q_shape[2]
     NQ, NK = tessera.cdiv(Sq, SUPER), tessera.cdiv(Sk, SUPER)
     Bm, Hm = (1, 1) if mask is None else tuple(mask.shape[:2])
-    like = mask if mask is not None else None
+    like = mask if mask is not None else like
     if like is None or isinstance(like, np.ndarray):
         table = np.empty((Bm * Hm, NQ, NK), np.int32)
     else:
@@ -112,16 +114,17 @@ def block_table(mask, q_shape, Sk: int, causal: bool):
     return table
 
 
-def block_lists(mask, q_shape, Sk: int, causal: bool, transposed: bool = False) -> tuple:
+def block_lists(mask, q_shape, Sk: int, causal: bool, transposed: bool = False,
+                like=None) -> tuple:
     """(indices, counts): per (mask head, query 128-block) the key 128-blocks to visit, full
     ones first; `transposed`: then also (indices, counts) per key 128-block of the query
     128-blocks (for dK, dV), from the same table. A torch mask's table and lists are kept
     while the mask lives and is not written (its version counter), so the forward and the
     backward, and every later call with the same mask, read the mask once (as a
-    FlexAttention BlockMask built once)."""
+    FlexAttention BlockMask built once). `like`: where a table without a mask lives."""
     entry = _cached(mask, q_shape[2], Sk, causal)
     if "table" not in entry:
-        entry["table"] = block_table(mask, q_shape, Sk, causal)
+        entry["table"] = block_table(mask, q_shape, Sk, causal, like)
     if "rows" not in entry:
         entry["rows"] = _lists(entry["table"])
     if transposed and "cols" not in entry:

@@ -189,7 +189,7 @@ def prepare(q, k, mask, bias, causal: bool, backward: bool = False) -> tuple:
     """The launch arguments shared by the masked kernels: (mask, bias, lists, NQ, NK,
     list_b, list_h, bias strides, mask strides); lists = (blocks, counts) per query block,
     backward: then (blocks, counts) per key block too; absent inputs become q, 0 strides."""
-    lists = block_lists(mask, tuple(q.shape), k.shape[2], causal, backward)
+    lists = block_lists(mask, tuple(q.shape), k.shape[2], causal, backward, like=q)
     NQ, NK = tessera.cdiv(q.shape[2], SUPER), tessera.cdiv(k.shape[2], SUPER)
     mask_arg = q if mask is None else as_bytes(mask)
     bias_arg = q if bias is None else bias
