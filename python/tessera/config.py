@@ -119,7 +119,7 @@ KNOBS: dict[str, Knob[Any]] = {
                            "(docs/perf/wgmma_across_iterations.md; needs wgmma_overlap). Off: "
                            "every step waits for its product (the tensor cores idle from its "
                            "end to the next step's first product). Part of the cache key."),
-    "carried_addresses": Knob("TESSERA_CARRIED_ADDRESSES", False, _parse_bool,
+    "carried_addresses": Knob("TESSERA_CARRIED_ADDRESSES", True, _parse_bool,
                               "On sm_90a, codegen without LLVM's loop strength reduction: "
                               "each thread's loop-carried pointers (a pipelined cp.async "
                               "copy's addresses, one per register of a pointer tile) stay "
@@ -127,8 +127,10 @@ KNOBS: dict[str, Knob[Any]] = {
                               "SASS; off: one base per tile plus invariant offsets that ptxas "
                               "recomputes (IMAD.WIDE) before each copy "
                               "(docs/perf/triton_parity.md, matmul_autotune: 0.92x -> 1.01x "
-                              "of Triton on an H200). Off by default: on, a ragged-K "
-                              "128x128x64 4-warp matmul spilled 432 B. Part of the cache key."),
+                              "of Triton on an H200). A kernel that spills this way is "
+                              "generated the strength-reduced way too and the one that spills "
+                              "less kept (a ragged-K 128x128x64 4-warp matmul spilled 432 B "
+                              "carried, none reduced). Part of the cache key."),
     "tma": Knob("TESSERA_TMA", True, _parse_bool,
                 "The Hopper path for tensor descriptors (sm_90a only), on by default as in "
                 "Triton: host TensorDescriptor arguments also pass a CUtensorMap, device-side "

@@ -61,8 +61,8 @@ class LaunchOptions:
     wgmma: bool = True
     wgmma_overlap: bool = True
     wgmma_pipeline: bool = True
-    # TESSERA_CARRIED_ADDRESSES when the launch is made (off by default).
-    carried_addresses: bool = False
+    # TESSERA_CARRIED_ADDRESSES when the launch is made (on by default).
+    carried_addresses: bool = True
 
     def compile_options(self, arch: str):
         """The CompileOptions of this launch for ``arch``."""

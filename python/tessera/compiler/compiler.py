@@ -207,6 +207,35 @@ def libdevice_path() -> str:
     return ""
 
 
+def _codegen_and_assemble(module, options: CompileOptions, kernel_name: str, keep_ir: bool,
+                          clock: _StageClock, suffix: str = ""):
+    """(codegen's result, ptxas's result or None when no ptxas is found) of the lowered module,
+    each timed on `clock` (stages "codegen..." and "ptxas", + `suffix`); codegen reads the
+    module without changing it, so it can run twice."""
+    # None found: codegen names the default place in its error, if the kernel needs libdevice.
+    libdevice = libdevice_path() or os.path.join(cuda_paths.DEFAULT_TOOLKIT, cuda_paths.LIBDEVICE)
+    generated = _codegen.generate(module, arch=options.arch, num_warps=options.num_warps,
+                                  opt_level=options.opt_level, libdevice_path=libdevice,
+                                  enable_fp_fusion=options.enable_fp_fusion,
+                                  maxnreg=options.maxnreg or 0, keep_unoptimized_ir=False,
+                                  keep_llvm_ir=keep_ir)
+    clock.step("codegen" + suffix)
+    clock.split("codegen" + suffix, generated["step_seconds"])
+    assembled = ptxas.assemble(generated["ptx"], options.arch,
+                               options=() if options.enable_fp_fusion else ("--fmad=false",),
+                               kernel=kernel_name)
+    clock.step("ptxas" + suffix)
+    return generated, assembled
+
+
+def _spill_bytes(assembled) -> int:
+    return assembled.report["spill_stores"] + assembled.report["spill_loads"]
+
+
+def _spilled(assembled) -> bool:
+    return _spill_bytes(assembled) > 0
+
+
 def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                    divisibility_16=(), equal_to_1=(),
                    options: CompileOptions = CompileOptions(), tile_ir=None,
@@ -242,7 +271,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     # Codegen's backend without loop strength reduction, on sm_90a only: measured there
     # (docs/perf/triton_parity.md), while on sm_80 the longer live ranges of the carried
     # pointers spill in mma.sync kernels (attention dK/dV D = 64: 28 bytes).
-    if options.carried_addresses and options.arch == "sm_90a":
+    carried = options.carried_addresses and options.arch == "sm_90a"
+    if carried:
         module.set_attr("carried_addresses", 1)
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,
@@ -251,15 +281,22 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     if keep_ir:
         asm["tgir"] = module.str()
     clock.step("tgir passes")
-    # None found: codegen names the default place in its error, if the kernel needs libdevice.
-    libdevice = libdevice_path() or os.path.join(cuda_paths.DEFAULT_TOOLKIT, cuda_paths.LIBDEVICE)
-    generated = _codegen.generate(module, arch=options.arch, num_warps=options.num_warps,
-                                  opt_level=options.opt_level, libdevice_path=libdevice,
-                                  enable_fp_fusion=options.enable_fp_fusion,
-                                  maxnreg=options.maxnreg or 0, keep_unoptimized_ir=False,
-                                  keep_llvm_ir=keep_ir)
-    clock.step("codegen")
-    clock.split("codegen", generated["step_seconds"])
+    generated, assembled = _codegen_and_assemble(module, options, kernel_name, keep_ir, clock)
+    if carried and assembled is not None and _spilled(assembled):
+        # The carried pointers (one 64-bit register pair per copy register) can push a
+        # register-heavy kernel into spills where LLVM's strength-reduced form (one base plus
+        # 32-bit offsets) fits: then the kernel is generated the other way too and the one
+        # that spills less kept (a tie: the strength-reduced one, the measured default
+        # before). Only kernels that spill pay the second codegen.
+        module.set_attr("carried_addresses", 0)
+        plain = _codegen_and_assemble(module, options, kernel_name, keep_ir, clock,
+                                      " (strength-reduced)")
+        if _spill_bytes(plain[1]) <= _spill_bytes(assembled):
+            generated, assembled, carried = plain[0], plain[1], False
+            if keep_ir:
+                asm["tgir"] = module.str()
+        else:
+            module.set_attr("carried_addresses", 1)
     if keep_ir:
         asm["llir"] = generated["llvm_ir"]
     asm["ptx"] = generated["ptx"]
@@ -269,6 +306,7 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         "shared_bytes": generated["shared_bytes"],
         "arch": options.arch,
         "signature": dict(signature),
+        "carried_addresses": carried,
     }
     if generated["total_num_warps"] != generated["num_warps"]:
         # A producer warpgroup after the num_warps warps (warp specialization): the launch's
@@ -281,10 +319,6 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     if any(scratch):  # device tensor maps: the launch allocates this much per program
         metadata["global_scratch_size"] = scratch[0]
         metadata["global_scratch_align"] = GLOBAL_SCRATCH_ALIGN
-    assembled = ptxas.assemble(asm["ptx"], options.arch,
-                               options=() if options.enable_fp_fusion else ("--fmad=false",),
-                               kernel=kernel_name)
-    clock.step("ptxas")
     if assembled is not None:
         asm["cubin"] = assembled.cubin
         # ptxas reports static shared memory; "shared_bytes" stays the dynamic amount the

@@ -131,14 +131,15 @@ TMA_ALIGN = 16  # bytes: the TMA's rule for a tensor map's base address and row 
 # Head dims per pass ("fwd", "bwd": the backward's dK/dV and dQ kernels) that `auto` sends
 # through the TMA. Measured on an H200 (`benchmarks/attention.py --tma-ab --tma-ab-pass both
 # --quick --dtypes float16`, S = 4096, same run, TMA over cp.async): fwd on (B, H, S, D) host
-# descriptors D = 64 1.261x (causal 1.088x), D = 128 1.214x (causal 1.147x). bwd: D = 64
-# 1.047x (causal 0.973x), D = 128 1.112x (causal 0.936x), and compute-sanitizer's racecheck
-# reports write-write hazards in its dK/dV kernel (docs/perf/attention_tma.md, "The
-# backward"): none under auto until they are cleared. "masked_fwd", "masked_dq": the
-# masked-attention forward's and dQ kernel's K and V (ops/masked_attention/; not measured yet:
-# none under auto, docs/perf/masked_attention.md "TMA"). TESSERA_ATTENTION_TMA=on takes every
-# pass at every eligible D (tests and A/B).
-TMA_FASTER_HEAD_DIMS = {"fwd": (64, 128), "bwd": (), "masked_fwd": (), "masked_dq": ()}
+# descriptors D = 64 1.261x (causal 1.088x), D = 128 1.214x (causal 1.147x). bwd, after the
+# cp.async owner guard cleared its racecheck hazards (0 now): D = 64 1.041x (causal 0.972x),
+# D = 128 1.104x (causal 1.064x): D = 128 only (D = 64 loses with the causal mask, and one
+# head-dim table cannot tell the two apart; docs/perf/attention_tma.md, "The backward").
+# "masked_fwd", "masked_dq": the masked-attention forward's and dQ kernel's K and V
+# (ops/masked_attention/): measured slower at sparse masks (0.47-0.64x of cp.async) and
+# faster only at all-true ones (1.12x): none under auto (docs/perf/masked_attention.md
+# "TMA"). TESSERA_ATTENTION_TMA=on takes every pass at every eligible D (tests and A/B).
+TMA_FASTER_HEAD_DIMS = {"fwd": (64, 128), "bwd": (128,), "masked_fwd": (), "masked_dq": ()}
 
 
 def tma_path(*tensors, arch: str | None = None, kernel: str = "fwd") -> bool:
