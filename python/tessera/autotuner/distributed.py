@@ -30,11 +30,11 @@ import contextlib
 import datetime
 import hashlib
 import json
-import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..config import knobs
+from .ranks import fastest, global_rank, torch_distributed as _dist  # noqa: F401 (public here)
 
 
 class AutotuneSyncError(RuntimeError):
@@ -48,24 +48,6 @@ class Group:
     rank: int             # this rank's index in the group
     size: int
     name: str             # a short digest of the group's global ranks (store key prefix)
-
-
-def _dist():
-    """torch.distributed when torch is already imported and a process group is initialized,
-    else None. Never imports torch: a program without it pays nothing."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
-    dist = getattr(torch, "distributed", None)
-    if dist is None or not dist.is_available() or not dist.is_initialized():
-        return None
-    return dist
-
-
-def global_rank() -> int:
-    """This process's rank in the world, 0 without torch.distributed."""
-    dist = _dist()
-    return dist.get_rank() if dist is not None else 0
 
 
 def tuning_group(distributed: Optional[bool], process_group: Any) -> Optional[Group]:
@@ -90,12 +72,6 @@ def share(count: int, group: Group) -> List[int]:
     """The candidate indices this rank compiles and times: i % size == rank (round robin, so
     that configs listed from small to large spread evenly)."""
     return [i for i in range(count) if i % group.size == group.rank]
-
-
-def fastest(timings: Dict[int, float]) -> int:
-    """The index of the fastest candidate; equal times go to the lower index. Every rank
-    applies it to the same gathered numbers, so all of them choose the same config."""
-    return min(timings, key=lambda index: (timings[index], index))
 
 
 def key_text(kernel: str, key: tuple) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 
 from ..config import knobs
+from . import ranks
 
 
 def perturb(ms: float, key_text: str, index: int) -> float:
@@ -21,7 +22,6 @@ def perturb(ms: float, key_text: str, index: int) -> float:
     if spec is None:
         return ms
     amplitude, seed = spec
-    from .distributed import global_rank
-    text = f"{seed}/{global_rank()}/{key_text}/{index}"
+    text = f"{seed}/{ranks.global_rank()}/{key_text}/{index}"
     unit = int(hashlib.sha256(text.encode()).hexdigest()[:13], 16) / float(16 ** 13)  # [0, 1)
     return ms * (1.0 + amplitude * unit)

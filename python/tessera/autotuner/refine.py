@@ -15,7 +15,7 @@ import statistics
 from typing import Callable, Dict, List, Sequence
 
 from . import noise
-from .distributed import fastest
+from .ranks import fastest
 
 REFINE_MARGIN = 0.08
 REFINE_FINALISTS = 4

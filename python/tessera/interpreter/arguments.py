@@ -13,44 +13,11 @@ import numpy as np
 from . import numerics as nm
 from .errors import KernelRuntimeError
 from . import tma
+from .host_arrays import as_array as _as_array
 from .memory import AddressSpace
 from .plan import FuncPlan, TypeInfo
 
 _NUMERIC = set(nm.DTYPES.values()) | {np.dtype(f"u{n}") for n in (1, 2, 4, 8)}
-
-
-def _torch_view(tensor) -> np.ndarray:
-    """PyTorch dtypes NumPy lacks (bf16, fp8): share the memory as same-width integers; the
-    kernel reads it through its own pointee type anyway."""
-    import torch
-
-    same_width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-    return np.from_dlpack(tensor.view(same_width[tensor.element_size()]))
-
-
-def _as_array(obj: Any, reject) -> np.ndarray:
-    from ..reinterpret import TensorWrapper
-    if isinstance(obj, TensorWrapper):  # the kernel reads the bytes as its pointee type
-        obj = obj.base
-    if isinstance(obj, np.ndarray):
-        return obj
-    if hasattr(obj, "__dlpack__"):
-        is_torch = type(obj).__module__.startswith("torch")
-        if is_torch and getattr(obj, "requires_grad", False):
-            obj = obj.detach()  # same storage, no autograd
-        try:
-            return np.from_dlpack(obj)
-        except (BufferError, TypeError, ValueError, RuntimeError) as e:
-            device = getattr(obj, "device", None)
-            if is_torch and str(device) == "cpu":
-                return _torch_view(obj)
-            reject(f"cannot view it as CPU memory through DLPack ({e}); the interpreter runs "
-                   f"on the CPU and needs CPU arrays" + (f" (this one is on {device})"
-                                                          if device is not None else ""))
-    if hasattr(obj, "__array_interface__"):
-        return np.asarray(obj)
-    reject(f"got {type(obj).__name__}; pass a NumPy array or a CPU tensor that supports DLPack")
-    raise AssertionError  # reject raises
 
 
 def _scalar(obj: Any, t: TypeInfo, reject):

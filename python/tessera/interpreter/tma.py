@@ -30,6 +30,7 @@ from typing import Any, List
 import numpy as np
 
 from . import warp_roles
+from .host_arrays import as_array
 from .errors import OpFault
 from .handlers import handles
 from .plan import OpInfo
@@ -53,11 +54,10 @@ class TensorMap:
 def bind_tensor_map(obj: Any, memory, index: int, name: str, reject) -> np.int64:
     """The value of a tensor-map argument: a handle to its TensorMap (``memory.tensor_maps``)."""
     from ..tools.tensor_descriptor import TensorDescriptor
-    from .arguments import _as_array
     if not isinstance(obj, TensorDescriptor):
         reject(f"a tensor-map parameter takes the TensorDescriptor it was made from, got "
                f"{type(obj).__name__}")
-    array = _as_array(obj.base, reject)
+    array = as_array(obj.base, reject)
     base = memory.add(array, index, name)
     itemsize = array.dtype.itemsize
     maps = memory.__dict__.setdefault("tensor_maps", [])

@@ -21,45 +21,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..config import knobs
 from ..device import driver
 from ..store.kernel_cache import KernelCache, cache_key
-from . import allocation, descriptor_arguments
-
-_PACKAGE = Path(__file__).resolve().parent.parent
-
-
-# Folders of the package that take no part in making a kernel's code, left out of the build
-# id: the CPU interpreter (runs tile IR, makes no cubin), the kernel library (each kernel's
-# source enters its own source key, and the constexprs its host code picks are in the cache key
-# too), the autotuner (chooses among configs, whose values are in the key) and the benchmark
-# helpers. Every other Python file counts, in every subfolder (language/extra/: the libdevice
-# table, the float8 conversions), and so does a folder added later.
-_NOT_COMPILING = ("interpreter", "ops", "autotuner", "testing")
-
-
+from . import allocation, descriptor_arguments, prewarm
+from .sources_digest import python_sources_digest
 
 def block_warps(metadata) -> int:
     """The warps of the launch's block: num_warps, plus a producer warpgroup when the kernel is
     warp-specialized (metadata ``total_num_warps``; docs/perf/warp_specialization.md)."""
     return int(metadata.get("total_num_warps", metadata["num_warps"]))
-
-def python_sources_digest(package: Path = _PACKAGE) -> str:
-    """SHA-256 of the package's Python sources that feed compilation (each file's path
-    relative to ``package`` and its bytes): any edit of one makes a new build id."""
-    files = []
-    for directory, folders, names in os.walk(package):
-        if directory == str(package):  # os.walk descends only into the folders left here
-            folders[:] = [f for f in folders if f not in _NOT_COMPILING]
-        folders[:] = [f for f in folders if f != "__pycache__"]
-        relative = os.path.relpath(directory, package)
-        files += [(os.path.normpath(os.path.join(relative, name)), os.path.join(directory, name))
-                  for name in names if name.endswith(".py")]
-    digest = hashlib.sha256()
-    for relative, path in sorted(files):
-        with open(path, "rb") as source:
-            data = source.read()
-        digest.update(f"{relative}\0{len(data)}\0".encode())
-        digest.update(data)
-    return digest.hexdigest()
-
 
 def _file_identity(path: str) -> str:
     """A file's real path, size and modification time (what Python trusts to reuse a module's
@@ -72,17 +40,12 @@ def _file_identity(path: str) -> str:
     return f"{real}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
-# What runtime/prewarm.py computed ahead of the first compile (taken once).
-_PREWARMED: Dict[str, str] = {}
-
-
 @functools.lru_cache(maxsize=None)
 def compiler_build_id() -> str:
     """Identifies everything besides a kernel's own source that makes its cubin: the core
     library and the binding, the Python compiler sources (:func:`python_sources_digest`),
     the libdevice linked into math kernels and the ptxas release that makes the cubins
     (another ptxas must not reuse stale cubins)."""
-    from . import prewarm
     prewarm.wait()  # it may be computing the same parts
     from ..compiler import ptxas
     from ..compiler.compiler import libdevice_path
@@ -98,7 +61,7 @@ def compiler_build_id() -> str:
             digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
     digest.update(f"libdevice {_file_identity(libdevice_path())}".encode())
     # The digest runtime/prewarm.py made ahead, once (a later build id reads the files again).
-    digest.update((_PREWARMED.pop("sources digest", None) or python_sources_digest()).encode())
+    digest.update((prewarm.take("sources digest") or python_sources_digest()).encode())
     from .._version import __version__
     digest.update(__version__.encode())
     return digest.hexdigest()[:32]

@@ -26,11 +26,13 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from typing import Optional
+from typing import Dict, Optional
 
 from ..config import knobs
 
 _thread: Optional[threading.Thread] = None
+# What the thread computed ahead of the first compile, taken once (launcher.compiler_build_id).
+_PREWARMED: Dict[str, str] = {}
 _hooks_installed = False
 
 
@@ -39,8 +41,8 @@ def _run() -> None:
         from ..compiler import compiler, ptxas  # the compiler, its C++ passes' binding
         from ..frontend import ast_to_ir  # noqa: F401  (the front end's code generator)
         from ..language import target_info  # noqa: F401  (compile_kernel's)
-        from . import launcher
-        launcher._PREWARMED["sources digest"] = launcher.python_sources_digest()
+        from .sources_digest import python_sources_digest
+        _PREWARMED["sources digest"] = python_sources_digest()
         assembler = ptxas.find_ptxas()
         if assembler:
             ptxas.prefetch_version(assembler)
@@ -68,3 +70,8 @@ def wait() -> None:
     thread = _thread
     if thread is not None and thread is not threading.current_thread():
         thread.join()
+
+
+def take(name: str) -> Optional[str]:
+    """What the thread computed for `name`, once (None if it did not, or it was taken)."""
+    return _PREWARMED.pop(name, None)

@@ -181,7 +181,7 @@ def _key_function_for(cls: type) -> Callable[[Any], tuple]:
         return _key_none
     if issubclass(cls, tuple):  # a tuple argument: each element specialized on its own
         from . import tuple_arguments
-        return tuple_arguments.key
+        return lambda value: tuple_arguments.key(value, argument_key)
     if getattr(cls, "__tessera_jit__", False) is True:  # a JITFunction (language.core.is_jit)
         return _key_jit_function
     if getattr(cls, "__tessera_stand_in__", False):  # kernel.warmup's stand-ins (stand_ins.py)

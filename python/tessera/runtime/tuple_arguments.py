@@ -16,8 +16,8 @@ the Python path (JITFunction.run never registers it there).
 
 Example::
 
-    >>> from tessera.runtime import tuple_arguments
-    >>> key = tuple_arguments.key((7, None))
+    >>> from tessera.runtime import specialization, tuple_arguments
+    >>> key = tuple_arguments.key((7, None), specialization.argument_key)
     >>> [(p, k[0]) for p, k, _ in tuple_arguments.leaves("t", key, (7, None))]
     [('t.0', 'int'), ('t.1', 'none')]
 """
@@ -30,11 +30,11 @@ from ..frontend.tuple_parameters import CLASS_SUFFIX  # noqa: F401  (the front e
 _NO_VALUE = object()
 
 
-def key(value: tuple) -> tuple:
-    """``("tuple", class, element keys)``: each element as specialization.argument_key says,
-    a ``tl.constexpr`` element as ``("constexpr", value)``."""
+def key(value: tuple, argument_key: Callable[[Any], tuple]) -> tuple:
+    """``("tuple", class, element keys)``: each element as `argument_key` says (the caller's,
+    specialization.argument_key, which comes back here for nested tuples), a ``tl.constexpr``
+    element as ``("constexpr", value)``."""
     from ..language.core import constexpr
-    from .specialization import argument_key
     items = []
     for item in value:
         if isinstance(item, constexpr):

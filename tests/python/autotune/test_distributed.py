@@ -17,7 +17,7 @@ import tessera  # noqa: E402
 import tessera.language as tl  # noqa: E402
 from fakes import FakeBackend  # noqa: E402
 from ranks import InstantBackend, run_ranks  # noqa: E402
-from tessera.autotuner import distributed, noise, results  # noqa: E402
+from tessera.autotuner import distributed, noise, ranks, results  # noqa: E402
 from tessera.config import knobs  # noqa: E402
 
 
@@ -258,7 +258,7 @@ def test_noise_is_seeded_per_rank_and_off_by_default(monkeypatch):
     once = noise.perturb(2.0, "k", 3)
     assert once == noise.perturb(2.0, "k", 3) and 2.0 <= once < 4.0
     assert once != noise.perturb(2.0, "k", 4)
-    monkeypatch.setattr(distributed, "global_rank", lambda: 1)
+    monkeypatch.setattr(ranks, "global_rank", lambda: 1)
     assert once != noise.perturb(2.0, "k", 3)
 
 

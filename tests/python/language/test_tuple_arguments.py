@@ -9,7 +9,7 @@ import pytest
 
 import tessera
 import tessera.language as tl
-from tessera.runtime import tuple_arguments
+from tessera.runtime import specialization, tuple_arguments
 
 BLOCK = 128
 Pair = namedtuple("Pair", ["x", "y"])
@@ -121,7 +121,7 @@ def test_each_element_is_specialized():
         weighted_sum._arguments(((x, x), (1, 5), x, n), {"BLOCK": 64})[2])
     assert list(signature)[:4] == ["ptrs.0", "ptrs.1", "weights.0", "weights.1"]
     assert "weights.0" in eq1
-    key = tuple_arguments.key((x, None, tl.constexpr(4), ()))
+    key = tuple_arguments.key((x, None, tl.constexpr(4), ()), specialization.argument_key)
     leaves = list(tuple_arguments.leaves("t", key))
     assert [(p, tuple_arguments.is_compile_time(k)) for p, k, _ in leaves] == [
         ("t.0", False), ("t.1", True), ("t.2", True), ("t.3", True)]
