@@ -13,6 +13,7 @@
 //     that merely duplicate data (free variables of the layout) skip them, as in Triton; a
 //     scalar store is issued by thread 0 alone.
 #include "codegen/lower_to_llvm.h"
+#include "codegen/lower_tma.h"
 
 #include "ir/diagnostics.h"
 
@@ -182,6 +183,8 @@ void emitPredicatedStore(KernelLowering &lowering, llvm::Value *predicate, llvm:
 }
 
 void lowerStore(KernelLowering &lowering, const ir::Operation &op) {
+  if (op.hasAttr("tma") && lowerTmaStore(lowering, op))
+    return; // TESSERA_TMA_STORE; any other store (and the fallback): the masked stores below
   llvm::IRBuilder<> &b = lowering.builder();
   const ir::Type &valueType = op.operand(1)->type();
   const ir::Value *mask = op.numOperands() >= 3 ? op.operand(2) : nullptr;

@@ -207,7 +207,10 @@ void verifyLoad(const Operation &op) {
 
 void verifyStore(const Operation &op) {
   const auto &ops = op.operands();
-  expectOperands(op, 2, 3);
+  if (op.hasAttr("tma"))
+    verifyTmaStoreOperands(op);
+  else
+    expectOperands(op, 2, 3);
   expectResults(op, 0);
   if (!ops[0]->type().elementType().isPointer() ||
       ops[0]->type().elementType().pointee() != ops[1]->type().elementType())

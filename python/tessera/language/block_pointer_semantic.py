@@ -336,7 +336,23 @@ def descriptor_store(sem: Any, desc: "_api.tensor_descriptor", offsets: Any,
         raise ValueError(f"the stored value's shape {value.shape} differs from the "
                          f"descriptor's block shape {desc.block_shape}")
     value = sem.cast(value, desc.dtype)
+    tensormap = desc.__dict__.get("tensormap")
+    coords = []  # made before the store that takes them (a constant offset is a new op)
+    # Under TESSERA_TMA_STORE, a 2-D host descriptor's map (a kernel parameter; a device map
+    # is encoded by, and erased where no TMA load reads it in, the pipeline) rides along.
+    tma = (getattr(sem, "tma_store", False) and tensormap is not None
+           and tensormap.handle.defining_op is None and len(desc.block_shape) == 2)
+    if tma:
+        coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
+                  for i, o in enumerate(_as_list(offsets))]
     ptrs, bounds = _descriptor_access(sem, desc, offsets)
+    if tma and bounds is not None:
+        # The masked store stays its meaning (interpreter, every pass, and codegen wherever
+        # the TMA store does not apply: analysis::tmaStoreTile); codegen copies the tile out
+        # by TMA from the map and the box's coordinates (codegen/lower_tma.h, lowerTmaStore).
+        sem.builder.create("store", [ptrs.handle, value.handle, bounds.handle, tensormap.handle]
+                           + coords, [], {DESCRIPTOR_ATTR: True, "tma": True})
+        return
     _store(sem, ptrs, value, bounds, {DESCRIPTOR_ATTR: True})
 
 
