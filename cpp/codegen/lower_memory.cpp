@@ -49,7 +49,10 @@ emitPredicated(llvm::IRBuilder<> &b, llvm::Value *predicate, const char *name, F
 
 /// Register i of every operand must hold the same element as register i of the result.
 void requireLayout(KernelLowering &lowering, const ir::Operation &op, const LinearLayout &layout) {
-  for (const ir::Value *operand : op.operands())
+  // A descriptor access's tensor map and box coordinates (attribute `tma`) are scalars after
+  // the three tile operands: the masked access ignores them.
+  size_t tiles = op.hasAttr("tma") ? std::min<size_t>(3, op.numOperands()) : op.numOperands();
+  for (const ir::Value *operand : llvm::ArrayRef<ir::Value *>(op.operands()).take_front(tiles))
     if (!operand->type().isTensor() || lowering.layoutOf(operand->type(), op) != layout)
       ir::emitError(op, "codegen: operand " + operand->type().str() +
                             " does not have the layout of the accessed tensor");

@@ -3,7 +3,8 @@
 The descriptor matmul's epilogue (`c_desc.store`) with ragged M, N (boxes past the tensor's
 edges are clipped by the TMA unit), fp16 and bf16 outputs poisoned first, against float64 and
 bitwise against the same kernel with the pointer store (same products, same rounding); with a
-producer warpgroup too. A plain copy through two descriptors over ragged 2-D shapes checks
+producer warpgroup too; the same through device descriptors (tl.make_tensor_descriptor) and
+the compat suite's persistent descriptor matmul. A plain copy through two descriptors over ragged 2-D shapes checks
 every element and that nothing outside the destination view is written (a guard region
 around it, in the same allocation, keeps its sentinel). Design: docs/perf/hopper.md, "TMA
 stores". CPU checks: tests/python/compiler/test_tma_store_ptx.py.
@@ -67,6 +68,42 @@ def test_tma_store_warp_specialized(meta):
     b = torch.randn(128, 200, device="cuda", dtype=torch.float16)
     c = run_matmul(a, b, meta, True, warp_specialize=True)
     assert torch.equal(c, run_matmul(a, b, meta, False, warp_specialize=True))
+
+
+@pytest.fixture
+def allocator():
+    """tessera.set_allocator's allocator (device descriptors' maps): torch memory."""
+    tessera.set_allocator(lambda size, alignment, stream: torch.empty(
+        size, device="cuda", dtype=torch.int8))
+    yield
+    from tessera.runtime.allocation import NullAllocator
+    tessera.set_allocator(NullAllocator())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("meta", dm.CONFIGS, ids=dm.CONFIG_IDS)
+def test_tma_store_device_descriptor_matmul(allocator, dtype, meta):
+    # tl.make_tensor_descriptor: C's map, encoded in the kernel's scratch, is the store's.
+    m, n, k = 300, 200, 128
+    torch.manual_seed(m + n + k + 3)
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(k, n, device="cuda", dtype=dtype)
+    out = {}
+    for store in (True, False):
+        out[store] = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+        with knobs.scope(tma_store=store):
+            dm.launch_device_matmul(a, b, out[store], meta, True)
+        torch.cuda.synchronize()
+    assert relative_error(out[True].double(), a.double() @ b.double()) < 5e-3
+    assert torch.equal(out[True], out[False])
+
+
+def test_tma_store_compat_persistent_matmul(allocator):
+    # triton_compat.py's descriptor_matmul (the A/B's kernel): its own shapes and checks.
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from compat import loader
+    with knobs.scope(tma=True, tma_store=True):
+        loader.load_tessera("descriptor_matmul").check("cuda")
 
 
 COPIES = [(torch.float16, 64, 64), (torch.float16, 128, 128), (torch.bfloat16, 32, 16),

@@ -338,10 +338,11 @@ def descriptor_store(sem: Any, desc: "_api.tensor_descriptor", offsets: Any,
     value = sem.cast(value, desc.dtype)
     tensormap = desc.__dict__.get("tensormap")
     coords = []  # made before the store that takes them (a constant offset is a new op)
-    # Under TESSERA_TMA_STORE, a 2-D host descriptor's map (a kernel parameter; a device map
-    # is encoded by, and erased where no TMA load reads it in, the pipeline) rides along.
+    # Under TESSERA_TMA_STORE, a 2-D descriptor's map rides along: a host descriptor's kernel
+    # parameter, or the map a device descriptor encodes (kept by this use: the pipeline drops
+    # only maps nothing reads; its writer is the thread that issues the TMA copies).
     tma = (getattr(sem, "tma_store", False) and tensormap is not None
-           and tensormap.handle.defining_op is None and len(desc.block_shape) == 2)
+           and len(desc.block_shape) == 2)
     if tma:
         coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
                   for i, o in enumerate(_as_list(offsets))]

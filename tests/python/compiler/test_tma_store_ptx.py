@@ -53,6 +53,12 @@ def ragged_matmul(meta, store=True, arch="sm_90a", m=300, n=200, k=136):
                                                    **meta)
 
 
+def pointer_stores(ptx):
+    """The st.global instructions of the PTX (not those zeroing a device tensor map: inline
+    asm on one line with its tensormap.replace)."""
+    return re.findall(r"^\s*(?:@!?%p\d+\s+)?st\.global", ptx, re.M)
+
+
 def check_store_sequence(ptx, boxes):
     """The TMA store's PTX: every thread's proxy fence, the barrier, then the issuing thread's
     copies (one per 128-byte column block), their commit and the wait for their reads."""
@@ -64,7 +70,7 @@ def check_store_sequence(ptx, boxes):
     fence = max(f for f in fences if f < min(copies))
     assert positions(ptx[fence:min(copies)], r"bar\.sync")  # writes of every thread
     assert max(copies) < commits[0] < waits[0]
-    assert "st.global" not in ptx  # the masked pointer store is gone
+    assert not pointer_stores(ptx)  # the masked pointer store is gone
     assert len(positions(ptx, r"elect\.sync")) == 1  # one issuing thread
 
 
@@ -80,7 +86,7 @@ def test_tma_store_ptx(meta):
 def test_knob_off_and_sm_80_keep_the_pointer_store():
     meta = dm.CONFIGS[0]
     off = ragged_matmul(meta, store=False)
-    assert not re.search(BULK_STORE, off.asm["ptx"]) and "st.global" in off.asm["ptx"]
+    assert not re.search(BULK_STORE, off.asm["ptx"]) and pointer_stores(off.asm["ptx"])
     with knobs.scope(tma=True, always_compile=True):  # the knob's default: off
         default = ragged_matmul(meta, store=knobs.tma_store)
     assert default.asm["ptx"] == off.asm["ptx"]
@@ -140,10 +146,58 @@ def test_descriptor_copy(dtype, bm, bn):
     if row_bytes >= 32:
         check_store_sequence(ptx, max(1, row_bytes // 128))
     else:
-        assert not re.search(BULK_STORE, ptx) and "st.global" in ptx
+        assert not re.search(BULK_STORE, ptx) and pointer_stores(ptx)
     if ptxas.find_ptxas() is not None:
         assert kernel.metadata["spill_stores"] == 0
     module = ir.parse_module(kernel.asm["tgir"])
     args = [x, m, n, n, 1, dx, y, m, n, n, 1, dy]
     interpreter.run(module, grid=(-(-m // bm), -(-n // bn)), args=args)
     np.testing.assert_array_equal(y, x)
+
+
+# --- device descriptors (tl.make_tensor_descriptor: the map encoded in global scratch) -------
+
+@pytest.mark.parametrize("meta", dm.CONFIGS, ids=dm.CONFIG_IDS)
+def test_device_descriptor_store(meta):
+    rng = np.random.default_rng()
+    m = int(rng.integers(20, 300))
+    n, k = (8 * int(2 * rng.integers(2, 20) + 1) for _ in range(2))
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, np.float16)
+    with knobs.scope(tma=True, tma_store=True, always_compile=True):
+        kernel = dm.device_descriptor_matmul_kernel.compile(a, b, c, m, n, k, arch="sm_90a",
+                                                            **meta)
+    ptx = kernel.asm["ptx"]
+    check_store_sequence(ptx, max(1, meta["BN"] * 2 // 128))
+    # C's map is kept (the store reads it) and written before the store by the same thread.
+    assert kernel.metadata["global_scratch_size"] == 384
+    assert ptx.rindex("fence.proxy.tensormap::generic.acquire.gpu") < ptx.index(
+        "cp.async.bulk.tensor.2d.global.shared::cta")
+    if ptxas.find_ptxas() is not None:
+        assert kernel.metadata["spill_stores"] == 0
+    module = ir.parse_module(kernel.asm["tgir"])
+    interpreter.run(module, grid=(-(-m // meta["BM"]), -(-n // meta["BN"])),
+                    args=[a, b, c, m, n, k])
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-3
+
+
+@pytest.mark.parametrize("config", [
+    dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, num_stages=3,
+         num_warps=8),
+    dict(BLOCK_SIZE_M=32, BLOCK_SIZE_N=32, BLOCK_SIZE_K=32, GROUP_SIZE_M=2, num_stages=2,
+         num_warps=4)], ids=["gpu-config", "cpu-config"])
+def test_compat_persistent_matmul_stores_by_tma(config):
+    """The compat suite's descriptor_matmul (triton_compat.py's A/B): the store in the tile
+    loop, each tile's copy read out before the next tile's writes."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from compat import loader
+    kernel = loader.load_tessera("descriptor_matmul").matmul_kernel_descriptor_persistent
+    m, n, k = 333, 520, 216
+    a, b, c = (np.zeros(s, np.float16) for s in ((m, k), (k, n), (m, n)))
+    with knobs.scope(tma=True, tma_store=True, always_compile=True):
+        compiled = kernel.compile(a, b, c, m, n, k, NUM_SMS=132, arch="sm_90a", **config)
+    check_store_sequence(compiled.asm["ptx"], max(1, config["BLOCK_SIZE_N"] * 2 // 128))
+    if ptxas.find_ptxas() is not None:
+        assert compiled.metadata["spill_stores"] == 0
