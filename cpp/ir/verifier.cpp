@@ -363,6 +363,8 @@ void verifyEncodings(const Operation &op) {
                         op.operand(0)->type().str());
     return;
   }
+  if (op.code() == OpCode::Store && op.hasAttr("tma") && tensors.size() >= 2)
+    tensors.erase(tensors.begin() + 1); // a TMA store stages its value from any layout
   bool sharesLayout = op.code() == OpCode::Load || op.code() == OpCode::Store ||
                       op.code() == OpCode::Broadcast || op.hasTrait(trait::ELEMENTWISE);
   if (!sharesLayout || tensors.empty())

@@ -77,8 +77,12 @@ def check_store_sequence(ptx, boxes):
 @pytest.mark.parametrize("meta", dm.CONFIGS, ids=dm.CONFIG_IDS)
 def test_tma_store_ptx(meta):
     kernel = ragged_matmul(meta)
-    assert re.search(r"store [^\n]*\{[^\n]*tma", kernel.asm["tgir"])
+    # The accumulator is stored from its #mma registers (no conversion to the pointer tile's
+    # layout first): stmatrix writes its fragments into the swizzled tile.
+    assert re.search(r"store [^\n]*\{[^\n]*tma[^\n]*xf16, #mma>", kernel.asm["tgir"])
+    assert "convert_layout" not in kernel.asm["tgir"].split("= for ")[-1].split("yield")[-1]
     check_store_sequence(kernel.asm["ptx"], max(1, meta["BN"] * 2 // 128))
+    assert "stmatrix" in kernel.asm["ptx"]
     if ptxas.find_ptxas() is not None:
         assert kernel.metadata["spill_stores"] == 0 and kernel.metadata["registers"] > 0
 
