@@ -12,8 +12,8 @@
 //  3. Stores are issued only by the first owner of each element: registers, lanes and warps
 //     that merely duplicate data (free variables of the layout) skip them, as in Triton; a
 //     scalar store is issued by thread 0 alone.
-#include "codegen/lower_to_llvm.h"
 #include "codegen/lower_tma.h"
+#include "codegen/lower_to_llvm.h"
 
 #include "ir/diagnostics.h"
 

@@ -243,8 +243,7 @@ bool lowerTmaStore(KernelLowering &lowering, const ir::Operation &op) {
   llvm::IRBuilder<> &b = lowering.builder();
   const ir::Type &valueType = op.operand(1)->type();
   int elementBytes = lowering.memoryBytes(valueType, op);
-  llvm::Value *scratch =
-      lowering.sharedScratch(op, tile->allocationSize() * elementBytes);
+  llvm::Value *scratch = lowering.sharedScratch(op, tile->allocationSize() * elementBytes);
   storeToSharedTile(lowering, op, lowering.registersOf(op.operand(1)),
                     lowering.layoutOf(valueType, op), *tile, scratch, valueType.elementType());
   emitAsm(lowering, "fence.proxy.async.shared::cta;", "", {});

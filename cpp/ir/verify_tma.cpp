@@ -102,8 +102,8 @@ void verifyTmaStoreOperands(const Operation &op) {
                   "per dim of its descriptor (at least its tile's rank, at most 5), got " +
                       std::to_string(op.numOperands()) + " operands");
   if (!isTensorMap(op.operand(3)))
-    emitError(op,
-              "a store's tensor map must be a ptr<i8> argument, got " + op.operand(3)->type().str());
+    emitError(op, "a store's tensor map must be a ptr<i8> argument, got " +
+                      op.operand(3)->type().str());
   for (unsigned i = 4; i < op.numOperands(); ++i)
     expectScalar(op, i, Type::i32(), "a box coordinate");
 }

@@ -1,13 +1,13 @@
-"""TMA stores of host tensor descriptors (TESSERA_TMA_STORE, sm_90a) against torch.
+"""TMA stores of tensor descriptors (TESSERA_TMA_STORE, sm_90a) against torch.
 
 The descriptor matmul's epilogue (`c_desc.store`) with ragged M, N (boxes past the tensor's
 edges are clipped by the TMA unit), fp16 and bf16 outputs poisoned first, against float64 and
 bitwise against the same kernel with the pointer store (same products, same rounding); with a
 producer warpgroup too; the same through device descriptors (tl.make_tensor_descriptor) and
-the compat suite's persistent descriptor matmul. A plain copy through two descriptors over ragged 2-D shapes checks
-every element and that nothing outside the destination view is written (a guard region
-around it, in the same allocation, keeps its sentinel). Design: docs/perf/hopper.md, "TMA
-stores". CPU checks: tests/python/compiler/test_tma_store_ptx.py.
+the compat suite's persistent descriptor matmul. A plain copy through two descriptors over
+ragged 2-D shapes checks every element and that nothing outside the destination view is
+written (a guard region around it, in the same allocation, keeps its sentinel). Design:
+docs/perf/hopper.md, "TMA stores". CPU checks: tests/python/compiler/test_tma_store_ptx.py.
 """
 import os
 import sys

@@ -189,7 +189,8 @@ def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     with compiling_with_warps(num_warps):
         module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
                                        set(equal_to_1), debug=debug, tma=tma,
-                                       tma_store=tma and tma_store, interpreter=interpreter, large_tensors=set(large_tensors))
+                                       tma_store=tma and tma_store, interpreter=interpreter,
+                                       large_tensors=set(large_tensors))
     # Only given when on: the module attribute it sets is part of the IR's text.
     checked = {"check_offsets": 1} if interpreter or (knobs.debug if debug is None else debug) \
         else {}

@@ -347,7 +347,7 @@ def descriptor_store(sem: Any, desc: "_api.tensor_descriptor", offsets: Any,
         coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
                   for i, o in enumerate(_as_list(offsets))]
     ptrs, bounds = _descriptor_access(sem, desc, offsets)
-    if tma and bounds is not None:
+    if tma and tensormap is not None and bounds is not None:
         # The masked store stays its meaning (interpreter, every pass, and codegen wherever
         # the TMA store does not apply: analysis::tmaStoreTile); codegen copies the tile out
         # by TMA from the map and the box's coordinates (codegen/lower_tma.h, lowerTmaStore).

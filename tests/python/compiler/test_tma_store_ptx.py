@@ -87,6 +87,24 @@ def test_tma_store_ptx(meta):
         assert kernel.metadata["spill_stores"] == 0 and kernel.metadata["registers"] > 0
 
 
+@pytest.mark.parametrize("meta", dm.CONFIGS[:2], ids=dm.CONFIG_IDS[:2])
+def test_tma_store_after_a_warp_specialized_loop(meta):
+    # The producer warpgroup has left by the epilogue: the barrier is the consumers' named
+    # one (bar.sync 1, num_warps * 32) and a consumer thread issues the copies.
+    a, b, c = (np.zeros(s, np.float16) for s in ((300, 128), (128, 200), (300, 200)))
+    with knobs.scope(tma=True, tma_store=True, warp_specialize=True, always_compile=True):
+        kernel = dm.descriptor_matmul_kernel.compile(*dm.descriptors(a, b, c, meta), 128,
+                                                     arch="sm_90a", **meta)
+    ptx = kernel.asm["ptx"]
+    assert kernel.metadata["total_num_warps"] == meta["num_warps"] + 4
+    check_store_sequence(ptx, max(1, meta["BN"] * 2 // 128))
+    fence = ptx.index("fence.proxy.async.shared::cta;")
+    assert re.search(rf"bar\.sync\s+1, {meta['num_warps'] * 32};", ptx[fence:ptx.index(
+        "cp.async.bulk.tensor.2d.global", fence)])
+    if ptxas.find_ptxas() is not None:
+        assert kernel.metadata["spill_stores"] == 0
+
+
 def test_knob_off_and_sm_80_keep_the_pointer_store():
     meta = dm.CONFIGS[0]
     off = ragged_matmul(meta, store=False)
