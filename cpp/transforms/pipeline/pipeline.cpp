@@ -52,6 +52,7 @@
 #include "ir/builder.h"
 #include "ir/pass_manager.h"
 #include "ir/verify_tma.h"
+#include "layout/blocked.h"
 #include "layout/dot_operand.h"
 #include "layout/swizzled_shared.h"
 #include "transforms/layout_passes.h"
@@ -200,7 +201,10 @@ void dropUnusedTensorMaps(Operation &func, bool tma) {
         op->attributes().erase("tma");
       } else if (Operation *convert = op->operand(1)->definingOp();
                  convert && convert->code() == OpCode::ConvertLayout) {
-        op->setOperand(1, convert->operand(0));
+        const Encoding *source = convert->operand(0)->type().encoding().get();
+        if (dynamic_cast<const MmaEncoding *>(source) ||
+            dynamic_cast<const BlockedEncoding *>(source))
+          op->setOperand(1, convert->operand(0)); // register layouts stmatrix or st.shared takes
       }
       return;
     }
