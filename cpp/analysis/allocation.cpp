@@ -35,7 +35,11 @@ int64_t alignUp(int64_t value, int64_t alignment) {
 /// Buffers of 1 KiB or more start on a 1 KiB boundary: wgmma's 128-byte swizzle is a
 /// function of address bits 7-9, so a tile read through a descriptor must begin where the
 /// pattern does (the descriptor's base offset is 0). Smaller ones need only 128 bytes.
+/// A TMA store's scratch too: the TMA reads it through the map's swizzle, which is a
+/// function of the absolute address bits (tmaStoreTile).
 int64_t alignmentOf(const SharedBuffer &buffer) {
+  if (buffer.isScratch && buffer.op->code() == ir::OpCode::Store)
+    return kWgmmaTileAlignment;
   return !buffer.isScratch && buffer.bytes >= kWgmmaTileAlignment ? kWgmmaTileAlignment
                                                                   : kSharedAlignment;
 }
@@ -184,7 +188,7 @@ void SharedAllocation::separateConsecutiveScratch() {
       for (const SharedBuffer &other : buffers_)
         if (&other != &buffer && !other.isScratch && buffer.liveAtOnce(other))
           taken.emplace_back(other.offset, other.end());
-      int64_t offset = firstFit(taken, buffer.bytes, kSharedAlignment);
+      int64_t offset = firstFit(taken, buffer.bytes, alignmentOf(buffer));
       if (offset + buffer.bytes <= totalBytes_)
         buffer.offset = offset;
     }

@@ -276,6 +276,28 @@ bool atomicPublishesResult(const ir::Operation &op) {
   return false;
 }
 
+std::optional<SharedTileLayout> tmaStoreTile(const ir::Operation &op) {
+  // (ptr, value, mask, tensormap, row, column): a 2-D map; ranks 3-5 keep the pointer store.
+  if (op.code() != OpCode::Store || !op.hasAttr("tma") || op.numOperands() != 6)
+    return std::nullopt;
+  const ir::Type &type = op.operand(1)->type();
+  if (!type.isTensor() || type.rank() != 2 || type.elementType() == ir::Type::i1())
+    return std::nullopt;
+  int elementBytes = static_cast<int>(memoryElementBytes(type));
+  int64_t rows = type.shape()[0], rowBytes = type.shape()[1] * elementBytes;
+  int64_t span = std::min<int64_t>(128, rowBytes);
+  if (elementBytes > 4 || rows > 256 || rows % 8 != 0 || rowBytes < 32 || rowBytes % span != 0)
+    return std::nullopt;
+  std::shared_ptr<const SharedEncoding> encoding =
+      wgmmaSharedEncoding(type.shape(), {1, 0}, elementBytes);
+  if (!encoding)
+    return std::nullopt;
+  SharedTileLayout tile = encoding->tileFor(type.shape());
+  if (tile.order.size() != 2 || tile.order[0] != 1 || wgmmaSwizzleBytes(tile, elementBytes) != span)
+    return std::nullopt;
+  return tile;
+}
+
 int64_t scratchBytes(const ir::Operation &op) {
   try {
     switch (op.code()) {
@@ -291,6 +313,10 @@ int64_t scratchBytes(const ir::Operation &op) {
     case OpCode::Scan: return scanScratchBytes(op);
     case OpCode::AtomicRMW:
     case OpCode::AtomicCAS: return atomicScratchBytes(op);
+    case OpCode::Store: {
+      std::optional<SharedTileLayout> tile = tmaStoreTile(op);
+      return tile ? tile->allocationSize() * memoryElementBytes(op.operand(1)->type()) : 0;
+    }
     default: return 0;
     }
   } catch (const std::exception &) {

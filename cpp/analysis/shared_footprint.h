@@ -72,4 +72,12 @@ bool atomicPublishesResult(const ir::Operation &op);
 /// cannot be built count as 0: codegen reports them.
 int64_t scratchBytes(const ir::Operation &op);
 
+/// The shared tile a TMA store (TESSERA_TMA_STORE: a `store` with attribute `tma` carrying its
+/// tensor map and box coordinates) stages its value in: the 2-D block in the swizzle the
+/// host encodes the map with (min(128, row bytes), the wgmma placement; rows over 128 bytes
+/// in 128-byte column blocks, one box each). None where the TMA store does not apply (rank
+/// other than 2, rows under 32 bytes or not whole swizzle spans, over 256 rows): that store
+/// keeps the masked pointer store. Its scratch is this tile, 1 KiB aligned (allocation.cpp).
+std::optional<SharedTileLayout> tmaStoreTile(const ir::Operation &op);
+
 } // namespace tessera::analysis

@@ -12,6 +12,7 @@
 //  3. Stores are issued only by the first owner of each element: registers, lanes and warps
 //     that merely duplicate data (free variables of the layout) skip them, as in Triton; a
 //     scalar store is issued by thread 0 alone.
+#include "codegen/lower_tma.h"
 #include "codegen/lower_to_llvm.h"
 
 #include "ir/diagnostics.h"
@@ -48,7 +49,10 @@ emitPredicated(llvm::IRBuilder<> &b, llvm::Value *predicate, const char *name, F
 
 /// Register i of every operand must hold the same element as register i of the result.
 void requireLayout(KernelLowering &lowering, const ir::Operation &op, const LinearLayout &layout) {
-  for (const ir::Value *operand : op.operands())
+  // A descriptor access's tensor map and box coordinates (attribute `tma`) are scalars after
+  // the three tile operands: the masked access ignores them.
+  size_t tiles = op.hasAttr("tma") ? std::min<size_t>(3, op.numOperands()) : op.numOperands();
+  for (const ir::Value *operand : llvm::ArrayRef<ir::Value *>(op.operands()).take_front(tiles))
     if (!operand->type().isTensor() || lowering.layoutOf(operand->type(), op) != layout)
       ir::emitError(op, "codegen: operand " + operand->type().str() +
                             " does not have the layout of the accessed tensor");
@@ -182,6 +186,8 @@ void emitPredicatedStore(KernelLowering &lowering, llvm::Value *predicate, llvm:
 }
 
 void lowerStore(KernelLowering &lowering, const ir::Operation &op) {
+  if (op.hasAttr("tma") && lowerTmaStore(lowering, op))
+    return; // TESSERA_TMA_STORE; any other store (and the fallback): the masked stores below
   llvm::IRBuilder<> &b = lowering.builder();
   const ir::Type &valueType = op.operand(1)->type();
   const ir::Value *mask = op.numOperands() >= 3 ? op.operand(2) : nullptr;

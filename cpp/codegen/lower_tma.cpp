@@ -7,10 +7,20 @@
 // pipeliner's wgmma layout (layout/swizzled_shared.h) puts them; the host encodes the same box
 // and swizzle (python/tessera/runtime/tensor_map.py). A map of rank 3 to 5 (a [1, .., BLOCK, D]
 // block whose 2-D tile the slot holds) copies with cp.async.bulk.tensor.3d..5d.
+//
+// A TMA store (lowerTmaStore) is the mirror of a load: every thread writes its registers
+// into the op's scratch in the box layout and swizzle of the map (as a load's bytes land),
+// fence.proxy.async.shared::cta (its generic-proxy writes become visible to the async proxy),
+// bar.sync, then the issuing thread copies each 128-byte column block with
+// cp.async.bulk.tensor.2d.global.shared::cta.bulk_group, commits the group and waits until
+// the scratch has been read (wait_group.read 0): membar then orders any later write of those
+// bytes with a barrier as after any op's scratch, and no CTA exits with its reads pending.
+// The TMA clips the box at the tensor's bounds: the masked store's meaning, without the mask.
 #include "codegen/lower_tma.h"
 
 #include "analysis/shared_footprint.h"
 #include "codegen/lower_debug.h"
+#include "codegen/lower_matrix.h"
 #include "ir/diagnostics.h"
 #include "layout/dot_operand.h"
 #include "layout/swizzled_shared.h"
@@ -225,6 +235,42 @@ void lowerInval(KernelLowering &lowering, const ir::Operation &op) {
 }
 
 } // namespace
+
+bool lowerTmaStore(KernelLowering &lowering, const ir::Operation &op) {
+  std::optional<SharedTileLayout> tile = analysis::tmaStoreTile(op);
+  if (!tile || lowering.smVersion() < 90 || !op.hasAttr("scratch_offset"))
+    return false;
+  llvm::IRBuilder<> &b = lowering.builder();
+  const ir::Type &valueType = op.operand(1)->type();
+  int elementBytes = lowering.memoryBytes(valueType, op);
+  llvm::Value *scratch = lowering.sharedScratch(op, tile->allocationSize() * elementBytes);
+  storeToSharedTile(lowering, op, lowering.registersOf(op.operand(1)),
+                    lowering.layoutOf(valueType, op), *tile, scratch, valueType.elementType());
+  emitAsm(lowering, "fence.proxy.async.shared::cta;", "", {});
+  lowering.emitBarrier();
+  int swizzle = wgmmaSwizzleBytes(*tile, elementBytes);
+  int64_t rows = tile->shape[0], boxColumns = swizzle / elementBytes;
+  int64_t boxes = std::max<int64_t>(1, tile->shape[1] / boxColumns);
+  llvm::Value *first = leader(lowering, nullptr);
+  llvm::Value *source = address32(lowering, scratch);
+  llvm::Value *map = lowering.registersOf(op.operand(3))[0];
+  llvm::Value *row = lowering.registersOf(op.operand(4))[0];
+  llvm::Value *column = lowering.registersOf(op.operand(5))[0];
+  // $0 the issuer, $1 the map, $2 the column, $3 the row (innermost first), $4 the box.
+  for (int64_t box = 0; box < boxes; ++box)
+    emitAsm(lowering,
+            std::string(kIfLeader) +
+                "@p cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$1, {$2, $3}], "
+                "[$4]; }",
+            "r,l,r,r,r",
+            {first, map, b.CreateAdd(column, lowering.i32(box * boxColumns)), row,
+             b.CreateAdd(source, lowering.i32(box * rows * swizzle))});
+  emitAsm(lowering,
+          std::string(kIfLeader) +
+              "@p cp.async.bulk.commit_group; @p cp.async.bulk.wait_group.read 0; }",
+          "r", {first});
+  return true;
+}
 
 bool lowerTmaOp(KernelLowering &lowering, const ir::Operation &op) {
   if (lowering.smVersion() < 90 &&

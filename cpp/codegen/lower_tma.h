@@ -9,6 +9,14 @@ namespace tessera::codegen {
 /// Lowers `op` when it is one of the ops above and returns true; false otherwise.
 bool lowerTmaOp(KernelLowering &lowering, const ir::Operation &op);
 
+/// A TMA store (TESSERA_TMA_STORE: a `store` with `tma` whose tile analysis::tmaStoreTile
+/// gives, with its scratch allocated): stages the value in the scratch in the map's swizzle,
+/// then one thread copies each box to global memory with cp.async.bulk.tensor and waits until
+/// the scratch has been read. Returns false (nothing emitted) for any other store: the caller
+/// lowers it as the masked pointer store, which means the same (the TMA clips the box at the
+/// tensor's bounds as the mask does).
+bool lowerTmaStore(KernelLowering &lowering, const ir::Operation &op);
+
 /// The func's `tensormaps` arguments become 64-byte-aligned 128-byte __grid_constant__
 /// parameters (byval) whose generic address the kernel uses as the ptr<i8> argument.
 void addTensorMapParameters(const ir::Operation &func, llvm::Function &function);

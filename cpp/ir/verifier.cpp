@@ -207,7 +207,10 @@ void verifyLoad(const Operation &op) {
 
 void verifyStore(const Operation &op) {
   const auto &ops = op.operands();
-  expectOperands(op, 2, 3);
+  if (op.hasAttr("tma"))
+    verifyTmaStoreOperands(op);
+  else
+    expectOperands(op, 2, 3);
   expectResults(op, 0);
   if (!ops[0]->type().elementType().isPointer() ||
       ops[0]->type().elementType().pointee() != ops[1]->type().elementType())
@@ -360,6 +363,8 @@ void verifyEncodings(const Operation &op) {
                         op.operand(0)->type().str());
     return;
   }
+  if (op.code() == OpCode::Store && op.hasAttr("tma") && tensors.size() >= 2)
+    tensors.erase(tensors.begin() + 1); // a TMA store stages its value from any layout
   bool sharesLayout = op.code() == OpCode::Load || op.code() == OpCode::Store ||
                       op.code() == OpCode::Broadcast || op.hasTrait(trait::ELEMENTWISE);
   if (!sharesLayout || tensors.empty())

@@ -48,9 +48,11 @@
 #include "transforms/pipeline/warp_specialize.h"
 
 #include "analysis/membar.h"
+#include "analysis/shared_footprint.h"
 #include "ir/builder.h"
 #include "ir/pass_manager.h"
 #include "ir/verify_tma.h"
+#include "layout/blocked.h"
 #include "layout/dot_operand.h"
 #include "layout/swizzled_shared.h"
 #include "transforms/layout_passes.h"
@@ -184,8 +186,28 @@ Operation *firstRingProduct(const LoopSchedule &schedule) {
 /// A descriptor load that no TMA pipeline took (outside a loop, in a loop that is not
 /// pipelined, or pipelined with cp.async) is the plain masked load it always meant: its tensor
 /// map and box coordinates go (codegen lowers a load from its pointers alone).
-void dropUnusedTensorMaps(Operation &func) {
-  func.walk([](Operation *op) {
+///
+/// A descriptor store with its map (TESSERA_TMA_STORE) is a TMA store where the module asks
+/// for the TMA path and analysis::tmaStoreTile accepts it: it stages its value in shared
+/// memory itself, from any layout, so a conversion of that value (the #mma accumulator to the
+/// coalesced layout of the pointer tile) is skipped (dce erases it) and the stmatrix path of
+/// codegen writes the accumulator's fragments directly. Any other such store drops its map.
+void dropUnusedTensorMaps(Operation &func, bool tma) {
+  func.walk([tma](Operation *op) {
+    if (op->code() == OpCode::Store && op->hasAttr("tma")) {
+      if (!tma || !analysis::tmaStoreTile(*op)) {
+        while (op->numOperands() > 3)
+          op->eraseOperand(op->numOperands() - 1);
+        op->attributes().erase("tma");
+      } else if (Operation *convert = op->operand(1)->definingOp();
+                 convert && convert->code() == OpCode::ConvertLayout) {
+        const Encoding *source = convert->operand(0)->type().encoding().get();
+        if (dynamic_cast<const MmaEncoding *>(source) ||
+            dynamic_cast<const BlockedEncoding *>(source))
+          op->setOperand(1, convert->operand(0)); // register layouts stmatrix or st.shared takes
+      }
+      return;
+    }
     if (op->code() != OpCode::Load || !op->hasAttr("tma"))
       return;
     while (op->numOperands() > plainLoadOperands(*op))
@@ -521,7 +543,7 @@ void pipelineLoops(Module &module) {
       if (schedule.isPipelined())
         pipelineLoop(schedule, tma, specialized, module, cross.outer ? &cross : nullptr);
     }
-    dropUnusedTensorMaps(*func);
+    dropUnusedTensorMaps(*func, module.intAttrOr("tma", 0) == 1);
   }
 }
 

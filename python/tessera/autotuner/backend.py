@@ -84,7 +84,8 @@ def compile_one(job: CompileJob) -> Outcome:
         if job.estimate_first:
             module = build_tile_ir(job.jit_fn.fn, signature, job.constexpr_dict, div16, eq1,
                                    job.options.num_warps, debug=job.options.debug, tma=tma,
-                                   large_tensors=large)
+                                   large_tensors=large,
+                                   tma_store=bool(getattr(job.options, "tma_store", False)))
             reason = resources.why_not_fit_before_compile(
                 module, job.options.num_warps, job.options.num_stages, props)
             if reason is not None:

@@ -139,7 +139,9 @@ def _load(info: OpInfo):
 def _store(info: OpInfo):
     stores_pointers = info.operands[1].pointee is not None
 
-    def store(state, pointer, value, mask=None):
+    def store(state, pointer, value, mask=None, *tensor_map):
+        # A descriptor store under TESSERA_TMA_STORE also carries its tensor map and box
+        # coordinates: the masked store is its meaning (the TMA clips the box as the mask does).
         pointer = np.asarray(pointer)
         if stores_pointers:  # memory holds host addresses, as data_ptr() gives them
             value = state.memory.to_host(value)

@@ -336,7 +336,24 @@ def descriptor_store(sem: Any, desc: "_api.tensor_descriptor", offsets: Any,
         raise ValueError(f"the stored value's shape {value.shape} differs from the "
                          f"descriptor's block shape {desc.block_shape}")
     value = sem.cast(value, desc.dtype)
+    tensormap = desc.__dict__.get("tensormap")
+    coords = []  # made before the store that takes them (a constant offset is a new op)
+    # Under TESSERA_TMA_STORE, a 2-D descriptor's map rides along: a host descriptor's kernel
+    # parameter, or the map a device descriptor encodes (kept by this use: the pipeline drops
+    # only maps nothing reads; its writer is the thread that issues the TMA copies).
+    tma = (getattr(sem, "tma_store", False) and tensormap is not None
+           and len(desc.block_shape) == 2)
+    if tma:
+        coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
+                  for i, o in enumerate(_as_list(offsets))]
     ptrs, bounds = _descriptor_access(sem, desc, offsets)
+    if tma and tensormap is not None and bounds is not None:
+        # The masked store stays its meaning (interpreter, every pass, and codegen wherever
+        # the TMA store does not apply: analysis::tmaStoreTile); codegen copies the tile out
+        # by TMA from the map and the box's coordinates (codegen/lower_tma.h, lowerTmaStore).
+        sem.builder.create("store", [ptrs.handle, value.handle, bounds.handle, tensormap.handle]
+                           + coords, [], {DESCRIPTOR_ATTR: True, "tma": True})
+        return
     _store(sem, ptrs, value, bounds, {DESCRIPTOR_ATTR: True})
 
 

@@ -97,6 +97,33 @@ TEST(SharedAllocation, ConsecutiveScratchMovesApartWithinTheTotal) {
   EXPECT_EQ(insertBarriers(funcOf(*module)), 1); // large -> first small only
 }
 
+TEST(SharedAllocation, TmaStoreScratchStartsOnTheSwizzlePattern) {
+  // A TMA store (tmaStoreTile: 64 rows of 128 bytes, the 128-byte swizzle) between two
+  // conversions: its scratch on a 1 KiB boundary (the TMA swizzles by absolute address bits),
+  // ordered by barriers as any op's scratch: after the first conversion's reads, and before
+  // the second one's writes (the issuing thread waited for the TMA's reads: wait_group.read).
+  const std::string b2 = "#blocked<{sizePerThread = [1, 8], threadsPerWarp = [4, 8], "
+                         "warpsPerCTA = [4, 1], order = [1, 0]}>";
+  std::string tile = "tensor<64x64x";
+  std::string body = range("%r", 256) + convert("%c", "%r", 256) +
+                     "    %p = splat %0 : (ptr<f16>) -> " + tile + "ptr<f16>, " + b2 + ">\n" +
+                     "    %v = splat %4 : (f16) -> " + tile + "f16, " + b2 + ">\n" +
+                     "    %m = splat %5 : (i1) -> " + tile + "i1, " + b2 + ">\n" +
+                     "    store %p, %v, %m, %1, %2, %3 {tma = true} : (" + tile + "ptr<f16>, " +
+                     b2 + ">, " + tile + "f16, " + b2 + ">, " + tile + "i1, " + b2 +
+                     ">, ptr<i8>, i32, i32) -> ()\n" + convert("%d", "%r", 256);
+  auto module = parse(body, "%0: ptr<f16>, %1: ptr<i8>, %2: i32, %3: i32, %4: f16, %5: i1");
+  SharedAllocation allocation(funcOf(*module));
+  expectValid(allocation);
+  ASSERT_EQ(allocation.buffers().size(), 3u);
+  const SharedBuffer &store = allocation.buffers()[1];
+  EXPECT_EQ(store.op->code(), ir::OpCode::Store);
+  EXPECT_EQ(store.bytes, 64 * 128);
+  EXPECT_EQ(store.offset % kWgmmaTileAlignment, 0) << allocation.str();
+  allocation.apply();
+  EXPECT_EQ(insertBarriers(funcOf(*module)), 2);
+}
+
 /// A two-slot ring filled by cp.async in a loop, with conversions inside the loop, between the
 /// loop and the final wait, and after it.
 std::unique_ptr<ir::Module> ringKernel() {
