@@ -107,7 +107,8 @@ def measure_backward(case: dict, reference: Callable, relative_error: Callable, 
     contexts: Dict[str, Callable] = {}
     for name, knob_values in BACKWARD_VARIANTS.items():
         with scoped(**knob_values)():
-            row[f"{name}_path"] = "tma" if tma_path(q, k, v, do, kernel="bwd") else "pointer"
+            row[f"{name}_path"] = ("tma" if tma_path(q, k, v, do, kernel="bwd", causal=causal)
+                                  else "pointer")
             for g in grads:
                 g.fill_(float("nan"))
             attention_backward(q, k, v, o, lse, do, causal, dq=grads[0], dk=grads[1],

@@ -180,8 +180,15 @@ def test_the_backward_takes_the_tma_path_by_its_own_row_of_the_table():
     x64, x128 = (np.zeros((2, 3, 100, d), np.float16) for d in (64, 128))
     with knobs.scope(attention_tma="auto"):
         for D, x in ((64, x64), (128, x128)):
-            assert tma_path(x, arch="sm_90a", kernel="bwd") == (
-                D in fa.configs.TMA_FASTER_HEAD_DIMS["bwd"])
+            for causal in (False, True):
+                entries = fa.configs.TMA_FASTER_HEAD_DIMS["bwd"]
+                assert tma_path(x, arch="sm_90a", kernel="bwd", causal=causal) == (
+                    D in entries or (D, causal) in entries)
+        # The measured rows (docs/perf/attention_tma.md): D = 128 both ways, D = 64 without
+        # the causal mask only.
+        assert tma_path(x128, arch="sm_90a", kernel="bwd", causal=True)
+        assert tma_path(x64, arch="sm_90a", kernel="bwd", causal=False)
+        assert not tma_path(x64, arch="sm_90a", kernel="bwd", causal=True)
     with knobs.scope(attention_tma="off"):
         assert not tma_path(x128, arch="sm_90a", kernel="bwd")
     assert tma_path(x64, x64, x64, x64, arch="sm_90a", kernel="bwd")  # on

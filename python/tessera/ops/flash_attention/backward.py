@@ -289,7 +289,7 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False,
     strides = (*_strides(q)[:3], *_strides(k)[:3], *_strides(v)[:3], *_strides(do)[:3])
     # The TMA variant (configs.tma_path, the forward's rule for each tensor both kernels read
     # by descriptor) writes its maps in global scratch from the caller's allocator or q's.
-    tma = tma_path(q, k, v, do, kernel="bwd")
+    tma = tma_path(q, k, v, do, kernel="bwd", causal=causal)
     with default_allocator(scratch_allocator(q) if tma else None):
         _tuned_dkdv[(lambda meta: (tessera.cdiv(S, meta["BLOCK_N"]), B * H))](
             q, k, v, do, dk, dv, lse, delta, sm_scale, sm_scale * LOG2E, H, S, *strides,

@@ -133,16 +133,26 @@ TMA_ALIGN = 16  # bytes: the TMA's rule for a tensor map's base address and row 
 # --quick --dtypes float16`, S = 4096, same run, TMA over cp.async): fwd on (B, H, S, D) host
 # descriptors D = 64 1.261x (causal 1.088x), D = 128 1.214x (causal 1.147x). bwd, after the
 # cp.async owner guard cleared its racecheck hazards (0 now): D = 64 1.041x (causal 0.972x),
-# D = 128 1.104x (causal 1.064x): D = 128 only (D = 64 loses with the causal mask, and one
-# head-dim table cannot tell the two apart; docs/perf/attention_tma.md, "The backward").
+# D = 128 1.104x (causal 1.064x): D = 128, and D = 64 without the causal mask (an entry
+# (D, causal) names one of the two; the session before measured it at 1.047x and 0.973x too;
+# docs/perf/attention_tma.md, "The backward").
 # "masked_fwd", "masked_dq": the masked-attention forward's and dQ kernel's K and V
 # (ops/masked_attention/): measured slower at sparse masks (0.47-0.64x of cp.async) and
 # faster only at all-true ones (1.12x): none under auto (docs/perf/masked_attention.md
 # "TMA"). TESSERA_ATTENTION_TMA=on takes every pass at every eligible D (tests and A/B).
-TMA_FASTER_HEAD_DIMS = {"fwd": (64, 128), "bwd": (128,), "masked_fwd": (), "masked_dq": ()}
+TMA_FASTER_HEAD_DIMS: dict = {"fwd": (64, 128), "bwd": (128, (64, False)), "masked_fwd": (),
+                              "masked_dq": ()}
 
 
-def tma_path(*tensors, arch: str | None = None, kernel: str = "fwd") -> bool:
+def measured_faster(kernel: str, D: int, causal: bool | None = None) -> bool:
+    """Whether TMA_FASTER_HEAD_DIMS[kernel] names head dim D (an entry D: causal or not; an
+    entry (D, causal): that case only; `causal` None matches plain D entries alone)."""
+    entries = TMA_FASTER_HEAD_DIMS[kernel]
+    return D in entries or (causal is not None and (D, bool(causal)) in entries)
+
+
+def tma_path(*tensors, arch: str | None = None, kernel: str = "fwd",
+             causal: bool | None = None) -> bool:
     """Whether `kernel`'s pass (a key of TMA_FASTER_HEAD_DIMS) reads its tiles by the TMA: the
     forwards
     through (B, H, S, D) host tensor descriptors, the backward through per-head (S, D) device
@@ -151,7 +161,8 @@ def tma_path(*tensors, arch: str | None = None, kernel: str = "fwd") -> bool:
     last dim contiguous, the data pointer and the batch, head and row strides multiples of 16
     bytes, rows not overlapping. Otherwise (and in the interpreter, any other arch, strided
     inputs breaking a rule) the pointer path, which reads the same values.
-    knobs.attention_tma: "auto" takes it only at TMA_FASTER_HEAD_DIMS[kernel], "on" wherever
+    knobs.attention_tma: "auto" takes it only where TMA_FASTER_HEAD_DIMS[kernel] names the
+    head dim (and `causal`, for entries that name it: measured_faster), "on" wherever
     the rules hold, "off" never."""
     x = tensors[0]
     arch = _arch(x) if arch is None else arch
@@ -159,7 +170,7 @@ def tma_path(*tensors, arch: str | None = None, kernel: str = "fwd") -> bool:
     mode = knobs.attention_tma
     if (mode == "off" or arch != "sm_90a" or not (knobs.tma and knobs.wgmma) or _is_fp32(x)
             or x.shape[-1] not in WGMMA_CONFIGS["fwd"]
-            or (mode == "auto" and x.shape[-1] not in TMA_FASTER_HEAD_DIMS[kernel])):
+            or (mode == "auto" and not measured_faster(kernel, x.shape[-1], causal))):
         return False
     for t in tensors:
         itemsize = t.itemsize if isinstance(t, np.ndarray) else t.element_size()
