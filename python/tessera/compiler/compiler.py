@@ -236,10 +236,6 @@ def _spill_bytes(assembled) -> int:
     return assembled.report["spill_stores"] + assembled.report["spill_loads"]
 
 
-def _spilled(assembled) -> bool:
-    return _spill_bytes(assembled) > 0
-
-
 def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                    divisibility_16=(), equal_to_1=(),
                    options: CompileOptions = CompileOptions(), tile_ir=None,
@@ -286,7 +282,7 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         asm["tgir"] = module.str()
     clock.step("tgir passes")
     generated, assembled = _codegen_and_assemble(module, options, kernel_name, keep_ir, clock)
-    if carried and assembled is not None and _spilled(assembled):
+    if carried and assembled is not None and _spill_bytes(assembled) > 0:
         # The carried pointers (one 64-bit register pair per copy register) can push a
         # register-heavy kernel into spills where LLVM's strength-reduced form (one base plus
         # 32-bit offsets) fits: then the kernel is generated the other way too and the one

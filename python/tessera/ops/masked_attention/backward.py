@@ -27,9 +27,9 @@ import tessera.language as tl
 from ..flash_attention.backward import attention_bwd_preprocess_kernel
 from ..flash_attention.configs import (LOG2E, _empty, _last_dim_contiguous, _strides,
                                        preprocess_block, reload_tiles, tma_path)
-from ..flash_attention.forward import head_descriptors, head_tile, load_rows, offsets_of, rows_of
+from ..flash_attention.forward import head_descriptors, load_rows, offsets_of, rows_of
 from .blocks import ROWS, SUPER, autotuned, check, layout_of
-from .forward import key_blocks, prepare, scores
+from .forward import key_blocks, listed_keys, prepare, scores
 
 
 @tessera.jit
@@ -146,17 +146,10 @@ def masked_dq_steps(dq, q, do, q_ptrs, do_ptrs, k_head, v_head, k_offs, v_offs, 
     """dQ from the `count` key 128-blocks listed at `blocks`, as masked_fwd_steps walks them
     (TMA: K and V as there, through the host descriptors k_head and v_head)."""
     for j in range(0, count * (SUPER // BLOCK_N)):
-        start_n = (tl.load(blocks + j // (SUPER // BLOCK_N)) * SUPER
-                   + (j % (SUPER // BLOCK_N)) * BLOCK_N)
-        cols = start_n + tl.arange(0, BLOCK_N)
+        cols, k, v = listed_keys(j, blocks, k_head, v_head, k_offs, v_offs, Sk, stride_ks,
+                                 stride_vs, BLOCK_N, SUPER, PARTIAL, TMA, off_b, off_kh)
         q_step = load_rows(q_ptrs, rows, Sq, True) if RELOAD else q
         do_step = load_rows(do_ptrs, rows, Sq, True) if RELOAD else do
-        if TMA:  # rows past Sk are the TMA's zero fill, never the next head's
-            k = head_tile(k_head, off_b, off_kh, start_n)
-            v = head_tile(v_head, off_b, off_kh, start_n)
-        else:
-            k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, Sk, PARTIAL)
-            v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, Sk, PARTIAL)
         qk = tl.dot(q_step, tl.trans(k), input_precision="tf32")
         dp = tl.dot(do_step, tl.trans(v), input_precision="tf32")
         s = scores(qk, qk_scale, bias_head, mask_head, rows[:, None], cols[None, :], Sq, Sk,

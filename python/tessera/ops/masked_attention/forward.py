@@ -81,6 +81,26 @@ def scores(qk, qk_scale, bias_head, mask_head, rows, cols, Sq, Sk, stride_bm, st
 
 
 @tessera.jit
+def listed_keys(j, blocks, k_head, v_head, k_offs, v_offs, Sk, stride_ks, stride_vs,
+                BLOCK_N: tl.constexpr, SUPER: tl.constexpr, PARTIAL: tl.constexpr,
+                TMA: tl.constexpr, off_b, off_kh):
+    """(cols, K tile, V tile) of step `j` of a walk over the key 128-blocks listed at
+    `blocks`, BLOCK_N keys a step (the forward's and dQ's walks): through the host
+    descriptors under TMA (rows past Sk are the TMA's zero fill, never the next head's), else
+    pointer loads of the head's rows."""
+    start_n = (tl.load(blocks + j // (SUPER // BLOCK_N)) * SUPER
+               + (j % (SUPER // BLOCK_N)) * BLOCK_N)
+    cols = start_n + tl.arange(0, BLOCK_N)
+    if TMA:
+        k = head_tile(k_head, off_b, off_kh, start_n)
+        v = head_tile(v_head, off_b, off_kh, start_n)
+    else:
+        k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, Sk, PARTIAL)
+        v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, Sk, PARTIAL)
+    return cols, k, v
+
+
+@tessera.jit
 def masked_fwd_steps(acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, bias_head,
                      mask_head, blocks, count, rows, Sq, Sk, qk_scale, stride_ks, stride_vs,
                      stride_bm, stride_bn, stride_mm, stride_mn, BLOCK_N: tl.constexpr,
@@ -92,16 +112,9 @@ def masked_fwd_steps(acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, b
     k_head and v_head are (B, Hkv, Sk, D) host descriptors read at key head (off_b, off_kh)
     and the step's listed row (a run-time box coordinate), k_offs and v_offs unused."""
     for j in range(0, count * (SUPER // BLOCK_N)):
-        start_n = (tl.load(blocks + j // (SUPER // BLOCK_N)) * SUPER
-                   + (j % (SUPER // BLOCK_N)) * BLOCK_N)
-        cols = start_n + tl.arange(0, BLOCK_N)
+        cols, k, v = listed_keys(j, blocks, k_head, v_head, k_offs, v_offs, Sk, stride_ks,
+                                 stride_vs, BLOCK_N, SUPER, PARTIAL, TMA, off_b, off_kh)
         q_step = load_rows(q_ptrs, rows, Sq, True) if RELOAD else q
-        if TMA:  # rows past Sk are the TMA's zero fill, never the next head's
-            k = head_tile(k_head, off_b, off_kh, start_n)
-            v = head_tile(v_head, off_b, off_kh, start_n)
-        else:
-            k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, Sk, PARTIAL)
-            v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, Sk, PARTIAL)
         qk = tl.dot(q_step, tl.trans(k), input_precision="tf32")
         s = scores(qk, qk_scale, bias_head, mask_head, rows[:, None], cols[None, :], Sq, Sk,
                    stride_bm, stride_bn, stride_mm, stride_mn, PARTIAL, HAS_BIAS, HAS_MASK,
