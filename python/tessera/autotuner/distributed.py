@@ -30,10 +30,12 @@ import contextlib
 import datetime
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..config import knobs
+from . import backend as backends, refine, results
 from .ranks import fastest, global_rank, torch_distributed as _dist  # noqa: F401 (public here)
 
 
@@ -77,12 +79,11 @@ def share(count: int, group: Group) -> List[int]:
 def key_text(kernel: str, key: tuple) -> str:
     """A stable text of a tuning key (dtypes and values; tensors by shape and dtype), the
     same in every process: what ranks compare, and what seeds the timing noise."""
-    from .results import NotPersistable, canonical_value
     parts = []
     for value in key:
         try:
-            parts.append(canonical_value(value))
-        except NotPersistable:
+            parts.append(results.canonical_value(value))
+        except results.NotPersistable:
             parts.append(repr(value) if not hasattr(value, "dtype") else str(value.dtype))
     return f"{kernel}{json.dumps(parts, default=str, sort_keys=True)}"
 
@@ -199,10 +200,7 @@ def _configs_digest(candidates: Sequence[Any]) -> str:
 def choose_together(tuner, group: Group, key: tuple, launch, target, mode: str):
     """The config of ``key`` for every rank of ``group`` (steps 1-5 of the module docstring);
     ``tuner`` is the Autotuner, ``launch`` its _Launch, ``target`` this rank's GPU."""
-    import time
 
-    from . import backend as backends
-    from . import results
 
     text = key_text(tuner.__name__, key)
     candidates = tuner.prune_configs(launch.kwargs, dict(zip(tuner.arg_names, launch.args)))
@@ -264,8 +262,6 @@ def refine_together(tuner, group: Group, launch, timings: Dict[int, float], text
     A rank may idle at the gather while a slower rank finishes its pass; the median of its
     rounds absorbs a first round slowed by that.
     """
-    from . import backend as backends
-    from . import refine
 
     finalists = refine.finalists(timings)
     if not finalists:  # decided from the gathered timings: every rank skips alike
