@@ -144,9 +144,10 @@ KNOBS: dict[str, Knob[Any]] = {
                       "(desc.store, the matmul epilogue's c_desc.store) is staged in shared "
                       "memory in the tensor map's swizzle and copied out by the TMA "
                       "(cp.async.bulk.tensor ... global.shared::cta), which clips the box at "
-                      "the tensor's bounds; other stores keep the masked pointer store "
-                      "(docs/perf/hopper.md, \"TMA stores\"). Off by default until a GPU run "
-                      "validates it. Read at each launch; part of the cache key."),
+                      "the tensor's bounds; other stores (and columns not proven multiples of "
+                      "16 elements: the TMA writes whole 16-byte chunks) keep the masked "
+                      "pointer store (docs/perf/hopper.md, \"TMA stores\"). Off by default: "
+                      "not measured faster. Read at each launch; part of the cache key."),
     "attention_tma": Knob("TESSERA_ATTENTION_TMA", "auto", _parse_auto,
                           "tessera.ops' attention reads its tiles by TMA where the inputs "
                           "allow it (sm_90a, TESSERA_TMA, 16-bit, aligned rows): the forward "

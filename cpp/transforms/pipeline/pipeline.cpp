@@ -47,6 +47,7 @@
 #include "transforms/pipeline/tma.h"
 #include "transforms/pipeline/warp_specialize.h"
 
+#include "analysis/axis_info.h"
 #include "analysis/membar.h"
 #include "analysis/shared_footprint.h"
 #include "ir/builder.h"
@@ -59,6 +60,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace tessera::transforms::pipeline {
@@ -192,10 +194,29 @@ Operation *firstRingProduct(const LoopSchedule &schedule) {
 /// memory itself, from any layout, so a conversion of that value (the #mma accumulator to the
 /// coalesced layout of the pointer tile) is skipped (dce erases it) and the stmatrix path of
 /// codegen writes the accumulator's fragments directly. Any other such store drops its map.
+///
+/// The TMA unit writes global memory in whole 16-byte chunks: where the tensor's inner extent
+/// is not a multiple of 16 bytes, the chunk that straddles it is written whole, past the
+/// tensor (into a neighbour's row padding or another tensor). So the TMA store is taken only
+/// where AxisInfo proves the store's mask constant over 16-byte runs of the inner dim (the
+/// proof a 16-byte vector store needs: the bound and the box's column both aligned), else the
+/// masked store keeps its exact meaning.
+bool masksWholeChunks(const analysis::AxisInfoAnalysis &axes, const Operation &store) {
+  const Type &value = store.operand(1)->type();
+  int64_t elementBytes = analysis::memoryElementBytes(value);
+  return axes.maskAlignment(store.operand(2), value.rank() - 1) * elementBytes >= 16;
+}
+
 void dropUnusedTensorMaps(Operation &func, bool tma) {
-  func.walk([tma](Operation *op) {
+  std::optional<analysis::AxisInfoAnalysis> axes; // built at the first TMA store, if any
+  auto wholeChunks = [&](const Operation &store) {
+    if (!axes)
+      axes.emplace(&func);
+    return masksWholeChunks(*axes, store);
+  };
+  func.walk([tma, &wholeChunks](Operation *op) {
     if (op->code() == OpCode::Store && op->hasAttr("tma")) {
-      if (!tma || !analysis::tmaStoreTile(*op)) {
+      if (!tma || !analysis::tmaStoreTile(*op) || !wholeChunks(*op)) {
         while (op->numOperands() > 3)
           op->eraseOperand(op->numOperands() - 1);
         op->attributes().erase("tma");

@@ -43,8 +43,9 @@ def positions(ptx, pattern):
     return [m.start() for m in re.finditer(pattern, ptx)]
 
 
-def ragged_matmul(meta, store=True, arch="sm_90a", m=300, n=200, k=136):
-    """The descriptor matmul specialized for ragged M, N (not multiples of the block) and K."""
+def ragged_matmul(meta, store=True, arch="sm_90a", m=300, n=208, k=136):
+    """The descriptor matmul specialized for ragged M, N (not multiples of the block) and K
+    (N a multiple of 16, as the TMA store needs: test_inner_extent_off_16_bytes_...)."""
     a = np.zeros((m, k), np.float16)
     b = np.zeros((k, n), np.float16)
     c = np.zeros((m, n), np.float16)
@@ -91,7 +92,7 @@ def test_tma_store_ptx(meta):
 def test_tma_store_after_a_warp_specialized_loop(meta):
     # The producer warpgroup has left by the epilogue: the barrier is the consumers' named
     # one (bar.sync 1, num_warps * 32) and a consumer thread issues the copies.
-    a, b, c = (np.zeros(s, np.float16) for s in ((300, 128), (128, 200), (300, 200)))
+    a, b, c = (np.zeros(s, np.float16) for s in ((300, 128), (128, 208), (300, 208)))
     with knobs.scope(tma=True, tma_store=True, warp_specialize=True, always_compile=True):
         kernel = dm.descriptor_matmul_kernel.compile(*dm.descriptors(a, b, c, meta), 128,
                                                      arch="sm_90a", **meta)
@@ -132,7 +133,8 @@ def test_the_knob_is_part_of_the_options_key():
 def test_tma_store_matmul_runs_in_the_interpreter(meta):
     rng = np.random.default_rng()
     m = int(rng.integers(20, 300))
-    n, k = (8 * int(2 * rng.integers(2, 20) + 1) for _ in range(2))  # 16-byte rows, ragged
+    n = 16 * int(rng.integers(3, 40))  # ragged, a multiple of 16 (the TMA store's rule)
+    k = 8 * int(2 * rng.integers(2, 20) + 1)  # 16-byte rows, ragged
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
     c = np.full((m, n), np.nan, np.float16)
@@ -177,13 +179,55 @@ def test_descriptor_copy(dtype, bm, bn):
     np.testing.assert_array_equal(y, x)
 
 
+@pytest.mark.parametrize("dtype,bn,n", [(np.int8, 128, 136), (np.float16, 64, 200),
+                                        (np.float32, 32, 90)], ids=["int8", "fp16", "fp32"])
+def test_inner_extent_off_16_bytes_keeps_the_pointer_store(dtype, bn, n):
+    """The TMA unit writes whole 16-byte chunks: with an inner extent that is not a proven
+    multiple of 16 elements, the chunk across it would be written past the tensor (measured on
+    an H200: int8 with 136 columns wrote 8 bytes of each row's padding). Such a store stays
+    the masked pointer store, and still copies exactly (interpreter)."""
+    rng = np.random.default_rng()
+    m = int(rng.integers(65, 200))
+    n16 = -(-n // 16) * 16  # rows padded to 16 elements (descriptor strides: 16-byte multiples)
+    x = (rng.standard_normal((m, n16)) * 50).astype(dtype)[:, :n]
+    y_rows = np.full((m, n16), 77, dtype)
+    y = y_rows[:, :n]
+    dx, dy = (TensorDescriptor.from_tensor(t, [64, bn]) for t in (x, y))
+    with knobs.scope(tma=True, tma_store=True, always_compile=True):
+        kernel = descriptor_copy_kernel.compile(dx, dy, BM=64, BN=bn, arch="sm_90a")
+    ptx = kernel.asm["ptx"]
+    assert not re.search(BULK_STORE, ptx) and pointer_stores(ptx)
+    module = ir.parse_module(kernel.asm["tgir"])
+    interpreter.run(module, grid=(-(-m // 64), -(-n // bn)),
+                    args=[x, m, n, n16, 1, dx, y, m, n, n16, 1, dy])
+    np.testing.assert_array_equal(y, x)
+    assert (y_rows[:, n:] == 77).all()
+    # The same kernel at an extent of 16-multiples takes the TMA store.
+    x16, y16 = (np.zeros((m, n16), dtype) for _ in range(2))
+    with knobs.scope(tma=True, tma_store=True, always_compile=True):
+        aligned = descriptor_copy_kernel.compile(
+            *(TensorDescriptor.from_tensor(t, [64, bn]) for t in (x16, y16)), BM=64, BN=bn,
+            arch="sm_90a")
+    assert re.search(BULK_STORE, aligned.asm["ptx"])
+
+
+def test_device_descriptor_off_16_bytes_keeps_the_pointer_store():
+    meta = dm.CONFIGS[0]
+    a, b, c = (np.zeros(s, np.float16) for s in ((100, 64), (64, 200), (100, 200)))
+    with knobs.scope(tma=True, tma_store=True, always_compile=True):
+        kernel = dm.device_descriptor_matmul_kernel.compile(a, b, c, 100, 200, 64,
+                                                            arch="sm_90a", **meta)
+    assert not re.search(BULK_STORE, kernel.asm["ptx"]) and pointer_stores(kernel.asm["ptx"])
+
+
 # --- device descriptors (tl.make_tensor_descriptor: the map encoded in global scratch) -------
 
 @pytest.mark.parametrize("meta", dm.CONFIGS, ids=dm.CONFIG_IDS)
 def test_device_descriptor_store(meta):
     rng = np.random.default_rng()
     m = int(rng.integers(20, 300))
-    n, k = (8 * int(2 * rng.integers(2, 20) + 1) for _ in range(2))
+    n = 16 * int(rng.integers(3, 40))  # the int argument specialized as divisible by 16
+    k = 8 * int(2 * rng.integers(2, 20) + 1)
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
     c = np.full((m, n), np.nan, np.float16)
@@ -216,7 +260,7 @@ def test_compat_persistent_matmul_stores_by_tma(config):
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     from compat import loader
     kernel = loader.load_tessera("descriptor_matmul").matmul_kernel_descriptor_persistent
-    m, n, k = 333, 520, 216
+    m, n, k = 333, 528, 216
     a, b, c = (np.zeros(s, np.float16) for s in ((m, k), (k, n), (m, n)))
     with knobs.scope(tma=True, tma_store=True, always_compile=True):
         compiled = kernel.compile(a, b, c, m, n, k, NUM_SMS=132, arch="sm_90a", **config)
