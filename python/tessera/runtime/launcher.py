@@ -102,16 +102,16 @@ class Launchable:
         self.device = device
         self.framework = framework
         self.arg_names = list(arg_names)
-        # The kernel's parameter names when some are TensorDescriptors (arg_names: expanded).
-        self.expand_from: Optional[List[str]] = None
+        # With TensorDescriptor parameters: how each argument expands (descriptor_arguments.
+        # expansion; arg_names are the expanded names).
+        self.expansion: Optional[tuple] = None
         self.metadata = metadata
         self.current_stream = _stream_function(device, framework)
         self.stream_type = sys.modules["torch"].Tensor if framework == "torch" else None
 
     def launch(self, grid, args: Sequence[Any]) -> None:
-        if self.expand_from is not None:  # TensorDescriptor arguments: expand them
-            args = descriptor_arguments.flatten(self.expand_from, args,
-                                                bool(self.metadata.get("tensormaps")))[1]
+        if self.expansion is not None:  # TensorDescriptor arguments: expand them
+            args = descriptor_arguments.expand(self.expansion, args)
         if self.metadata.get("global_scratch_size"):  # the kernel's last parameter
             args = list(args) + [allocation.global_scratch(self.name, self.metadata, grid,
                                                            self.current_stream())]
@@ -245,5 +245,5 @@ def prepare(jit_fn, values: List[Any], specialization, constexprs: Dict[str, Any
                                      shared_bytes=metadata.get("shared_bytes", 0))
     launchable = Launchable(kernel, launcher, device, framework, names, metadata)
     if len(names) - int(bool(metadata.get("global_scratch_size"))) != len(present):
-        launchable.expand_from = present
+        launchable.expansion = descriptor_arguments.expansion(present, signature, tensor_maps)
     return launchable

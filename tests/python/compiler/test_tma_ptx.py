@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import sys
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -282,6 +283,7 @@ def fake_gpu(tmp_path_factory):
         mp.setattr(launcher, "_stream_function", lambda device, framework: lambda: 0)
         mp.setattr(launcher, "compile_and_store", recording_compile)
         mp.setattr(tm, "encode", FakeGpu.map_bytes)
+        mp.setattr(tm, "_ENCODED", OrderedDict())  # maps other fakes encoded stay apart
         yield gpu
         for kernel in (dm.descriptor_matmul_kernel, dm.shifted_descriptor_matmul_kernel):
             kernel._kernels.clear()  # their launchers are this fixture's fakes

@@ -63,7 +63,9 @@ def test_launch_packs_base_shape_and_strides():
     recording = RecordingLauncher(kinds)
     names, _ = descriptor_arguments.flatten(uses_descriptor.runtime_names, [x, desc, 5])
     launchable = launcher.Launchable("uses_descriptor", recording, 0, "other", names, {})
-    launchable.expand_from = list(uses_descriptor.runtime_names)
+    launchable.expansion = descriptor_arguments.expansion(uses_descriptor.runtime_names,
+                                                          spec[0], False)
+    assert launchable.expansion == (None, False, None)
     launchable.current_stream = lambda: 0
     launchable.launch((1,), [x, desc, 5])
     expected = struct.pack("<QQiiqqi", x.__array_interface__["data"][0],

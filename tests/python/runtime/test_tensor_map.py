@@ -5,6 +5,8 @@ byte strides of the outer dims, the box of the block (inner extent cut to the sw
 the swizzle wgmma reads (min(128, row bytes)), the data type enum, and the OOB fill (zeros or
 NaN). The emulated box (the interpreter's reference) is checked against NumPy slicing with
 padding on fresh random ragged shapes."""
+from collections import OrderedDict
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -122,6 +124,7 @@ def test_launch_kinds_and_flattening_add_maps_of_2d_descriptors(monkeypatch):
         return bytes(range(128))
 
     monkeypatch.setattr(tm, "encode", fake_encode)
+    monkeypatch.setattr(tm, "_ENCODED", OrderedDict())  # maps other fakes encoded stay apart
     d2 = TensorDescriptor.from_tensor(a, [32, 32])
     d1 = TensorDescriptor.from_tensor(np.zeros(64, np.float32), [16])
     signature = {"x": descriptor_arguments.type_text(descriptor_arguments.key(d2), "fp16"),
@@ -137,6 +140,34 @@ def test_launch_kinds_and_flattening_add_maps_of_2d_descriptors(monkeypatch):
     launcher = driver.KernelLauncher(kinds, None, num_warps=4)
     packed = launcher.pack([0x2000, 64, 64, 64, 1, values[5], 0x3000, 64, 1, 5])
     assert bytes(range(128)) in packed
+
+
+def test_maps_are_encoded_once_per_content(monkeypatch):
+    """Descriptors made afresh per call (tessera.ops' attention) reuse the encoded map of the
+    same tensor, dtype, shape, strides, block and padding; any of those differing encodes."""
+    calls = []
+    monkeypatch.setattr(tm, "encode", lambda desc: calls.append(desc) or bytes(
+        [len(calls)] * 128))
+    monkeypatch.setattr(tm, "_ENCODED", OrderedDict())
+    a = np.zeros((64, 128), np.float16)
+    first = tm.host_address(TensorDescriptor.from_tensor(a, [32, 64]))
+    again = tm.host_address(TensorDescriptor.from_tensor(a, [32, 64]))
+    assert first == again and len(calls) == 1
+    others = [TensorDescriptor.from_tensor(a, [64, 64]),  # block
+              TensorDescriptor.from_tensor(a.view(np.int16), [32, 64]),  # dtype
+              TensorDescriptor.from_tensor(a[:, :64], [32, 64]),  # shape
+              TensorDescriptor.from_tensor(a[1:], [32, 64]),  # address
+              TensorDescriptor(a, [64, 128], [128, 1], [32, 64], "nan")]  # padding
+    addresses = {first} | {tm.host_address(d) for d in others}
+    assert len(calls) == 6 and len(addresses) == 6
+    assert all(address % 64 == 0 for address in addresses)
+    # The bytes at each address are that descriptor's own encoding.
+    import ctypes
+    for d, expected in zip(others, range(2, 7)):
+        assert ctypes.string_at(tm.host_address(d), 128) == bytes([expected] * 128)
+    monkeypatch.setattr(tm, "ENCODED_LIMIT", 2)
+    tm.host_address(TensorDescriptor.from_tensor(a, [16, 64]))
+    assert len(tm._ENCODED) == 2  # the oldest dropped
 
 
 def test_cpp_checks_the_encoding_arrays():
