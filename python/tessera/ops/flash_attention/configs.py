@@ -137,11 +137,16 @@ TMA_ALIGN = 16  # bytes: the TMA's rule for a tensor map's base address and row 
 # (D, causal) names one of the two; the session before measured it at 1.047x and 0.973x too;
 # docs/perf/attention_tma.md, "The backward").
 # "masked_fwd", "masked_dq": the masked-attention forward's and dQ kernel's K and V
-# (ops/masked_attention/): measured slower at sparse masks (0.47-0.64x of cp.async) and
-# faster only at all-true ones (1.12x): none under auto (docs/perf/masked_attention.md
-# "TMA"). TESSERA_ATTENTION_TMA=on takes every pass at every eligible D (tests and A/B).
-TMA_FASTER_HEAD_DIMS: dict = {"fwd": (64, 128), "bwd": (128, (64, False)), "masked_fwd": (),
-                              "masked_dq": ()}
+# (ops/masked_attention/). The forward first read 0.47-0.64x of cp.async at sparse masks: the
+# host time of a descriptor launch (maps encoded per call, the arguments expanded from their
+# type texts), not the kernel; with both gone (runtime/tensor_map.py, descriptor_arguments.
+# expand) the same run's A/B (bf16, mask + key bias, interleaved, H200) read 1.070x (S = 4096
+# D = 64 10%-live), 1.008x (D = 128 document), 1.114x / 1.449x (all-true D = 64 / 128; 1.084x /
+# 1.249x without the bias): D = 64 and 128. dQ: not measured since, none under auto
+# (docs/perf/masked_attention.md "TMA"). TESSERA_ATTENTION_TMA=on takes every pass at every
+# eligible D (tests and A/B).
+TMA_FASTER_HEAD_DIMS: dict = {"fwd": (64, 128), "bwd": (128, (64, False)),
+                              "masked_fwd": (64, 128), "masked_dq": ()}
 
 
 def measured_faster(kernel: str, D: int, causal: bool | None = None) -> bool:
