@@ -245,9 +245,12 @@ def test_forward_with_the_tma_variant_runs_in_the_interpreter(monkeypatch, S, D,
 
 def test_the_host_rule_is_the_dense_forwards_with_its_own_entry():
     k = np.zeros((2, 3, 100, 64), np.float16)
-    assert TMA_FASTER_HEAD_DIMS["masked_fwd"] == ()  # not measured yet: auto takes cp.async
-    with knobs.scope(attention_tma="auto"):
-        assert not tma_path(k, k, arch="sm_90a", kernel="masked_fwd")
+    with knobs.scope(attention_tma="auto"):  # the head dims measured faster (configs.py)
+        for D in (32, 64, 128):
+            kd = np.zeros((2, 3, 100, D), np.float16)
+            assert tma_path(kd, kd, arch="sm_90a", kernel="masked_fwd") == (
+                D in TMA_FASTER_HEAD_DIMS["masked_fwd"])
+        assert TMA_FASTER_HEAD_DIMS["masked_fwd"] == (64, 128)
     with knobs.scope(attention_tma="on"):
         assert tma_path(k, k, arch="sm_90a", kernel="masked_fwd")
         assert not tma_path(k, k, arch="sm_80", kernel="masked_fwd")
