@@ -8,8 +8,10 @@ are specialized: it lets the bounds masks of a load allow vector accesses), writ
 ``tensordesc<fp16[64, 32]>``, with ``,nan`` for NaN padding and ``,div16=0.1`` for the dims
 divisible by 16 before the ``>``: a format the front end defines, and reads back to build the
 ``tl.tensor_descriptor`` from the expanded parameters (frontend/descriptor_parameters.py).
-The C++ fast launch path does not know descriptors: a launch with one always takes the
-Python path.
+The C++ fast launch path (cpp/bindings/python_specialize.h) computes the same key and
+expansion itself (registered below, with :func:`map_address` for the maps): a launch with
+descriptors takes the Python path only the first time, or where the fast path cannot read a
+descriptor (e.g. a base it does not read as a plain pointer argument either).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ..frontend.descriptor_parameters import (  # noqa: F401  (the type text, re
     parse_type,
     type_text,
 )
+from .._tessera import runtime as _runtime
 from ..tools.tensor_descriptor import TensorDescriptor
 from ..type_codes import dtype_code
 
@@ -74,13 +77,22 @@ def expand(plan: Sequence[Any], values: Sequence[Any]) -> List[Any]:
         out.extend(value.shape)
         out.extend(value.strides)
         if with_map:
-            out.append(_tensor_map().host_address(value))
+            out.append(map_address(value))
     return out
 
 
 def _tensor_map():
     from . import tensor_map  # the driver-facing half, loaded at the first map
     return tensor_map
+
+
+def map_address(desc: TensorDescriptor) -> int:
+    """The host address of ``desc``'s encoded CUtensorMap (tensor_map.host_address, read at
+    each call so that tests may replace it): what the fast path calls for a kernel's map."""
+    return _tensor_map().host_address(desc)
+
+
+_runtime.set_descriptor_support(TensorDescriptor, map_address)
 
 
 def flatten(names: Sequence[str], values: Sequence[Any],
