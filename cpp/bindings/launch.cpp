@@ -356,8 +356,7 @@ Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
   ArgumentValue values[kMaxFastParameters];
   size_t valueCount = 0;
   if (!state.table.makeKey(runtimeValues, runtimeCount, constexprValues, constexprCount, numWarps,
-                           numStages, key, values, valueCount, state.runtimeFlags.data(),
-                           options))
+                           numStages, key, values, valueCount, state.runtimeFlags.data(), options))
     return Outcome::Fallback;
   LaunchGrid parsedGrid;
   if (!parseGrid(grid, parsedGrid)) {

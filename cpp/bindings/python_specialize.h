@@ -393,7 +393,7 @@ inline bool specializeDescriptor(PyObject *desc, uint64_t *words, ArgumentValue 
     return false;
   PyObject *padding = PyObject_GetAttr(desc, support.padding);
   int nan = padding && PyUnicode_CheckExact(padding)
-                ? PyUnicode_CompareWithASCIIString(padding, "nan") == 0   ? 1
+                ? PyUnicode_CompareWithASCIIString(padding, "nan") == 0    ? 1
                   : PyUnicode_CompareWithASCIIString(padding, "zero") == 0 ? 0
                                                                            : -1
                 : -1;

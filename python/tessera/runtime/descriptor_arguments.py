@@ -77,7 +77,7 @@ def expand(plan: Sequence[Any], values: Sequence[Any]) -> List[Any]:
         out.extend(value.shape)
         out.extend(value.strides)
         if with_map:
-            out.append(map_address(value))
+            out.append(_tensor_map().host_address(value))
     return out
 
 
@@ -87,9 +87,12 @@ def _tensor_map():
 
 
 def map_address(desc: TensorDescriptor) -> int:
-    """The host address of ``desc``'s encoded CUtensorMap (tensor_map.host_address, read at
-    each call so that tests may replace it): what the fast path calls for a kernel's map."""
-    return _tensor_map().host_address(desc)
+    """The host address of ``desc``'s encoded CUtensorMap, for the fast path's first map: it
+    loads tensor_map and hands the fast path its ``host_address`` (cached by content there),
+    which the fast path then calls directly."""
+    host_address = _tensor_map().host_address
+    _runtime.set_descriptor_support(TensorDescriptor, host_address)
+    return host_address(desc)
 
 
 _runtime.set_descriptor_support(TensorDescriptor, map_address)
