@@ -165,6 +165,16 @@ bool packValues(const KernelLauncher &launcher, const ArgumentValue *values, siz
   for (size_t i = 0; i < count; ++i) {
     if (values[i].kind == ValueKind::None)
       continue;
+    if (values[i].kind == ValueKind::Descriptor) { // its map, where the kernel takes one
+      if (packed >= signature.size() || signature[packed] != ArgKind::TensorMap)
+        continue; // a kernel without maps (TESSERA_TMA off, or a descriptor the TMA skips)
+      uint64_t &slot = buffer.slot(packed);
+      if (!runtime::python::descriptorMapAddress(reinterpret_cast<PyObject *>(values[i].bits),
+                                                 slot))
+        return false;
+      buffer.params()[packed++] = reinterpret_cast<void *>(slot); // the bytes are the parameter
+      continue;
+    }
     if (packed >= signature.size() || !packValue(signature[packed], values[i], buffer.slot(packed)))
       return false;
     if (signature[packed] == ArgKind::TensorMap) // the parameter is the bytes themselves
@@ -277,9 +287,8 @@ bool bindArguments(const DispatcherState &state, PyObject *const *args, Py_ssize
 /// Packs and launches; `target` holds its own references (another thread may clear the table
 /// while the launch runs without the GIL, and the stream function may run any Python code).
 Outcome launchOrRecord(DispatcherState &state, const LaunchTarget &target, const LaunchGrid &grid,
-                       const ArgumentValue *values) {
+                       const ArgumentValue *values, size_t count) {
   const KernelLauncher &launcher = *target.launcher;
-  const size_t count = state.runtimeIndices.size();
   const bool recording = launcher.function() == nullptr;
   ArgumentBuffer buffer(count);
   for (size_t i = 0; i < count; ++i)
@@ -345,8 +354,9 @@ Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
 
   LaunchKey key;
   ArgumentValue values[kMaxFastParameters];
+  size_t valueCount = 0;
   if (!state.table.makeKey(runtimeValues, runtimeCount, constexprValues, constexprCount, numWarps,
-                           numStages, key, values, state.runtimeFlags.data(), options))
+                           numStages, key, values, valueCount, state.runtimeFlags.data(), options))
     return Outcome::Fallback;
   LaunchGrid parsedGrid;
   if (!parseGrid(grid, parsedGrid)) {
@@ -371,7 +381,7 @@ Outcome tryLaunch(DispatcherState &state, PyObject *grid, PyObject *const *args,
   if (entry == nullptr)
     return Outcome::Fallback;
   LaunchTarget target = entry->target.pin();
-  Outcome outcome = launchOrRecord(state, target, parsedGrid, values);
+  Outcome outcome = launchOrRecord(state, target, parsedGrid, values, valueCount);
   target.release();
   return outcome;
 }

@@ -191,9 +191,10 @@ PyObject *dispatcherRegister(PyObject *self, PyObject *args) {
     Py_RETURN_FALSE;
   LaunchKey key;
   ArgumentValue argumentValues[kMaxFastParameters];
+  size_t valueCount = 0;
   if (!state.table.makeKey(&PyTuple_GET_ITEM(values, 0), runtimeCount,
                            &PyTuple_GET_ITEM(constexprs, 0), constexprCount, numWarps, numStages,
-                           key, argumentValues, state.runtimeFlags.data(), options))
+                           key, argumentValues, valueCount, state.runtimeFlags.data(), options))
     Py_RETURN_FALSE;
   uint64_t epoch = currentKnobEpoch();
   if (state.knobEpoch != epoch) { // the kernels there were compiled under other code knobs
@@ -204,7 +205,7 @@ PyObject *dispatcherRegister(PyObject *self, PyObject *args) {
   if (known != nullptr && known->target.launchable == launchable)
     Py_RETURN_TRUE; // callers that always take the Python path (the autotuner) come here often
   LaunchTarget target;
-  if (!makeTarget(launchable, argumentValues, runtimeCount, target))
+  if (!makeTarget(launchable, argumentValues, valueCount, target))
     Py_RETURN_FALSE;
   state.table.insert(key, target);
   Py_RETURN_TRUE;
@@ -257,8 +258,11 @@ PyObject *dispatcherRecorded(PyObject *self, PyObject *) {
     Py_RETURN_NONE;
   size_t count = record.launcher->signature().size();
   runtime::ArgumentBuffer buffer(count);
-  for (size_t i = 0; i < count; ++i)
+  for (size_t i = 0; i < count; ++i) {
     buffer.slot(i) = record.slots[i];
+    if (record.launcher->signature()[i] == runtime::ArgKind::TensorMap) // the bytes it points at
+      buffer.params()[i] = reinterpret_cast<void *>(buffer.slot(i));
+  }
   std::string packed = record.launcher->packedBytes(buffer);
   PyObject *bytes = PyBytes_FromStringAndSize(packed.data(), packed.size());
   return bytes ? Py_BuildValue("((III)KNOK)", record.grid.x, record.grid.y, record.grid.z,
@@ -407,20 +411,38 @@ void bindDispatcher(py::module_ &m) {
       [](py::sequence args, py::sequence flags) {
         // The key word the fast path computes for each runtime argument (python_specialize.h),
         // after @jit(do_not_specialize...)'s mask; None where it leaves the call to Python.
+        // A TensorDescriptor's two words come as a tuple (unmasked, as the fast path keys it).
         py::list words;
         for (size_t i = 0; i < py::len(args); ++i) {
-          uint64_t word = 0;
-          runtime::python::ArgumentValue value;
-          if (runtime::python::specializeArgument(args[i].ptr(), word, value))
-            words.append(py::int_(runtime::python::maskedWord(word, flags[i].cast<uint8_t>())));
-          else
+          uint64_t word[2] = {};
+          size_t wordCount = 0, valueCount = 0;
+          runtime::python::ArgumentValue values[kMaxFastParameters];
+          if (!runtime::python::specializeExpanded(args[i].ptr(), word, wordCount, values,
+                                                   kMaxFastParameters, valueCount))
             words.append(py::none());
+          else if (wordCount == 2)
+            words.append(py::make_tuple(py::int_(word[0]), py::int_(word[1])));
+          else
+            words.append(py::int_(runtime::python::maskedWord(word[0], flags[i].cast<uint8_t>())));
         }
         return words;
       },
       py::arg("args"), py::arg("flags"),
       "The fast launch path's specialization word of each argument (None: it takes the "
       "Python path), for the tests that pin it to tessera/specialization.py.");
+  m.def(
+      "set_descriptor_support",
+      [](py::handle type, py::handle mapAddress) {
+        if (!PyType_Check(type.ptr()) || !PyCallable_Check(mapAddress.ptr()))
+          throw py::type_error("set_descriptor_support(TensorDescriptor, map_address)");
+        auto &support = runtime::python::descriptorSupport();
+        Py_XSETREF(support.type, reinterpret_cast<PyTypeObject *>(Py_NewRef(type.ptr())));
+        Py_XSETREF(support.mapAddress, Py_NewRef(mapAddress.ptr()));
+      },
+      py::arg("descriptor_type"), py::arg("map_address"),
+      "The host TensorDescriptor class the fast launch path expands (base, shape, strides) and "
+      "map_address(desc): the host address of its encoded CUtensorMap, for kernels that take "
+      "one (runtime/descriptor_arguments.py registers them).");
   m.def(
       "fast_tensor_read",
       [](py::handle obj) -> std::string {

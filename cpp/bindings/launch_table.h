@@ -22,7 +22,7 @@ constexpr size_t kMaxFastParameters = runtime::ArgumentBuffer::kInlineArguments;
 constexpr size_t kLaunchOptionCount = 4;
 
 /// Specialization words of one call: num_warps, num_stages, one or two per other launch option,
-/// one word per runtime argument, one or two per constexpr.
+/// one word per runtime argument (two per TensorDescriptor), one or two per constexpr.
 struct LaunchKey {
   static constexpr size_t kCapacity = 2 + 2 * kLaunchOptionCount + 2 * kMaxFastParameters;
   uint64_t words[kCapacity];
@@ -89,23 +89,33 @@ public:
   }
 
   /// Words of (num_warps, num_stages, runtime values, constexpr values); `values` receives what
-  /// each runtime argument passes. False (no Python error set): leave the call to Python.
+  /// the runtime arguments pass, `valueCount` of them (kMaxFastParameters at most: a
+  /// TensorDescriptor passes several). False (no Python error set): leave the call to Python.
   /// `flags`: per runtime argument, the SpecializeFlags of its parameter (null: none);
   /// `options`: the other launch options as given (kLaunchOptionCount; null: absent).
   bool makeKey(PyObject *const *runtime, size_t runtimeCount, PyObject *const *constexprs,
                size_t constexprCount, PyObject *numWarps, PyObject *numStages, LaunchKey &key,
-               runtime::python::ArgumentValue *values, const uint8_t *flags = nullptr,
-               PyObject *const *options = nullptr) {
+               runtime::python::ArgumentValue *values, size_t &valueCount,
+               const uint8_t *flags = nullptr, PyObject *const *options = nullptr) {
     if (!smallInt(numWarps, key) || !smallInt(numStages, key))
       return false;
     for (size_t i = 0; i < kLaunchOptionCount; ++i)
       if (!constexprWords(options != nullptr && options[i] != nullptr ? options[i] : Py_None, key))
         return false;
+    valueCount = 0;
     for (size_t i = 0; i < runtimeCount; ++i) {
-      uint64_t word;
-      if (!runtime::python::specializeArgument(runtime[i], word, values[i]))
+      uint64_t words[2];
+      size_t wordCount, used;
+      if (!runtime::python::specializeExpanded(runtime[i], words, wordCount, values + valueCount,
+                                               kMaxFastParameters - valueCount, used))
         return false;
-      key.push(flags != nullptr ? runtime::python::maskedWord(word, flags[i]) : word);
+      valueCount += used;
+      if (wordCount == 2) { // a descriptor: its key has no alignment or equality to 1 to mask
+        key.push(words[0]);
+        key.push(words[1]);
+      } else {
+        key.push(flags != nullptr ? runtime::python::maskedWord(words[0], flags[i]) : words[0]);
+      }
     }
     for (size_t i = 0; i < constexprCount; ++i)
       if (!constexprWords(constexprs[i], key))

@@ -20,7 +20,9 @@ namespace tessera::runtime::python {
 
 /// What a runtime argument passes. None: nothing (as Triton, None specializes the parameter
 /// as a constexpr None, so the compiled kernel has no such parameter).
-enum class ValueKind : uint8_t { Int, UInt, Bool, Float, Address, None };
+/// Descriptor: a host TensorDescriptor (`bits`: the object, borrowed for the call), after its
+/// base, shape and strides: where its CUtensorMap goes when the kernel takes one.
+enum class ValueKind : uint8_t { Int, UInt, Bool, Float, Address, None, Descriptor };
 
 /// No default member values: the fast path keeps 64 of these on the stack per call, and each
 /// is filled by specializeArgument before use.
@@ -42,6 +44,7 @@ enum class KeyTag : uint64_t {
   ConstBool,
   ConstNone,
   ConstObject, // payload: index of an equal object in the dispatcher's constant table
+  Descriptor,  // after its base's tensor word; payload: rank, nan padding, div16 dims, block
 };
 
 inline uint64_t keyWord(KeyTag tag, uint64_t payload = 0) {
@@ -310,6 +313,141 @@ inline bool specializeArgument(PyObject *obj, uint64_t &word, ArgumentValue &val
   if (strategy.exchange != nullptr)
     return specializeExchangeTensor(obj, strategy, word, value);
   return specializeOtherTensor(obj, strategy, word, value);
+}
+
+} // namespace tessera::runtime::python
+
+namespace tessera::runtime::python {
+
+/// Host TensorDescriptor arguments (python/tessera/tools/tensor_descriptor.py), known once
+/// runtime/descriptor_arguments.py registers the class (set_descriptor_support); until then no
+/// argument is one.
+struct DescriptorSupport {
+  PyTypeObject *type = nullptr;   // strong
+  PyObject *mapAddress = nullptr; // strong: descriptor -> the host address of its CUtensorMap
+  PyObject *base = PyUnicode_InternFromString("base");
+  PyObject *shape = PyUnicode_InternFromString("shape");
+  PyObject *strides = PyUnicode_InternFromString("strides");
+  PyObject *blockShape = PyUnicode_InternFromString("block_shape");
+  PyObject *padding = PyUnicode_InternFromString("padding");
+};
+inline DescriptorSupport &descriptorSupport() {
+  static auto *instance = new DescriptorSupport(); // lives as long as the interpreter
+  return *instance;
+}
+
+/// The values a descriptor passes at most: base, 5 sizes, 5 strides, its map.
+constexpr size_t kMaxDescriptorValues = 12;
+
+/// The ints of a descriptor's list attribute (shape, strides, block_shape): false unless a list
+/// or tuple of `rank` ints of 64 bits (rank 0: any length from 1 to 5, which it sets).
+inline bool descriptorInts(PyObject *desc, PyObject *name, size_t &rank, long long *out) {
+  PyObject *items = PyObject_GetAttr(desc, name);
+  if (items == nullptr || !(PyList_CheckExact(items) || PyTuple_CheckExact(items))) {
+    Py_XDECREF(items);
+    PyErr_Clear();
+    return false;
+  }
+  size_t size = static_cast<size_t>(PySequence_Fast_GET_SIZE(items));
+  bool ok = rank == 0 ? size >= 1 && size <= 5 : size == rank;
+  for (size_t d = 0; ok && d < size; ++d) {
+    PyObject *item = PySequence_Fast_GET_ITEM(items, d);
+    int overflow = 0;
+    ok = PyLong_CheckExact(item);
+    if (ok)
+      out[d] = intValue(item, overflow);
+    ok = ok && overflow == 0 && !(out[d] == -1 && PyErr_Occurred());
+  }
+  Py_DECREF(items);
+  PyErr_Clear();
+  if (ok)
+    rank = size;
+  return ok;
+}
+
+/// A TensorDescriptor argument: two key words (its base's tensor word; rank, padding, the shape
+/// dims divisible by 16 and the block shape) as descriptor_arguments.key, and the values that
+/// descriptor_arguments.expand passes: base, shape (i32), strides (i64), then the descriptor
+/// itself where the kernel takes its map. False: the Python path takes the call (a base the fast
+/// path cannot read, a malformed descriptor, whose error the Python path raises).
+inline bool specializeDescriptor(PyObject *desc, uint64_t *words, ArgumentValue *values,
+                                 size_t capacity, size_t &valueCount) {
+  const DescriptorSupport &support = descriptorSupport();
+  if (capacity < kMaxDescriptorValues)
+    return false;
+  PyObject *base = PyObject_GetAttr(desc, support.base);
+  if (base == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  bool tensor = specializeArgument(base, words[0], values[0]) &&
+                values[0].kind == ValueKind::Address; // not an int, None or another descriptor
+  Py_DECREF(base);
+  if (!tensor)
+    return false;
+  size_t rank = 0;
+  long long shape[5], strides[5], block[5];
+  if (!descriptorInts(desc, support.shape, rank, shape) ||
+      !descriptorInts(desc, support.strides, rank, strides) ||
+      !descriptorInts(desc, support.blockShape, rank, block))
+    return false;
+  PyObject *padding = PyObject_GetAttr(desc, support.padding);
+  int nan = padding && PyUnicode_CheckExact(padding)
+                ? PyUnicode_CompareWithASCIIString(padding, "nan") == 0    ? 1
+                  : PyUnicode_CompareWithASCIIString(padding, "zero") == 0 ? 0
+                                                                           : -1
+                : -1;
+  Py_XDECREF(padding);
+  PyErr_Clear();
+  if (nan < 0)
+    return false;
+  uint64_t payload = rank | uint64_t(nan) << 3;
+  for (size_t d = 0; d < rank; ++d) {
+    // Block dims are powers of 2 (checked on creation): 5 bits of log2 each say them exactly.
+    if (block[d] <= 0 || block[d] > (1ll << 31) || (block[d] & (block[d] - 1)))
+      return false;
+    payload |= uint64_t(shape[d] % 16 == 0) << (4 + d);
+    payload |= uint64_t(__builtin_ctzll(static_cast<uint64_t>(block[d]))) << (9 + 5 * d);
+    values[1 + d] = {ValueKind::Int, false, static_cast<uint64_t>(shape[d]), 0};
+    values[1 + rank + d] = {ValueKind::Int, false, static_cast<uint64_t>(strides[d]), 0};
+  }
+  words[1] = keyWord(KeyTag::Descriptor, payload);
+  values[1 + 2 * rank] = {ValueKind::Descriptor, false, reinterpret_cast<uint64_t>(desc), 0};
+  valueCount = 2 + 2 * rank;
+  return true;
+}
+
+/// Whether `obj` is a TensorDescriptor (an instance of a subclass too, as the Python key).
+inline bool isDescriptor(PyObject *obj) {
+  PyTypeObject *type = descriptorSupport().type;
+  return type != nullptr && PyObject_TypeCheck(obj, type);
+}
+
+/// A runtime argument's key words (one; two for a descriptor) and the values it passes (one;
+/// a descriptor's expansion), at most `capacity`; false: leave this call to the Python path.
+inline bool specializeExpanded(PyObject *obj, uint64_t *words, size_t &wordCount,
+                               ArgumentValue *values, size_t capacity, size_t &valueCount) {
+  if (Py_TYPE(obj) != descriptorSupport().type) {
+    if (capacity >= 1 && specializeArgument(obj, words[0], values[0])) {
+      wordCount = valueCount = 1;
+      return true;
+    }
+    if (!isDescriptor(obj)) // a subclass of TensorDescriptor comes through
+      return false;
+  }
+  wordCount = 2;
+  return specializeDescriptor(obj, words, values, capacity, valueCount);
+}
+
+/// The host address of a descriptor's encoded CUtensorMap (runtime/tensor_map.py's
+/// host_address, cached by content there), 64-byte aligned; false: the Python path says why.
+inline bool descriptorMapAddress(PyObject *desc, uint64_t &address) {
+  PyObject *function = descriptorSupport().mapAddress;
+  PyObject *result = function ? PyObject_CallOneArg(function, desc) : nullptr;
+  address = result && PyLong_Check(result) ? PyLong_AsUnsignedLongLong(result) : 0;
+  Py_XDECREF(result);
+  PyErr_Clear();
+  return address != 0 && address != static_cast<uint64_t>(-1) && address % 64 == 0;
 }
 
 } // namespace tessera::runtime::python

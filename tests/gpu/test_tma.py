@@ -106,6 +106,36 @@ def test_tma_kernel_really_uses_tma():
     assert kernel.metadata.get("tensormaps")
 
 
+@pytest.mark.parametrize("tma", [True, False])
+def test_descriptor_launches_take_the_fast_path(monkeypatch, tma):
+    """After the first launch of a specialization, kernel[grid](...) with host descriptors
+    launches from C++ (cpp/bindings/python_specialize.h): JITFunction.run is not called again,
+    and fresh ragged tensors (new descriptors, so new tensor maps under TMA) still give
+    torch's product."""
+    from tessera.jit import JITFunction
+    runs = []
+    run = JITFunction.run
+
+    def counting_run(self, *args, **kwargs):
+        runs.append(self.__name__)
+        return run(self, *args, **kwargs)
+    monkeypatch.setattr(JITFunction, "run", counting_run)
+    meta = dm.CONFIGS[0]
+    kernel = dm.descriptor_matmul_kernel
+    torch.manual_seed(7)
+    with knobs.scope(tma=tma):  # set once: a code knob that changes sends launches to run()
+        for step in range(4):
+            m, n, k = 200 + 2 * step, 136, 72  # ragged, the same key (no dim divisible by 16)
+            a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+            b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+            grid = (tessera.cdiv(m, meta["BM"]), tessera.cdiv(n, meta["BN"]))
+            kernel[grid](*dm.descriptors(a, b, c, meta), k, **meta)
+            torch.cuda.synchronize()
+            assert relative_error(c.double(), a.double() @ b.double()) < 5e-3
+    assert len(runs) <= 1, runs  # the first launch (or none: registered by an earlier test)
+
+
 # --- device-side descriptors (tl.make_tensor_descriptor, maps encoded by the kernel) -----------
 
 class CountingAllocator:

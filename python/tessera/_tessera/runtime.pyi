@@ -6,7 +6,7 @@ CUDA driver: modules and launches
 from __future__ import annotations
 import collections.abc
 import typing
-__all__: list[str] = ['ArgumentError', 'BoundLaunch', 'CudaError', 'Function', 'KernelDispatcher', 'KernelLauncher', 'Module', 'PackedLaunch', 'check_tensor_map_arguments', 'device_count', 'device_info', 'driver_available', 'driver_version', 'encode_tensor_map_tiled', 'exchange_current_stream', 'extraction_protocol', 'fast_tensor_read', 'jit_ptx_to_cubin', 'load_module', 'packed_launch', 'set_interpret_sources', 'specialization_words', 'synchronize', 'tensor_info']
+__all__: list[str] = ['ArgumentError', 'BoundLaunch', 'CudaError', 'Function', 'KernelDispatcher', 'KernelLauncher', 'Module', 'PackedLaunch', 'check_tensor_map_arguments', 'device_count', 'device_info', 'driver_available', 'driver_version', 'encode_tensor_map_tiled', 'exchange_current_stream', 'extraction_protocol', 'fast_tensor_read', 'jit_ptx_to_cubin', 'load_module', 'packed_launch', 'set_descriptor_support', 'set_interpret_sources', 'specialization_words', 'synchronize', 'tensor_info']
 class CudaError(RuntimeError):
     """
     A CUDA driver call failed, or no driver is available. Attributes: call (the driver function), code (CUresult, -1 when there is no driver).
@@ -185,6 +185,10 @@ def load_module(image: str, device: typing.SupportsInt | typing.SupportsIndex) -
 def packed_launch(launcher: typing.Any, grid: typing.Any, stream: typing.SupportsInt | typing.SupportsIndex, args: typing.Any, release_gil: bool = True) -> typing.Any:
     """
     A PackedLaunch: calling it launches `launcher` on `grid` and `stream` with `args` packed now (as launcher.launch packs them), and does nothing else; release_gil: around cuLaunchKernel, as every Tessera launch does (benchmarks: the driver floor).
+    """
+def set_descriptor_support(descriptor_type: typing.Any, map_address: typing.Any) -> None:
+    """
+    The host TensorDescriptor class the fast launch path expands (base, shape, strides) and map_address(desc): the host address of its encoded CUtensorMap, for kernels that take one (runtime/descriptor_arguments.py registers them).
     """
 def set_interpret_sources(overrides: typing.Any, raw_environ: typing.Any, variable: bytes, code_knobs: tuple = ()) -> None:
     """

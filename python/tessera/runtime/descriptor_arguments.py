@@ -8,8 +8,10 @@ are specialized: it lets the bounds masks of a load allow vector accesses), writ
 ``tensordesc<fp16[64, 32]>``, with ``,nan`` for NaN padding and ``,div16=0.1`` for the dims
 divisible by 16 before the ``>``: a format the front end defines, and reads back to build the
 ``tl.tensor_descriptor`` from the expanded parameters (frontend/descriptor_parameters.py).
-The C++ fast launch path does not know descriptors: a launch with one always takes the
-Python path.
+The C++ fast launch path (cpp/bindings/python_specialize.h) computes the same key and
+expansion itself (registered below, with :func:`map_address` for the maps): a launch with
+descriptors takes the Python path only the first time, or where the fast path cannot read a
+descriptor (e.g. a base it does not read as a plain pointer argument either).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from ..frontend.descriptor_parameters import (  # noqa: F401  (the type text, re
     parse_type,
     type_text,
 )
+from .._tessera import runtime as _runtime
 from ..tools.tensor_descriptor import TensorDescriptor
 from ..type_codes import dtype_code
 
@@ -81,6 +84,18 @@ def expand(plan: Sequence[Any], values: Sequence[Any]) -> List[Any]:
 def _tensor_map():
     from . import tensor_map  # the driver-facing half, loaded at the first map
     return tensor_map
+
+
+def map_address(desc: TensorDescriptor) -> int:
+    """The host address of ``desc``'s encoded CUtensorMap, for the fast path's first map: it
+    loads tensor_map and hands the fast path its ``host_address`` (cached by content there),
+    which the fast path then calls directly."""
+    host_address = _tensor_map().host_address
+    _runtime.set_descriptor_support(TensorDescriptor, host_address)
+    return host_address(desc)
+
+
+_runtime.set_descriptor_support(TensorDescriptor, map_address)
 
 
 def flatten(names: Sequence[str], values: Sequence[Any],

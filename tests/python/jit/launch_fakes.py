@@ -6,7 +6,8 @@ from __future__ import annotations
 import struct
 from typing import Any, List
 
-from tessera.runtime import driver, launcher
+from tessera.config import knobs
+from tessera.runtime import descriptor_arguments, driver, launcher
 
 STREAM = 0x5EED
 
@@ -17,10 +18,18 @@ class RecordingLaunchable(launcher.Launchable):
 
     def __init__(self, jit_fn, specialization, constexprs, options, names=None) -> None:
         names = list(jit_fn.runtime_names if names is None else names)
-        signature = [launcher._launcher_kind(specialization[0][n]) for n in names]
+        # TensorDescriptors expand as launcher.prepare expands them, with their tensor maps
+        # when TESSERA_TMA is on (as an sm_90a compile that copies them by TMA).
+        tensor_maps = self.tensor_maps = bool(knobs.tma)
+        signature = descriptor_arguments.launch_kinds(names, specialization[0],
+                                                      launcher._launcher_kind, tensor_maps)
         super().__init__(jit_fn.__name__,
                          driver.KernelLauncher(signature, None, options.num_warps),
-                         0, "other", names, {})
+                         0, "other", expanded_names(names, specialization[0], tensor_maps),
+                         {})
+        if len(signature) != len(names):
+            self.expansion = descriptor_arguments.expansion(names, specialization[0],
+                                                            tensor_maps)
         self.current_stream = lambda: STREAM
         self.options = options
         self.prepared_for = (specialization, dict(constexprs), options.num_warps,
@@ -30,12 +39,33 @@ class RecordingLaunchable(launcher.Launchable):
     def launch(self, grid, args) -> None:
         """As Launchable.launch, through the real launcher (which parses the grid and packs
         the arguments), with tensors passed as their addresses (they are in host memory)."""
-        addresses = [address_of(a) for a in args]
+        expanded = args if self.expansion is None else \
+            descriptor_arguments.expand(self.expansion, args)
+        addresses = [address_of(a) for a in expanded]
         try:
             self.launcher.launch(grid, STREAM, addresses)
         except driver.CudaError as e:           # it has no kernel, and says so
             assert "no loaded kernel" in str(e)
+        except driver.ArgumentError as e:       # as Launchable.launch says it
+            raise TypeError(f"{self.name}: argument '{self.arg_names[e.index]}': "
+                            f"{e.reason}") from None
         self.python_launches.append((grid, tuple(args), self.launcher.pack(addresses, STREAM)))
+
+
+def expanded_names(names, signature, tensor_maps) -> List[str]:
+    """The launcher's parameter names, as descriptor_arguments.flatten names them."""
+    out: List[str] = []
+    for name in names:
+        text = signature[name]
+        if not descriptor_arguments.is_descriptor_type(text):
+            out.append(name)
+            continue
+        rank = len(descriptor_arguments.parse_type(text)[1])
+        out += [f"{name}.base"] + [f"{name}.shape[{i}]" for i in range(rank)] \
+            + [f"{name}.strides[{i}]" for i in range(rank)]
+        out += [f"{name}.tensormap"] if tensor_maps and \
+            descriptor_arguments.has_tensor_map(text) else []
+    return out
 
 
 def address_of(value):

@@ -84,12 +84,29 @@ def test_compiled_signature_has_the_expanded_parameters():
     assert "divisibility = [16, 16, 16, 16, 8, 1, 1]" in tir
 
 
-def test_fast_path_leaves_descriptor_launches_to_python():
+def test_fast_path_takes_descriptor_launches_it_can_read():
+    """The C++ fast path registers a kernel with descriptor parameters when it reads their
+    bases as it reads plain pointer arguments (torch tensors, ...: tests/python/jit/
+    test_descriptor_fast_path.py launches them); a NumPy base it does not read, nor a kernel
+    whose launcher it cannot use: those launches stay on the Python path."""
     x = np.zeros((16, 16), np.float32)
     desc = TensorDescriptor.from_tensor(x, [16, 16])
     values, constexprs, _ = uses_descriptor._arguments((x, desc, 5), {"BLOCK": 16})
     assert not uses_descriptor._dispatch_register(tuple(values), tuple(constexprs), 4, 1,
                                                   object())
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(16, 16)
+    desc = TensorDescriptor.from_tensor(t, [16, 16])
+    values, constexprs, _ = uses_descriptor._arguments((t, desc, 5), {"BLOCK": 16})
+    kinds = ["ptr", "ptr", "i32", "i32", "i64", "i64", "i32"]
+    launchable = launcher.Launchable("uses_descriptor", driver.KernelLauncher(kinds, None, 4),
+                                     0, "other", [], {})
+    launchable.current_stream = lambda: 0
+    assert not uses_descriptor._dispatch_register(tuple(values), tuple(constexprs), 4, 1,
+                                                  object())
+    assert uses_descriptor._dispatch_register(tuple(values), tuple(constexprs), 4, 1,
+                                              launchable)
+    uses_descriptor._dispatch_clear()
 
 
 def test_allocator_hook():

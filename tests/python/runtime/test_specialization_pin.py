@@ -222,3 +222,66 @@ def test_tensors_dlpack_cannot_describe_are_left_to_python_after_in_place_reads(
     odd = [torch.zeros(4).to_sparse(), torch.empty(4, device="meta")]
     assert _runtime.specialization_words(odd + [plain], [0] * 3) == [None] * 2 + [
         _runtime.specialization_words([plain], [0])[0]]
+
+
+# --- TensorDescriptor arguments: two words, (its base's tensor word, its own) ------------------
+DESCRIPTOR = 10
+
+
+def random_descriptor(rng: random.Random):
+    """A descriptor of a random view: rank 1 to 5, ragged sizes, any block and padding."""
+    from tessera.tools.tensor_descriptor import TensorDescriptor
+    dtype = rng.choice([d for d in DLPACK if d != torch.bool])
+    rank = rng.randrange(1, 6)
+    shape = [rng.choice([1, 16, 32, 48, rng.randrange(1, 70)]) for _ in range(rank)]
+    whole = torch.zeros(*shape[:-1], -(-shape[-1] // 16) * 16, dtype=dtype)
+    block = [2 ** rng.randrange(0, 20 // rank + 1) for _ in range(rank)]  # 2**20 elements at most
+    padding = rng.choice(["zero", "nan"]) if dtype.is_floating_point else "zero"
+    return TensorDescriptor.from_tensor(whole[..., :shape[-1]], block, padding)
+
+
+def decoded_descriptor(words):
+    """descriptor_arguments.key that a descriptor's two words stand for."""
+    base, own = words
+    assert base >> 56 == DLPACK_TENSOR and own >> 56 == DESCRIPTOR, (hex(base), hex(own))
+    code, bits = base >> 8 & 0xFF, base >> 16 & 0xFF
+    dtype = {v: k for k, v in DLPACK.items()}[code, bits]
+    rank = own & 7
+    block = tuple(1 << (own >> (9 + 5 * d) & 31) for d in range(rank))
+    padding = "nan" if own & 8 else "zero"
+    div16 = tuple(d for d in range(rank) if own >> (4 + d) & 1)
+    return ("tensordesc", dtype, block, padding, div16)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_descriptor_words_say_what_the_python_keys_say(seed):
+    rng = random.Random(seed)
+    descs = [random_descriptor(rng) for _ in range(30)]
+    for flag in (0, 3):  # @jit(do_not_specialize) has nothing to drop from a descriptor's key
+        words = _runtime.specialization_words(descs, [flag] * len(descs))
+        for desc, word in zip(descs, words):
+            assert isinstance(word, tuple), desc
+            assert decoded_descriptor(word) == argument_key(desc), (desc, word)
+
+
+def test_equal_descriptor_words_mean_equal_python_keys():
+    rng = random.Random(99)
+    pool = [random_descriptor(rng) for _ in range(400)]
+    keys_of_words = {}
+    for desc, words in zip(pool, _runtime.specialization_words(pool, [0] * len(pool))):
+        keys_of_words.setdefault(words, set()).add(argument_key(desc))
+    assert len(keys_of_words) > 50
+    assert all(len(keys) == 1 for keys in keys_of_words.values())
+
+
+def test_descriptors_the_fast_path_cannot_read_are_left_to_python():
+    from tessera.tools.tensor_descriptor import TensorDescriptor
+    on_numpy = TensorDescriptor.from_tensor(np.zeros((16, 16), np.float32), [16, 16])
+    odd_block = TensorDescriptor.from_tensor(torch.zeros(16, 16), [16, 16])
+    odd_block.block_shape = [16, 12]  # changed after the checks: the Python path decides
+    odd_padding = TensorDescriptor.from_tensor(torch.zeros(16, 16), [16, 16])
+    odd_padding.padding = "reflect"
+    too_wide = TensorDescriptor.from_tensor(torch.zeros(16, 16), [16, 16])
+    too_wide.shape = [2 ** 64, 16]
+    words = _runtime.specialization_words([on_numpy, odd_block, odd_padding, too_wide], [0] * 4)
+    assert words == [None] * 4
