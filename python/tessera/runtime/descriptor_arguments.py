@@ -9,7 +9,7 @@ are specialized: it lets the bounds masks of a load allow vector accesses), writ
 divisible by 16 before the ``>``: a format the front end defines, and reads back to build the
 ``tl.tensor_descriptor`` from the expanded parameters (frontend/descriptor_parameters.py).
 The C++ fast launch path (cpp/bindings/python_specialize.h) computes the same key and
-expansion itself (registered below, with :func:`map_address` for the maps): a launch with
+expansion itself (registered below, with tensor_map.host_address for the maps): a launch with
 descriptors takes the Python path only the first time, or where the fast path cannot read a
 descriptor (e.g. a base it does not read as a plain pointer argument either).
 """
@@ -25,6 +25,7 @@ from ..frontend.descriptor_parameters import (  # noqa: F401  (the type text, re
     type_text,
 )
 from .._tessera import runtime as _runtime
+from . import tensor_map
 from ..tools.tensor_descriptor import TensorDescriptor
 from ..type_codes import dtype_code
 
@@ -77,48 +78,31 @@ def expand(plan: Sequence[Any], values: Sequence[Any]) -> List[Any]:
         out.extend(value.shape)
         out.extend(value.strides)
         if with_map:
-            out.append(_tensor_map().host_address(value))
+            out.append(tensor_map.host_address(value))
     return out
 
 
-def _tensor_map():
-    from . import tensor_map  # the driver-facing half, loaded at the first map
-    return tensor_map
-
-
-def map_address(desc: TensorDescriptor) -> int:
-    """The host address of ``desc``'s encoded CUtensorMap, for the fast path's first map: it
-    loads tensor_map and hands the fast path its ``host_address`` (cached by content there),
-    which the fast path then calls directly."""
-    host_address = _tensor_map().host_address
-    _runtime.set_descriptor_support(TensorDescriptor, host_address)
-    return host_address(desc)
-
-
-_runtime.set_descriptor_support(TensorDescriptor, map_address)
+# The fast path expands descriptors itself and takes each map's address from here.
+_runtime.set_descriptor_support(TensorDescriptor, tensor_map.host_address)
 
 
 def flatten(names: Sequence[str], values: Sequence[Any],
             tensor_maps: bool = False) -> Tuple[List[str], List[Any]]:
     """Names and values with each descriptor expanded into base, shape and strides, and with
     ``tensor_maps`` the CUtensorMap of each one the TMA copies (the host address of its encoded
-    bytes)."""
+    bytes): :func:`expand` with a plan read from the values themselves."""
     if not any(isinstance(v, TensorDescriptor) for v in values):
         return list(names), list(values)
+    plan = tuple(
+        (tensor_maps and has_tensor_map(type_text(key(v), dtype_code(v.base.dtype))))
+        if isinstance(v, TensorDescriptor) else None for v in values)
     out_names: List[str] = []
-    out_values: List[Any] = []
-    for name, value in zip(names, values, strict=True):
-        if isinstance(value, TensorDescriptor):
-            rank = len(value.shape)
-            out_names += [f"{name}.base"] + [f"{name}.shape[{i}]" for i in range(rank)] \
-                + [f"{name}.strides[{i}]" for i in range(rank)]
-            out_values += [value.base, *value.shape, *value.strides]
-            text = type_text(key(value), dtype_code(value.base.dtype)) if tensor_maps else ""
-            if tensor_maps and has_tensor_map(text):
-                from .tensor_map import host_address
-                out_names.append(f"{name}.tensormap")
-                out_values.append(host_address(value))
-        else:
+    for with_map, name, value in zip(plan, names, values, strict=True):
+        if with_map is None:
             out_names.append(name)
-            out_values.append(value)
-    return out_names, out_values
+            continue
+        rank = len(value.shape)
+        out_names += [f"{name}.base"] + [f"{name}.shape[{i}]" for i in range(rank)] \
+            + [f"{name}.strides[{i}]" for i in range(rank)]
+        out_names += [f"{name}.tensormap"] if with_map else []
+    return out_names, expand(plan, values)
