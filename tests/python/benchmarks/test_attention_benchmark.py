@@ -2,7 +2,6 @@
 float64 reference (against PyTorch autograd), the kernels from tessera.ops,
 the check-then-time path of every provider (Tessera's wrappers through the interpreter, do_bench
 faked), and the tables, JSON and plot made from synthetic results."""
-import importlib.util
 import json
 import math
 import os
@@ -13,18 +12,14 @@ import tessera
 
 torch = pytest.importorskip("torch")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))))
+import benchmark_scripts  # noqa: E402
+
+ROOT = benchmark_scripts.ROOT
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "attention_benchmark", os.path.join(ROOT, "benchmarks", "attention.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("attention")
 
 
 @pytest.fixture

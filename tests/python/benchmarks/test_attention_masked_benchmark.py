@@ -1,26 +1,17 @@
 """benchmarks/attention_masked.py without a GPU: its masks, the ratios it prints (against
 FlexAttention, cuDNN and the dense op; sparse over all-live), the math-backend plausibility
 note, the tables and the argument parsing, on synthetic rows."""
-import importlib.util
-import os
-import sys
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))))
+import benchmark_scripts  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "attention_masked_benchmark", os.path.join(ROOT, "benchmarks", "attention_masked.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("attention_masked")
 
 
 def row(kind, ms, S=8192, D=128):

@@ -1,27 +1,18 @@
 """benchmarks/ops_host_time.py without a GPU: the host/device timing of one function (CUDA
 events and synchronize faked, the function's own host cost a known sleep), the host-bound
-verdict and the table, the case list's names and argument parsing."""
-import importlib.util
-import os
-import sys
+verdict and the table, and that it asks for a GPU."""
 import time
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))))
+import benchmark_scripts  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "ops_host_time", os.path.join(ROOT, "benchmarks", "ops_host_time.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("ops_host_time")
 
 
 class FakeCuda:
