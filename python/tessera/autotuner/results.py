@@ -78,7 +78,9 @@ def tuning_key(material: Dict[str, Any], source: str) -> str:
                      specialization={"key_values": material["key_values"],
                                      "dtypes": material["dtypes"], "device": material["device"],
                                      "kernel": material["kernel"]},
-                     options={"kind": "tuning", "configs": material["configs"]},
+                     options={"kind": "tuning", "configs": material["configs"],
+                              **({"spills": material["spills"]} if "spills" in material
+                                 else {})},
                      arch=material["arch"])
 
 

@@ -77,6 +77,32 @@ class _Launch:
     grid: Any
 
 
+# autotune(spills=...): "allow" times every config that compiles (Triton's rule); "avoid" times
+# only the configs whose kernel spills no register to local memory, whenever at least one
+# compiled without spills (all spill: all are timed, as with "allow").
+SPILL_RULES = ("allow", "avoid")
+
+
+def _spilled_bytes(outcome) -> int:
+    metadata = outcome.built[0] if outcome.built else {}
+    return int(metadata.get("spill_stores", 0)) + int(metadata.get("spill_loads", 0))
+
+
+def _without_spills(built: List[tuple], failures: Dict[int, str]) -> List[tuple]:
+    """``built`` (index, config, job, outcome) less the configs that spill, each then recorded
+    in ``failures`` with its figures, when another config compiled without spilling."""
+    clean = [entry for entry in built if _spilled_bytes(entry[3]) == 0]
+    if not clean:
+        return built
+    for index, _config, _job, outcome in built:
+        if _spilled_bytes(outcome):
+            metadata = outcome.built[0]
+            failures[index] = (f"pruned after compiling: spills {metadata.get('spill_stores', 0)} "
+                               f"bytes stored / {metadata.get('spill_loads', 0)} loaded "
+                               f"(autotune spills='avoid')")
+    return clean
+
+
 class Autotuner:
     """An autotuned kernel: ``kernel[grid](*args)``; see :func:`autotune`.
 
@@ -96,7 +122,7 @@ class Autotuner:
                  do_bench: Optional[Callable] = None, cache_results: bool = True,
                  warmup: Optional[float] = None, rep: Optional[float] = None,
                  use_cuda_graph: bool = False, *, distributed: Optional[bool] = None,
-                 process_group: Any = None) -> None:
+                 process_group: Any = None, spills: str = "allow") -> None:
         chain = decorator_chain(fn)
         if any(isinstance(layer, Autotuner) for layer in chain):
             raise TypeError("@autotune cannot be stacked above another @autotune")
@@ -126,6 +152,9 @@ class Autotuner:
         self.perf_model = prune.get("perf_model")
         self.configs_top_k = prune.get("top_k", 10)
         self.early_config_prune = prune.get("early_config_prune")
+        if spills not in SPILL_RULES:
+            raise ValueError(f"autotune spills={spills!r}: expected one of {SPILL_RULES}")
+        self.spills = spills
         self.reset_to_zero = list(reset_to_zero or ())
         self.restore_value = list(restore_value or ())
         self.pre_hook = pre_hook or self._reset_arguments
@@ -354,6 +383,8 @@ class Autotuner:
         except results.NotPersistable as why:
             _log.info("%s: tuning result kept in memory only (%s)", self.__name__, why)
             return None, None
+        if self.spills != "allow":  # another rule may choose another config
+            material["spills"] = self.spills
         return material, results.tuning_key(material, self._source())
 
     def _source(self) -> str:
@@ -475,6 +506,8 @@ class Autotuner:
             else:
                 prefix = "pruned before compiling: " if outcome.pruned else ""
                 failures[index] = prefix + outcome.failure
+        if self.spills == "avoid":
+            built = _without_spills(built, failures)
         bench_start = time.perf_counter()
         timings = self._bench_all(launch, built, failures, bar, key_text, warmer, installed,
                                   refine_here)
@@ -701,7 +734,7 @@ def autotune(configs: Sequence[Config], key: Sequence[str],
              do_bench: Optional[Callable] = None, cache_results: bool = True,
              warmup: Optional[float] = None, rep: Optional[float] = None,
              use_cuda_graph: bool = False, *, distributed: Optional[bool] = None,
-             process_group: Any = None):
+             process_group: Any = None, spills: str = "allow"):
     """Decorator: tune a @jit kernel over ``configs`` for each value of the ``key`` arguments.
 
     As ``triton.autotune``; ``cache_results`` (default on, unlike Triton) keeps results on
@@ -718,6 +751,10 @@ def autotune(configs: Sequence[Config], key: Sequence[str],
     kernels with the same keys in the same order, as for any collective.
     ``distributed=False`` (or TESSERA_AUTOTUNE_DISTRIBUTED=0) tunes each rank alone.
 
+    ``spills="avoid"`` (Tessera's own): a config whose kernel spills registers to local memory
+    (ptxas's figures) is not timed when another config compiled without spills; it is listed
+    in ``failed_configs`` with its figures. The default ``"allow"`` times all, as Triton does.
+
     Example::
 
         @tessera.autotune(configs=[tessera.Config({"BLOCK": 1024}, num_warps=4),
@@ -731,5 +768,6 @@ def autotune(configs: Sequence[Config], key: Sequence[str],
     def decorate(fn):
         return Autotuner(fn, configs, key, prune_configs_by, reset_to_zero, restore_value,
                          pre_hook, post_hook, do_bench, cache_results, warmup, rep,
-                         use_cuda_graph, distributed=distributed, process_group=process_group)
+                         use_cuda_graph, distributed=distributed, process_group=process_group,
+                         spills=spills)
     return decorate

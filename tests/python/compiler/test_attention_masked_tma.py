@@ -90,11 +90,10 @@ def compile_tma(D, has_mask, has_bias, causal, config, dtype=np.float16, S=256, 
     q, k, v, mask, bias = inputs(rng, 1, H, H, S, D, dtype, has_mask, has_bias)
     lse = np.zeros(q.shape[:3], np.float32)
     args = arguments(q, k, v, q, lse, mask, bias, causal, 0.1, config)
-    block_m, block_n, num_warps, num_stages = config
+    options = ma.blocks.launch_options(config)  # a fifth element: the register cap
     return ma.attention_masked_fwd_kernel.compile(
         *args, D=D, SUPER=ma.SUPER, CAUSAL=causal, HAS_MASK=has_mask, HAS_BIAS=has_bias,
-        RELOAD=False, TMA=True, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
-        num_stages=num_stages, arch="sm_90a")
+        RELOAD=False, TMA=True, arch="sm_90a", **options)
 
 
 def tma_loops(has_mask, has_bias) -> tuple:
@@ -136,12 +135,18 @@ def check_kernel(kernel, has_mask, has_bias, strict=True):
 @pytest.mark.parametrize("D", [64, 128])
 def test_loops_without_2d_pointer_loads_copy_by_tma_without_spills(D, has_mask, has_bias,
                                                                      causal):
-    for config in fa.WGMMA_CONFIGS["fwd"][D]:
+    # Every candidate of a TMA launch: the dense tiles and the capped ones put first.
+    q = np.zeros((1, 2, 256, D), np.float16)
+    tiles = ma.blocks.masked_candidates("fwd", q, "sm_90a", tma=True)
+    assert set(fa.WGMMA_CONFIGS["fwd"][D]) <= set(tiles)
+    for config in tiles:
         kernel = compile_tma(D, has_mask, has_bias, causal, config)
         check_kernel(kernel, has_mask, has_bias)
         if ptxas.find_ptxas() is None:
             pytest.skip("ptxas not found: PTX not assembled")
         assert kernel.metadata["spill_stores"] == 0, (D, has_mask, has_bias, causal, config)
+        if len(config) > 4:  # the cap holds: two 8-warp blocks per SM at 128 registers
+            assert kernel.metadata["registers"] <= config[4], config
 
 
 @pytest.mark.parametrize("has_mask", [0, ROWS, KEYS], ids=lambda x: LAYOUTS[x])
@@ -285,3 +290,17 @@ def test_each_config_sets_the_key_descriptor_blocks():
     mf.key_blocks({"k_ptr": descs[0], "v_ptr": descs[1], "BLOCK_N": 32})
     assert [d.block_shape for d in descs] == [[1, 1, 32, 128]] * 2
     mf.key_blocks({"k_ptr": x, "v_ptr": x, "BLOCK_N": 32})  # the pointer path: no-op
+
+
+def test_a_tma_launch_tries_the_capped_tiles_first_and_the_tuner_avoids_spills():
+    q = np.zeros((1, 2, 1024, 64), np.float16)
+    first = ma.blocks.masked_candidates("fwd", q, "sm_90a", tma=True)[0]
+    assert first == (128, 64, 8, 2, 128)
+    assert ma.blocks.launch_options(first)["maxnreg"] == 128
+    # the pointer path (and D = 128) keep the uncapped default first
+    assert len(ma.blocks.masked_candidates("fwd", q, "sm_90a")[0]) == 4
+    q128 = np.zeros((1, 2, 1024, 128), np.float16)
+    assert len(ma.blocks.masked_candidates("fwd", q128, "sm_90a", tma=True)[0]) == 4
+    # a capped tile spills at some ragged lengths (docs/perf/masked_attention.md): the
+    # tuner times only the configs that spill nothing there
+    assert ma.forward._tuned_fwd.spills == "avoid"

@@ -218,10 +218,9 @@ def check(fn: str, q, k, v, mask, bias) -> None:
 # dK/dV at D = 128 on mma.sync: 32 x 64 on 8 warps spilled 4 bytes with the per-column
 # dBias; 16 x 64 (the same keys per program, half the queries per step) spills none.
 # dQ fp32 at D = 16: 64 x 32 on 4 warps spilled 4 bytes on sm_80; on 8 warps none.
-# fwd and dQ at D = 64 on wgmma: a cap of 128 registers (PTX .maxnreg; two 8-warp blocks per
-# SM, as the dense kernels' 124 registers allow) fitted only with the mask and bias tiles read
-# from their rings in the scores' layout, a compiler change withdrawn (docs/perf/
-# masked_attention.md): uncapped until it returns. A fifth element would be the cap.
+# fwd and dQ at D = 64 on wgmma, pointer path: a cap of 128 registers (PTX .maxnreg; two
+# 8-warp blocks per SM, as the dense kernels' 124 registers allow) spills with a bias per
+# element (docs/perf/masked_attention.md): uncapped there. A fifth element is the cap.
 MASKED_DEFAULTS = {("fwd", 64, True, False): (128, 64, 8, 2),
                    ("dq", 64, True, False): (128, 32, 8, 2),
                    ("dq", 128, True, False): (128, 32, 8, 2),
@@ -238,16 +237,28 @@ MASKED_DEFAULTS = {("fwd", 64, True, False): (128, 64, 8, 2),
 # bytes, 16 warps: 4-268).
 
 
-def masked_candidates(kernel: str, x, arch: str | None = None) -> list:
-    """candidates(kernel, x, arch) with MASKED_DEFAULTS' choice first."""
+# The TMA variants (k and v by host descriptors, sm_90a; forward_launch's `tma`): (kernel, D)
+# -> candidates put first. The forward at D = 64 capped at 128 registers runs two 8-warp
+# blocks per SM: 1.34x faster than uncapped at an all-true mask (S = 8192, bf16, H200), 1.53x
+# with a key bias (docs/perf/masked_attention.md, "Two blocks per SM"); ptxas: no spills for
+# every mask and bias layout the TMA variant takes at S multiple of 16; 4 bytes with a mask
+# per element and a key bias at ragged lengths, where the autotuner (spills="avoid") keeps
+# to the configs that spill nothing.
+MASKED_TMA_FIRST = {("fwd", 64): [(128, 64, 8, 2, 128), (128, 64, 8, 3, 128)]}
+
+
+def masked_candidates(kernel: str, x, arch: str | None = None, tma: bool = False) -> list:
+    """candidates(kernel, x, arch) with MASKED_DEFAULTS' choice first; `tma`: the TMA
+    variant's, MASKED_TMA_FIRST's before them."""
     found = candidates(kernel, x, arch)
     wgmma = any(found is table.get(x.shape[-1]) for table in (WGMMA_CONFIGS[kernel],))
     key = (kernel, x.shape[-1], wgmma, _is_fp32(x))
     first = MASKED_DEFAULTS.get((*key, _arch(x) if arch is None else arch),
                                 MASKED_DEFAULTS.get(key))
     if first is not None:
-        return [first] + [c for c in found if c != first]
-    return found
+        found = [first] + [c for c in found if c != first]
+    ahead = MASKED_TMA_FIRST.get((kernel, x.shape[-1]), []) if tma and wgmma else []
+    return ahead + [c for c in found if c not in ahead]
 
 
 def launch_options(config: tuple) -> dict:
@@ -266,19 +277,24 @@ def autotuned(kernel: str, fn, reset=(), keys=(), pre_hook=None):
     tables = (CONFIGS[kernel], CONFIGS[kernel + "_fp32"], WGMMA_CONFIGS[kernel])
     tuples = list(dict.fromkeys([t for table in tables for lst in table.values() for t in lst]
                                 + [t for (name, *_), t in MASKED_DEFAULTS.items()
-                                   if name == kernel]))
+                                   if name == kernel]
+                                + [t for (name, _), ts in MASKED_TMA_FIRST.items()
+                                   if name == kernel for t in ts]))
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
                                  num_stages=t[3], maxnreg=t[4] if len(t) > 4 else None,
                                  pre_hook=pre_hook)
                for t in tuples}
 
     def for_this_launch(_configs, nargs, **kwargs):
-        return [configs[t] for t in masked_candidates(kernel, nargs["q_ptr"])]
+        tma = bool(kwargs.get("TMA", nargs.get("TMA", False)))
+        return [configs[t] for t in masked_candidates(kernel, nargs["q_ptr"], tma=tma)]
 
+    # spills="avoid": a capped tile that spills at some lengths is not chosen there.
     return tessera.autotune(configs=list(configs.values()),
                             key=["Sq", "Sk", "D", "CAUSAL", "HAS_MASK", "HAS_BIAS", *keys],
                             reset_to_zero=list(reset),
-                            prune_configs_by={"early_config_prune": for_this_launch})(fn)
+                            prune_configs_by={"early_config_prune": for_this_launch},
+                            spills="avoid")(fn)
 
 
 __all__ = ["SUPER", "ROWS", "KEYS", "layout_of", "launch_options", "mask_blocks_kernel",
