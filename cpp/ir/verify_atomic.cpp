@@ -8,6 +8,7 @@
 
 #include "ir/diagnostics.h"
 #include "ir/verify_common.h"
+#include "ir/verify_tma.h"
 
 #include <set>
 
@@ -41,11 +42,16 @@ void verifyAtomicOp(const Operation &op) {
   bool isCas = op.code() == OpCode::AtomicCAS;
   if (op.numResults() != 1)
     emitError(op, "gives one result (the old values)");
-  if (isCas ? op.numOperands() != 3 : op.numOperands() < 2 || op.numOperands() > 3)
+  // A descriptor reduction (TESSERA_TMA_REDUCE) also carries its tensor map and box
+  // coordinates: (ptr, val, mask, tensormap, coords...), attribute `tma`.
+  bool tma = !isCas && op.hasAttr("tma");
+  if (tma)
+    verifyTmaStoreOperands(op);
+  else if (isCas ? op.numOperands() != 3 : op.numOperands() < 2 || op.numOperands() > 3)
     emitError(op, isCas ? "takes (ptr, cmp, val)" : "takes (ptr, val[, mask])");
   expectOneOf(op, "sem", {"relaxed", "acquire", "release", "acq_rel"});
   expectOneOf(op, "scope", {"cta", "gpu", "sys"});
-  verifySameShapeAndLayout(op);
+  verifySameShapeAndLayout(op, tma ? 3 : op.numOperands());
   Type pointer = op.operand(0)->type().elementType();
   Type element = op.result()->type().elementType();
   if (!pointer.isPointer() || pointer.pointee() != element)
@@ -57,7 +63,7 @@ void verifyAtomicOp(const Operation &op) {
     if (op.operand(i)->type().elementType() != element)
       emitError(op, "operand " + std::to_string(i) + " must have the pointee type " +
                         element.str() + ", got " + op.operand(i)->type().str());
-  if (!isCas && op.numOperands() == 3 && op.operand(2)->type().elementType() != Type::i1())
+  if (!isCas && op.numOperands() >= 3 && op.operand(2)->type().elementType() != Type::i1())
     emitError(op, "mask must be i1");
   if (isCas) {
     if (!isKind(element, {ScalarKind::I16, ScalarKind::I32, ScalarKind::I64, ScalarKind::F16,

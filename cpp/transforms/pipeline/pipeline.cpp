@@ -195,12 +195,18 @@ Operation *firstRingProduct(const LoopSchedule &schedule) {
 /// coalesced layout of the pointer tile) is skipped (dce erases it) and the stmatrix path of
 /// codegen writes the accumulator's fragments directly. Any other such store drops its map.
 ///
+/// A descriptor reduction with its map (TESSERA_TMA_REDUCE: an `atomic_rmw` with `tma`) is a
+/// TMA reduction under the same rules (analysis::tmaStoreTile, which also needs a kind and
+/// element type the TMA reduces: analysis::tmaReduction); its value keeps the pointer tile's
+/// layout (the atomic's tensors share one). Any other drops its map: the masked atomic.
+///
 /// The TMA unit writes global memory in whole 16-byte chunks: where the tensor's inner extent
 /// is not a multiple of 16 bytes, the chunk that straddles it is written whole, past the
 /// tensor (into a neighbour's row padding or another tensor). So the TMA store is taken only
 /// where AxisInfo proves the store's mask constant over 16-byte runs of the inner dim (the
 /// proof a 16-byte vector store needs: the bound and the box's column both aligned), else the
-/// masked store keeps its exact meaning.
+/// masked store keeps its exact meaning. A reduction across the edge would combine into the
+/// bytes past the row: the same proof.
 bool masksWholeChunks(const analysis::AxisInfoAnalysis &axes, const Operation &store) {
   const Type &value = store.operand(1)->type();
   int64_t elementBytes = analysis::memoryElementBytes(value);
@@ -215,6 +221,14 @@ void dropUnusedTensorMaps(Operation &func, bool tma) {
     return masksWholeChunks(*axes, store);
   };
   func.walk([tma, &wholeChunks](Operation *op) {
+    if (op->code() == OpCode::AtomicRMW && op->hasAttr("tma")) {
+      if (!tma || !analysis::tmaStoreTile(*op) || !wholeChunks(*op)) {
+        while (op->numOperands() > 3)
+          op->eraseOperand(op->numOperands() - 1);
+        op->attributes().erase("tma");
+      }
+      return;
+    }
     if (op->code() == OpCode::Store && op->hasAttr("tma")) {
       if (!tma || !analysis::tmaStoreTile(*op) || !wholeChunks(*op)) {
         while (op->numOperands() > 3)

@@ -64,7 +64,9 @@ def _atomic_rmw(info: OpInfo):
     dtype, shape = result.dtype, result.shape
     combine = _combiner(str(info.attrs["kind"]), dtype)
 
-    def rmw(state, pointer, value, mask=None):
+    def rmw(state, pointer, value, mask=None, *tensor_map):
+        # A descriptor reduction under TESSERA_TMA_REDUCE also carries its tensor map and box
+        # coordinates: the masked atomic is its meaning (the TMA clips the box as the mask does).
         values = np.broadcast_to(np.asarray(value, dtype), np.shape(pointer)).reshape(-1)
         return _apply(state, pointer, mask, dtype, shape,
                       lambda old, lanes: np.asarray(combine(old, values[lanes]), dtype))

@@ -1,0 +1,258 @@
+"""TMA reductions of tensor descriptors (TESSERA_TMA_REDUCE, sm_90a) without a GPU.
+
+`desc.atomic_add(offsets, value)` (and atomic_min/max/and/or/xor) through a 2-D descriptor
+with a tensor map keeps its masked-atomic meaning in the IR (the atomic_rmw also carries the
+map and the box's coordinates, attribute `tma`); where the store's rules hold, codegen stages
+the tile in shared memory in the map's swizzle, then: fence.proxy.async.shared::cta,
+bar.sync, one thread's cp.reduce.async.bulk.tensor.2d.global.shared::cta.<op>.tile.bulk_group
+per 128-byte column block, commit_group, wait_group.read 0, and no atom/red is left. Checked
+here: that sequence, ptxas without spills, the compiled IR in the interpreter on ragged
+shapes against float64 / NumPy, and that a column bound not proven a multiple of 16 bytes,
+8-byte elements, the knob off and sm_80 keep the pointer atomic.
+"""
+import re
+
+import numpy as np
+import pytest
+
+import tessera
+import tessera.language as tl
+from tessera import interpreter
+from tessera._tessera import ir
+from tessera.compiler import ptxas
+from tessera.config import knobs
+from tessera.tools.tensor_descriptor import TensorDescriptor
+
+
+def bulk_reduce(op):
+    return rf"cp\.reduce\.async\.bulk\.tensor\.2d\.global\.shared::cta\.{op}\.tile\.bulk_group"
+
+
+ANY_BULK_REDUCE = r"cp\.reduce\.async\.bulk"
+
+
+@tessera.jit
+def reduce_kernel(y_desc, x_desc, OP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """Program (i, j, r) reduces x's block (i, j) into y's: the programs of every r hit the
+    same block of y."""
+    m = tl.program_id(0) * BM
+    n = tl.program_id(1) * BN
+    x = x_desc.load([m, n])
+    if OP == "add":
+        y_desc.atomic_add([m, n], x)
+    elif OP == "min":
+        y_desc.atomic_min([m, n], x)
+    elif OP == "max":
+        y_desc.atomic_max([m, n], x)
+    elif OP == "and":
+        y_desc.atomic_and([m, n], x)
+    elif OP == "or":
+        y_desc.atomic_or([m, n], x)
+    else:
+        y_desc.atomic_xor([m, n], x)
+
+
+@tessera.jit
+def device_reduce_kernel(y_ptr, x_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [N, 1], [BM, BN])
+    m = tl.program_id(0) * BM
+    n = tl.program_id(1) * BN
+    rows = m + tl.arange(0, BM)[:, None]
+    cols = n + tl.arange(0, BN)[None, :]
+    x = tl.load(x_ptr + rows * N + cols, mask=(rows < M) & (cols < N), other=0.0)
+    y_desc.atomic_add([m, n], x)
+
+
+def positions(ptx, pattern):
+    return [m.start() for m in re.finditer(pattern, ptx)]
+
+
+def pointer_atomics(ptx):
+    return re.findall(r"\b(?:atom|red)\.global", ptx)
+
+
+def check_reduce_sequence(ptx, op, boxes):
+    """The TMA reduction's PTX: every thread's proxy fence, the barrier, then the issuing
+    thread's reductions (one per 128-byte column block), their commit and the wait for their
+    reads; no pointer atomic left."""
+    fences = positions(ptx, r"fence\.proxy\.async\.shared::cta")
+    copies = positions(ptx, bulk_reduce(op))
+    commits = positions(ptx, r"cp\.async\.bulk\.commit_group")
+    waits = positions(ptx, r"cp\.async\.bulk\.wait_group\.read 0")
+    assert len(copies) == boxes and len(commits) == 1 and len(waits) == 1
+    assert len(positions(ptx, ANY_BULK_REDUCE)) == boxes  # no other reduction op
+    fence = max(f for f in fences if f < min(copies))
+    assert positions(ptx[fence:min(copies)], r"bar\.sync")  # writes of every thread
+    assert max(copies) < commits[0] < waits[0]
+    assert not pointer_atomics(ptx)  # the masked pointer atomic is gone
+    assert len(positions(ptx, r"elect\.sync")) == 1  # one issuing thread
+
+
+def padded(rng, dtype, m, n, fill=None):
+    """An (m, n) view of a buffer whose rows are padded to 16 bytes plus 16 elements (a guard
+    strip the kernel must never touch), random values, or `fill`."""
+    per_16 = max(1, 16 // np.dtype(dtype).itemsize)
+    width = -(-n // per_16) * per_16 + 16
+    if fill is not None:
+        big = np.full((m + 3, width), fill, dtype)
+    elif np.dtype(dtype).kind == "f":
+        big = rng.standard_normal((m + 3, width)).astype(dtype)
+    else:
+        big = rng.integers(-1000 if np.dtype(dtype).kind == "i" else 0, 1000, (m + 3, width),
+                           dtype=dtype)
+    return big, big[:m, :n]
+
+
+def compile_reduce(y, x, op, bm, bn, arch="sm_90a", reduce=True):
+    dy, dx = (TensorDescriptor.from_tensor(t, [bm, bn]) for t in (y, x))
+    with knobs.scope(tma=True, tma_reduce=reduce, always_compile=True):
+        return reduce_kernel.compile(dy, dx, OP=op, BM=bm, BN=bn, arch=arch), dy, dx
+
+
+def run_compiled(kernel, y, x, dy, dx, grid):
+    """The kernel's tgir (TMA operands and all) in the interpreter."""
+    m, n = y.shape
+    module = ir.parse_module(kernel.asm["tgir"])
+    args = [y, m, n, y.strides[0] // y.itemsize, 1, dy,
+            x, m, n, x.strides[0] // x.itemsize, 1, dx]
+    interpreter.run(module, grid=grid, args=args)
+
+
+# (op, dtype, block): fp32 rows of 256 bytes (two boxes), fp16 and bf16-sized rows of 128,
+# int32 of 64 and 128 bytes.
+TMA_CASES = [("add", np.float32, (64, 64)), ("add", np.float16, (64, 64)),
+             ("add", np.int32, (32, 32)), ("add", np.uint32, (32, 32)),
+             ("min", np.int32, (64, 16)), ("max", np.int32, (32, 32)),
+             ("max", np.uint32, (32, 32)), ("and", np.int32, (32, 32)),
+             ("or", np.int32, (32, 32)), ("xor", np.int32, (64, 32))]
+
+
+@pytest.mark.parametrize("op,dtype,block", TMA_CASES,
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_tma_reduce_ptx(op, dtype, block):
+    rng = np.random.default_rng()
+    bm, bn = block
+    m = int(rng.integers(bm + 1, 4 * bm))  # ragged rows
+    n = 16 * int(rng.integers(3, 12))  # a multiple of 16 elements: ragged, whole chunks
+    big, y = padded(rng, dtype, m, n)
+    before = big.copy()
+    _, x = padded(rng, dtype, m, n)
+    kernel, dy, dx = compile_reduce(y, x, op, bm, bn)
+    row_bytes = bn * np.dtype(dtype).itemsize
+    ptx = kernel.asm["ptx"]
+    check_reduce_sequence(ptx, op, max(1, row_bytes // 128))
+    assert re.search(r"atomic_rmw [^\n]*tma = true", kernel.asm["tgir"])
+    if ptxas.find_ptxas() is not None:
+        assert kernel.metadata["spill_stores"] == 0 and kernel.metadata["registers"] > 0
+    # Several programs into the same blocks (grid axis 2), through the compiled IR.
+    reps = 3
+    run_compiled(kernel, y, x, dy, dx, (-(-m // bm), -(-n // bn), reps))
+    expected = before[:m, :n].copy()
+    for _ in range(reps):
+        if op == "add" and np.dtype(dtype).kind == "f":
+            expected = expected.astype(np.float64) + x
+        else:
+            ufunc = {"add": np.add, "min": np.minimum, "max": np.maximum,
+                     "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+            expected = ufunc(expected, x)
+    if np.dtype(dtype).kind == "f":
+        tol = 1e-2 if dtype == np.float16 else 1e-5
+        np.testing.assert_allclose(y.astype(np.float64), expected, rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(y, expected)
+    outside = np.ones(big.shape, bool)
+    outside[:m, :n] = False
+    np.testing.assert_array_equal(big[outside], before[outside])
+
+
+def test_tma_reduce_is_on_by_default():
+    assert knobs.tma_reduce is True
+    rng = np.random.default_rng()
+    _, y = padded(rng, np.float32, 100, 64)
+    _, x = padded(rng, np.float32, 100, 64)
+    dy, dx = (TensorDescriptor.from_tensor(t, [64, 64]) for t in (y, x))
+    with knobs.scope(tma=True, always_compile=True):
+        kernel = reduce_kernel.compile(dy, dx, OP="add", BM=64, BN=64, arch="sm_90a")
+    check_reduce_sequence(kernel.asm["ptx"], "add", 2)
+
+
+@pytest.mark.parametrize("dtype,bn,n", [(np.float32, 32, 45), (np.float16, 64, 77),
+                                        (np.int32, 32, 90)], ids=["fp32", "fp16", "int32"])
+def test_ragged_column_bound_keeps_the_pointer_atomic(dtype, bn, n):
+    """A reduction across a row's edge would combine whole 16-byte chunks into the bytes past
+    it: with an inner extent not proven a multiple of 16 bytes, the masked pointer atomic
+    stays, and still touches nothing outside (interpreter, guard columns)."""
+    rng = np.random.default_rng()
+    m = int(rng.integers(33, 100))
+    big, y = padded(rng, dtype, m, n)
+    before = big.copy()
+    _, x = padded(rng, dtype, m, n)
+    kernel, dy, dx = compile_reduce(y, x, "add", 32, bn)
+    ptx = kernel.asm["ptx"]
+    assert not re.search(ANY_BULK_REDUCE, ptx) and pointer_atomics(ptx)
+    assert "tma = true" not in kernel.asm["tgir"]
+    run_compiled(kernel, y, x, dy, dx, (-(-m // 32), -(-n // bn), 2))
+    expected = before[:m, :n].astype(np.float64) + 2 * x.astype(np.float64)
+    tol = 1e-2 if dtype == np.float16 else 1e-5
+    np.testing.assert_allclose(y.astype(np.float64), expected, rtol=tol, atol=tol)
+    outside = np.ones(big.shape, bool)
+    outside[:m, :n] = False
+    np.testing.assert_array_equal(big[outside], before[outside])
+
+
+@pytest.mark.parametrize("op,dtype,bn", [("add", np.uint64, 16), ("xor", np.int64, 16),
+                                         ("add", np.float32, 4)],
+                         ids=["u64-add", "i64-xor", "fp32-rows-of-16-bytes"])
+def test_no_tma_form_keeps_the_pointer_atomic(op, dtype, bn):
+    # 8-byte elements (the store's tile rule) and rows under 32 bytes (no swizzled map).
+    y = np.zeros((64, 64), dtype)
+    x = np.zeros((64, 64), dtype)
+    kernel, _, _ = compile_reduce(y, x, op, 32, bn)
+    ptx = kernel.asm["ptx"]
+    assert not re.search(ANY_BULK_REDUCE, ptx) and pointer_atomics(ptx)
+
+
+def test_knob_off_and_sm_80_keep_the_pointer_atomic():
+    y = np.zeros((128, 64), np.float32)
+    x = np.zeros((128, 64), np.float32)
+    on = compile_reduce(y, x, "add", 64, 64)[0].asm["ptx"]
+    off = compile_reduce(y, x, "add", 64, 64, reduce=False)[0].asm["ptx"]
+    assert re.search(ANY_BULK_REDUCE, on) and not pointer_atomics(on)
+    assert not re.search(ANY_BULK_REDUCE, off) and pointer_atomics(off)
+    on80 = compile_reduce(y, x, "add", 64, 64, arch="sm_80")[0].asm["ptx"]
+    assert on80 == compile_reduce(y, x, "add", 64, 64, arch="sm_80", reduce=False)[0].asm["ptx"]
+    assert "cp.reduce" not in on80 and "cp.async.bulk" not in on80 and pointer_atomics(on80)
+
+
+def test_the_knob_is_part_of_the_options_key():
+    from tessera.launch_options import CODE_KNOBS, parse_options
+    assert "tma_reduce" in CODE_KNOBS
+    with knobs.scope(tma_reduce=True):
+        on = parse_options("k", {}, None)
+    with knobs.scope(tma_reduce=False):
+        off = parse_options("k", {}, None)
+    assert on != off and on.compile_options("sm_90a").key() != off.compile_options(
+        "sm_90a").key()
+
+
+def test_device_descriptor_reduction():
+    """tl.make_tensor_descriptor: the map the kernel encodes is kept (the reduction reads it)
+    and written before the reduction; the compiled IR in the interpreter."""
+    rng = np.random.default_rng()
+    m, n = int(rng.integers(70, 200)), 16 * int(rng.integers(3, 10))
+    y = rng.standard_normal((m, n)).astype(np.float32)
+    before = y.copy()
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    with knobs.scope(tma=True, always_compile=True):
+        kernel = device_reduce_kernel.compile(y, x, m, n, BM=64, BN=64, arch="sm_90a")
+    ptx = kernel.asm["ptx"]
+    check_reduce_sequence(ptx, "add", 2)
+    assert kernel.metadata["global_scratch_size"] == 128
+    assert ptx.rindex("fence.proxy.tensormap::generic.acquire.gpu") < ptx.index(
+        "cp.reduce.async.bulk.tensor")
+    if ptxas.find_ptxas() is not None:
+        assert kernel.metadata["spill_stores"] == 0
+    module = ir.parse_module(kernel.asm["tgir"])
+    interpreter.run(module, grid=(-(-m // 64), -(-n // 64), 2), args=[y, x, m, n])
+    np.testing.assert_allclose(y, before.astype(np.float64) + 2 * x.astype(np.float64),
+                               rtol=1e-5, atol=1e-5)
