@@ -51,7 +51,9 @@ void verifyAtomicOp(const Operation &op) {
     emitError(op, isCas ? "takes (ptr, cmp, val)" : "takes (ptr, val[, mask])");
   expectOneOf(op, "sem", {"relaxed", "acquire", "release", "acq_rel"});
   expectOneOf(op, "scope", {"cta", "gpu", "sys"});
-  verifySameShapeAndLayout(op, tma ? 3 : op.numOperands());
+  // A TMA reduction stages its value in shared memory itself, from any layout (as a TMA
+  // store's: the pipeline pass may hand it the #mma accumulator).
+  verifySameShapeAndLayout(op, tma ? 3 : op.numOperands(), tma ? 1 : ~size_t(0));
   Type pointer = op.operand(0)->type().elementType();
   Type element = op.result()->type().elementType();
   if (!pointer.isPointer() || pointer.pointee() != element)

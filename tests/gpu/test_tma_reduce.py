@@ -63,6 +63,19 @@ def device_reduce_kernel(y_ptr, x_ptr, M, N, stride_y, BM: tl.constexpr, BN: tl.
     y_desc.atomic_add([off_m, off_n], x)
 
 
+@tessera.jit
+def split_k_kernel(a_desc, b_desc, c_desc, K, BM: tl.constexpr, BN: tl.constexpr,
+                   BK: tl.constexpr, SPLIT: tl.constexpr):
+    """Split-K: program (i, j, s) adds the partial product of every SPLIT-th K block from s
+    into C's block (i, j), straight from the accumulator's registers."""
+    m = tl.program_id(0) * BM
+    n = tl.program_id(1) * BN
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(tl.program_id(2) * BK, K, BK * SPLIT):
+        acc = tl.dot(a_desc.load([m, k]), b_desc.load([k, n]), acc)
+    c_desc.atomic_add([m, n], acc)
+
+
 def random(shape, dtype):
     if dtype.is_floating_point:
         return torch.randn(shape, device="cuda").to(dtype)
@@ -193,4 +206,33 @@ def test_device_descriptor_add(allocator, shape):
     torch.cuda.synchronize()
     assert (BULK_REDUCE in ptx) == (n % 16 == 0)
     torch.testing.assert_close(y.double(), expected, rtol=1e-5, atol=1e-4)
+    assert torch.equal(outside(big, m, n), outside(before, m, n)), "touched outside the tensor"
+
+
+SPLIT_K = [dict(BM=128, BN=128, BK=64, num_warps=4, num_stages=3),
+           dict(BM=64, BN=64, BK=32, num_warps=4, num_stages=2),
+           dict(BM=128, BN=64, BK=64, num_warps=8, num_stages=3)]
+
+
+@pytest.mark.parametrize("shape", [(300, 208, 1024), (1000, 1008, 512), (77, 40, 256)],
+                         ids=str)
+@pytest.mark.parametrize("meta", SPLIT_K, ids=lambda m: "{BM}x{BN}x{BK}w{num_warps}".format(**m))
+def test_split_k_matmul(meta, shape):
+    m, n, k = shape
+    torch.manual_seed(m + n + k)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    big, c = guarded(m, n, torch.float32)
+    before = big.clone()
+    expected = c.double() + a.double() @ b.double()
+    descs = (TensorDescriptor.from_tensor(a, [meta["BM"], meta["BK"]]),
+             TensorDescriptor.from_tensor(b, [meta["BK"], meta["BN"]]),
+             TensorDescriptor.from_tensor(c, [meta["BM"], meta["BN"]]))
+    grid = (tessera.cdiv(m, meta["BM"]), tessera.cdiv(n, meta["BN"]), 4)
+    with knobs.scope(tma=True):
+        split_k_kernel[grid](*descs, k, SPLIT=4, **meta)
+        ptx = split_k_kernel.compile(*descs, k, SPLIT=4, arch="sm_90a", **meta).asm["ptx"]
+    torch.cuda.synchronize()
+    assert (BULK_REDUCE in ptx) == (n % 16 == 0)
+    torch.testing.assert_close(c.double(), expected, rtol=1e-4, atol=1e-2)
     assert torch.equal(outside(big, m, n), outside(before, m, n)), "touched outside the tensor"

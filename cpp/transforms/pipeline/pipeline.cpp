@@ -197,8 +197,8 @@ Operation *firstRingProduct(const LoopSchedule &schedule) {
 ///
 /// A descriptor reduction with its map (TESSERA_TMA_REDUCE: an `atomic_rmw` with `tma`) is a
 /// TMA reduction under the same rules (analysis::tmaStoreTile, which also needs a kind and
-/// element type the TMA reduces: analysis::tmaReduction); its value keeps the pointer tile's
-/// layout (the atomic's tensors share one). Any other drops its map: the masked atomic.
+/// element type the TMA reduces: analysis::tmaReduction), its value from before a conversion
+/// too. Any other drops its map: the masked atomic.
 ///
 /// The TMA unit writes global memory in whole 16-byte chunks: where the tensor's inner extent
 /// is not a multiple of 16 bytes, the chunk that straddles it is written whole, past the
@@ -213,6 +213,18 @@ bool masksWholeChunks(const analysis::AxisInfoAnalysis &axes, const Operation &s
   return axes.maskAlignment(store.operand(2), value.rank() - 1) * elementBytes >= 16;
 }
 
+/// A TMA store or reduction stages its value itself: it takes it from before a conversion to
+/// the pointer tile's layout (from the #mma accumulator, or a blocked layout: stmatrix or
+/// st.shared write those), and dce erases the conversion.
+void takeValueBeforeConversion(Operation &op) {
+  Operation *convert = op.operand(1)->definingOp();
+  if (!convert || convert->code() != OpCode::ConvertLayout)
+    return;
+  const Encoding *source = convert->operand(0)->type().encoding().get();
+  if (dynamic_cast<const MmaEncoding *>(source) || dynamic_cast<const BlockedEncoding *>(source))
+    op.setOperand(1, convert->operand(0));
+}
+
 void dropUnusedTensorMaps(Operation &func, bool tma) {
   std::optional<analysis::AxisInfoAnalysis> axes; // built at the first TMA store, if any
   auto wholeChunks = [&](const Operation &store) {
@@ -221,25 +233,13 @@ void dropUnusedTensorMaps(Operation &func, bool tma) {
     return masksWholeChunks(*axes, store);
   };
   func.walk([tma, &wholeChunks](Operation *op) {
-    if (op->code() == OpCode::AtomicRMW && op->hasAttr("tma")) {
+    if ((op->code() == OpCode::Store || op->code() == OpCode::AtomicRMW) && op->hasAttr("tma")) {
       if (!tma || !analysis::tmaStoreTile(*op) || !wholeChunks(*op)) {
         while (op->numOperands() > 3)
           op->eraseOperand(op->numOperands() - 1);
         op->attributes().erase("tma");
-      }
-      return;
-    }
-    if (op->code() == OpCode::Store && op->hasAttr("tma")) {
-      if (!tma || !analysis::tmaStoreTile(*op) || !wholeChunks(*op)) {
-        while (op->numOperands() > 3)
-          op->eraseOperand(op->numOperands() - 1);
-        op->attributes().erase("tma");
-      } else if (Operation *convert = op->operand(1)->definingOp();
-                 convert && convert->code() == OpCode::ConvertLayout) {
-        const Encoding *source = convert->operand(0)->type().encoding().get();
-        if (dynamic_cast<const MmaEncoding *>(source) ||
-            dynamic_cast<const BlockedEncoding *>(source))
-          op->setOperand(1, convert->operand(0)); // register layouts stmatrix or st.shared takes
+      } else {
+        takeValueBeforeConversion(*op);
       }
       return;
     }

@@ -63,6 +63,27 @@ def device_reduce_kernel(y_ptr, x_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr)
     y_desc.atomic_add([m, n], x)
 
 
+@tessera.jit
+def split_k_kernel(a_desc, b_desc, c_desc, K, BM: tl.constexpr, BN: tl.constexpr,
+                   BK: tl.constexpr, SPLIT: tl.constexpr):
+    """Split-K: program (i, j, s) multiplies every SPLIT-th K block from s and adds its
+    partial product into C's block (i, j)."""
+    m = tl.program_id(0) * BM
+    n = tl.program_id(1) * BN
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(tl.program_id(2) * BK, K, BK * SPLIT):
+        acc = tl.dot(a_desc.load([m, k]), b_desc.load([k, n]), acc)
+    c_desc.atomic_add([m, n], acc)
+
+
+@tessera.jit
+def loop_reduce_kernel(y_desc, x_desc, R, BM: tl.constexpr, BN: tl.constexpr):
+    m = tl.program_id(0) * BM
+    n = tl.program_id(1) * BN
+    for r in range(R):
+        y_desc.atomic_add([m, n], x_desc.load([m, n]) * (r + 1))
+
+
 def positions(ptx, pattern):
     return [m.start() for m in re.finditer(pattern, ptx)]
 
@@ -256,3 +277,64 @@ def test_device_descriptor_reduction():
     interpreter.run(module, grid=(-(-m // 64), -(-n // 64), 2), args=[y, x, m, n])
     np.testing.assert_allclose(y, before.astype(np.float64) + 2 * x.astype(np.float64),
                                rtol=1e-5, atol=1e-5)
+
+
+SPLIT_K = [dict(BM=128, BN=128, BK=64, num_warps=4, num_stages=3),
+           dict(BM=64, BN=64, BK=32, num_warps=4, num_stages=2),
+           dict(BM=128, BN=64, BK=64, num_warps=8, num_stages=3)]
+
+
+@pytest.mark.parametrize("meta", SPLIT_K, ids=lambda m: "{BM}x{BN}x{BK}w{num_warps}".format(**m))
+def test_split_k_matmul(meta):
+    """The accumulator goes to the reduction from its #mma registers (no conversion to the
+    pointer tile's layout first); the split partial products accumulate into C (interpreter,
+    float64 reference)."""
+    rng = np.random.default_rng()
+    m = int(rng.integers(20, 300))
+    n = 16 * int(rng.integers(3, 20))
+    k = 16 * int(rng.integers(4, 24))
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    before = c.copy()
+    da = TensorDescriptor.from_tensor(a, [meta["BM"], meta["BK"]])
+    db = TensorDescriptor.from_tensor(b, [meta["BK"], meta["BN"]])
+    dc = TensorDescriptor.from_tensor(c, [meta["BM"], meta["BN"]])
+    with knobs.scope(tma=True, always_compile=True):
+        kernel = split_k_kernel.compile(da, db, dc, k, SPLIT=3, arch="sm_90a", **meta)
+    assert re.search(r"atomic_rmw [^\n]*tma = true[^\n]*xf32, #mma>", kernel.asm["tgir"])
+    check_reduce_sequence(kernel.asm["ptx"], "add", meta["BN"] * 4 // 128)
+    if ptxas.find_ptxas() is not None:
+        assert kernel.metadata["spill_stores"] == 0
+    module = ir.parse_module(kernel.asm["tgir"])
+    args = [a, m, k, k, 1, da, b, k, n, n, 1, db, c, m, n, n, 1, dc, k]
+    interpreter.run(module, grid=(-(-m // meta["BM"]), -(-n // meta["BN"]), 3), args=args)
+    expected = before.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-3)
+
+
+def test_reduction_in_a_loop_waits_before_the_next_write():
+    """Each step stages its tile in the same scratch: the issuing thread waits for the TMA's
+    reads (wait_group.read 0) and every thread meets a barrier before the next step's
+    writes (the loop's back edge returns to a bar.sync ahead of the st.shared)."""
+    y, x = np.zeros((128, 64), np.float32), np.zeros((128, 64), np.float32)
+    dy, dx = (TensorDescriptor.from_tensor(t, [64, 64]) for t in (y, x))
+    with knobs.scope(tma=True, always_compile=True):
+        kernel = loop_reduce_kernel.compile(dy, dx, 3, BM=64, BN=64, arch="sm_90a")
+    ptx = kernel.asm["ptx"]
+    check_reduce_sequence(ptx, "add", 2)
+    first_write = ptx.index("st.shared")
+    label = ptx.rindex("$L__BB", 0, first_write)  # the loop block holding the writes
+    name = ptx[label:ptx.index(":", label)]
+    assert re.search(rf"bra(\.uni)?\s+{re.escape(name)};", ptx)  # it is branched back to
+    assert "bar.sync" in ptx[label:first_write]
+    rng = np.random.default_rng()
+    y = rng.standard_normal((100, 64)).astype(np.float32)
+    x = rng.standard_normal((100, 64)).astype(np.float32)
+    before = y.copy()
+    dy, dx = (TensorDescriptor.from_tensor(t, [64, 64]) for t in (y, x))
+    with knobs.scope(tma=True, always_compile=True):
+        kernel = loop_reduce_kernel.compile(dy, dx, 3, BM=64, BN=64, arch="sm_90a")
+    interpreter.run(ir.parse_module(kernel.asm["tgir"]), grid=(2, 1),
+                    args=[y, 100, 64, 64, 1, dy, x, 100, 64, 64, 1, dx, 3])
+    np.testing.assert_allclose(y, before + 6 * x.astype(np.float64), rtol=1e-5, atol=1e-5)
