@@ -9,8 +9,9 @@ decides the comparison). Column extents that are multiples of 16 elements take t
 reduction (asserted from the PTX); others (45, 77 columns) must keep the masked pointer atomic
 (the TMA combines whole 16-byte chunks) and be just as correct. Each destination is the
 top-left view of a bigger buffer: the guard columns after each row and the rows below keep
-their values (nothing past the tensor is touched). Design: docs/perf/hopper.md, "TMA
-reductions". CPU checks: tests/python/compiler/test_tma_reduce_ptx.py.
+their values (nothing past the tensor is touched). A split-K matmul adds its partial products
+into C from the accumulator's registers (three configs, ragged shapes). Design:
+docs/perf/hopper.md, "TMA reductions". CPU checks: tests/python/compiler/test_tma_reduce_ptx.py.
 """
 import pytest
 

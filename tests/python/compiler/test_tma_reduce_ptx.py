@@ -338,3 +338,24 @@ def test_reduction_in_a_loop_waits_before_the_next_write():
     interpreter.run(ir.parse_module(kernel.asm["tgir"]), grid=(2, 1),
                     args=[y, 100, 64, 64, 1, dy, x, 100, 64, 64, 1, dx, 3])
     np.testing.assert_allclose(y, before + 6 * x.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_split_k_after_a_warp_specialized_loop():
+    # The producer warpgroup has left by the reduction: the barrier is the consumers' named
+    # one (bar.sync 1, num_warps * 32) and a consumer thread issues the reductions.
+    meta = SPLIT_K[0]
+    a, b, c = (np.zeros(s, t) for s, t in (((300, 512), np.float16), ((512, 208), np.float16),
+                                          ((300, 208), np.float32)))
+    descs = (TensorDescriptor.from_tensor(a, [meta["BM"], meta["BK"]]),
+             TensorDescriptor.from_tensor(b, [meta["BK"], meta["BN"]]),
+             TensorDescriptor.from_tensor(c, [meta["BM"], meta["BN"]]))
+    with knobs.scope(tma=True, warp_specialize=True, always_compile=True):
+        kernel = split_k_kernel.compile(*descs, 512, SPLIT=2, arch="sm_90a", **meta)
+    ptx = kernel.asm["ptx"]
+    assert kernel.metadata["total_num_warps"] == meta["num_warps"] + 4
+    check_reduce_sequence(ptx, "add", meta["BN"] * 4 // 128)
+    fence = ptx.index("fence.proxy.async.shared::cta;")
+    assert re.search(rf"bar\.sync\s+1, {meta['num_warps'] * 32};",
+                     ptx[fence:ptx.index("cp.reduce.async.bulk.tensor", fence)])
+    if ptxas.find_ptxas() is not None:
+        assert kernel.metadata["spill_stores"] == 0
