@@ -359,3 +359,32 @@ def test_split_k_after_a_warp_specialized_loop():
                      ptx[fence:ptx.index("cp.reduce.async.bulk.tensor", fence)])
     if ptxas.find_ptxas() is not None:
         assert kernel.metadata["spill_stores"] == 0
+
+
+@tessera.jit
+def device_min_kernel(y_ptr, x_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [N, 1], [BM, BN])
+    m = tl.program_id(0) * BM
+    n = tl.program_id(1) * BN
+    y_desc.atomic_min([m, n], tl.load(x_ptr + tl.arange(0, BM)[:, None] * BN
+                                      + tl.arange(0, BN)[None, :]))
+
+
+@pytest.mark.parametrize("dtype,driver,ptx_code", [(np.int32, 3, 3), (np.uint32, 2, 2),
+                                                   (np.float32, 7, 7), (np.float16, 6, 6)],
+                         ids=["int32", "uint32", "fp32", "fp16"])
+def test_the_reduction_type_is_the_maps(dtype, driver, ptx_code):
+    """cp.reduce.async.bulk.tensor has no type suffix: the TMA reduces in the map's element
+    type, so a signed min must come with an INT32 map and an unsigned one with UINT32. Host
+    maps (cuTensorMapEncodeTiled's data type) and device maps (tensormap.replace .elemtype)
+    both take it from the descriptor's dtype."""
+    from tessera.runtime import tensor_map as tm
+    y = np.zeros((64, 64), dtype)
+    assert tm.encode_arguments(TensorDescriptor.from_tensor(y, [32, 32])).data_type == driver
+    if dtype == np.float16 or dtype == np.float32:
+        return
+    with knobs.scope(tma=True, always_compile=True):
+        kernel = device_min_kernel.compile(y, np.zeros((32, 32), dtype), 64, 64, BM=32, BN=32,
+                                           arch="sm_90a")
+    assert re.search(rf"tensormap_create [^\n]*elem_type = {ptx_code}\b", kernel.asm["tgir"])
+    check_reduce_sequence(kernel.asm["ptx"], "min", 1)
