@@ -281,15 +281,15 @@ std::string tmaReduction(const ir::Operation &op) {
     return "";
   // cp.reduce.async.bulk.tensor takes its element type from the map (the descriptor's dtype,
   // whose signedness picked the kind): add of .f32/.f16/.bf16/.u32/.s32, min and max of
-  // .u32/.s32 (and 16-bit floats, which the front end does not make), and/or/xor of .b32.
+  // .u32/.s32 and of .f16/.bf16 (fmin/fmax), and/or/xor of .b32.
   // 64-bit elements are left out with the store's rule (tmaStoreTile: at most 4 bytes).
   const std::string &kind = op.stringAttr("kind");
   ir::ScalarKind element = op.operand(1)->type().elementType().scalarKind();
+  bool half = element == ir::ScalarKind::F16 || element == ir::ScalarKind::BF16;
   if (kind == "fadd")
-    return element == ir::ScalarKind::F32 || element == ir::ScalarKind::F16 ||
-                   element == ir::ScalarKind::BF16
-               ? "add"
-               : "";
+    return element == ir::ScalarKind::F32 || half ? "add" : "";
+  if (kind == "fmax" || kind == "fmin")
+    return half ? kind.substr(1) : "";
   if (element != ir::ScalarKind::I32)
     return "";
   if (kind == "add" || kind == "and" || kind == "or" || kind == "xor")

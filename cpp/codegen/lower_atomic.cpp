@@ -37,7 +37,8 @@ llvm::AtomicRMWInst::BinOp binOpOf(const std::string &kind, const ir::Operation 
       {"max", llvm::AtomicRMWInst::Max},   {"min", llvm::AtomicRMWInst::Min},
       {"umax", llvm::AtomicRMWInst::UMax}, {"umin", llvm::AtomicRMWInst::UMin},
       {"and", llvm::AtomicRMWInst::And},   {"or", llvm::AtomicRMWInst::Or},
-      {"xor", llvm::AtomicRMWInst::Xor},   {"xchg", llvm::AtomicRMWInst::Xchg}};
+      {"xor", llvm::AtomicRMWInst::Xor},   {"xchg", llvm::AtomicRMWInst::Xchg},
+      {"fmax", llvm::AtomicRMWInst::FMax}, {"fmin", llvm::AtomicRMWInst::FMin}};
   auto it = table.find(kind);
   if (it == table.end())
     ir::emitError(op, "codegen: unknown atomic_rmw kind '" + kind + "'");

@@ -33,6 +33,8 @@ bool kindAcceptsElement(const std::string &kind, const Type &element) {
     return isKind(element, {ScalarKind::F16, ScalarKind::BF16, ScalarKind::F32, ScalarKind::F64});
   if (kind == "xchg")
     return isInt32Or64 || isF32OrF64(element);
+  if (kind == "fmax" || kind == "fmin") // descriptor reductions of 16-bit floats
+    return isKind(element, {ScalarKind::F16, ScalarKind::BF16});
   return isInt32Or64; // add, max, min, umax, umin, and, or, xor
 }
 
@@ -73,8 +75,9 @@ void verifyAtomicOp(const Operation &op) {
       emitError(op, "takes 16, 32 or 64-bit elements, got " + element.str());
     return;
   }
-  expectOneOf(op, "kind",
-              {"add", "fadd", "max", "min", "umax", "umin", "and", "or", "xor", "xchg"});
+  expectOneOf(
+      op, "kind",
+      {"add", "fadd", "max", "min", "umax", "umin", "fmax", "fmin", "and", "or", "xor", "xchg"});
   const std::string &kind = op.stringAttr("kind");
   if (!kindAcceptsElement(kind, element))
     emitError(op, "kind '" + kind + "' does not take " + element.str());

@@ -4,14 +4,15 @@
 through host TensorDescriptor arguments and device tl.make_tensor_descriptor values, many
 programs reducing into the same blocks at once (grid axis 2), over ragged shapes (boxes past
 the tensor's edges are clipped by the TMA unit): fp32 against a float64 sum, fp16 and bf16
-within rounding of it, int32 exactly (signed min/max with negative values: the map's type
-decides the comparison). Column extents that are multiples of 16 elements take the TMA
-reduction (asserted from the PTX); others (45, 77 columns) must keep the masked pointer atomic
-(the TMA combines whole 16-byte chunks) and be just as correct. Each destination is the
-top-left view of a bigger buffer: the guard columns after each row and the rows below keep
-their values (nothing past the tensor is touched). A split-K matmul adds its partial products
-into C from the accumulator's registers (three configs, ragged shapes). Design:
-docs/perf/hopper.md, "TMA reductions". CPU checks: tests/python/compiler/test_tma_reduce_ptx.py.
+within rounding of it; fp16/bf16 min/max and int32 reductions exactly (signed min/max with
+negative values: the map's type decides the comparison). Column extents that are multiples
+of 16 elements take the TMA reduction (asserted from the PTX); others (45, 77 columns) must
+keep the masked pointer atomic (the TMA combines whole 16-byte chunks) and be just as
+correct. Each destination is the top-left view of a bigger buffer: the guard columns after
+each row and the rows below keep their values (nothing past the tensor is touched). A
+split-K matmul adds its partial products into C from the accumulator's registers (three
+configs, ragged shapes). Design: docs/perf/hopper.md, "TMA reductions". CPU checks:
+tests/python/compiler/test_tma_reduce_ptx.py.
 """
 import pytest
 
@@ -145,6 +146,25 @@ def test_16_bit_add(dtype, shape):
     # Each step rounds to 16 bits in some order: well inside one addend (~1) per element.
     atol, rtol = (0.05, 0.01) if dtype == torch.float16 else (0.25, 0.02)
     torch.testing.assert_close(y.double(), expected, rtol=rtol, atol=atol)
+    assert torch.equal(outside(big, m, n), outside(before, m, n)), "touched outside the tensor"
+
+
+@pytest.mark.parametrize("op", ["min", "max"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("shape", [(300, 208), (130, 77)], ids=str)
+def test_16_bit_min_max(op, dtype, shape):
+    # The TMA's min/max on the map's .f16/.bf16; off 16-byte columns a compare-and-swap loop.
+    m, n = shape
+    torch.manual_seed(m + n + len(op))
+    big, y = guarded(m, n, dtype)
+    before = big.clone()
+    x = torch.randn(6, m, n, device="cuda").to(dtype)
+    fn = torch.minimum if op == "min" else torch.maximum
+    expected = y.clone()
+    for part in x:
+        expected = fn(expected, part)
+    assert run(op, y, x, 64, 64) == (n % 16 == 0)
+    assert torch.equal(y, expected)
     assert torch.equal(outside(big, m, n), outside(before, m, n)), "touched outside the tensor"
 
 

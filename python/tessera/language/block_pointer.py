@@ -162,14 +162,14 @@ class tensor_descriptor(_Structured):
 
     @builtin
     def atomic_min(self, offsets: Sequence[Any], value: tensor, _semantic=None) -> None:
-        """``min`` of the block at ``offsets`` and ``value``, per element (32/64-bit integers;
-        as ``atomic_add``). Example: ``desc.atomic_min([m, n], x)``."""
+        """``min`` of the block at ``offsets`` and ``value``, per element (32/64-bit integers,
+        fp16, bf16; as ``atomic_add``). Example: ``desc.atomic_min([m, n], x)``."""
         _bp.descriptor_atomic(_semantic, self, "min", offsets, value)
 
     @builtin
     def atomic_max(self, offsets: Sequence[Any], value: tensor, _semantic=None) -> None:
-        """``max`` of the block at ``offsets`` and ``value``, per element (32/64-bit integers;
-        as ``atomic_add``). Example: ``desc.atomic_max([m, n], x)``."""
+        """``max`` of the block at ``offsets`` and ``value``, per element (32/64-bit integers,
+        fp16, bf16; as ``atomic_add``). Example: ``desc.atomic_max([m, n], x)``."""
         _bp.descriptor_atomic(_semantic, self, "max", offsets, value)
 
     @builtin

@@ -383,7 +383,6 @@ def descriptor_atomic(sem: Any, desc: "_api.tensor_descriptor", op: str, offsets
     the pipeline pass keeps them where the store's rules hold (analysis::tmaStoreTile, the
     mask constant over 16-byte runs), and codegen then stages the tile in shared memory and
     one thread issues cp.reduce.async.bulk.tensor (codegen/lower_tma.h, lowerTmaReduce)."""
-    from ..errors import UnsupportedError
     element = desc.dtype
     offsets = _as_list(offsets)
     if len(offsets) != len(desc.block_shape):
@@ -397,12 +396,6 @@ def descriptor_atomic(sem: Any, desc: "_api.tensor_descriptor", op: str, offsets
         names = ", ".join(str(t) for t in REDUCTION_DTYPES[op])
         raise TypeError(f"descriptor atomic_{op}: Unsupported dtype {element} (it takes "
                         f"{names})")
-    if op in ("min", "max") and element in (tl.float16, tl.bfloat16):
-        # Triton takes these only where every descriptor access is a TMA one (sm_90); here a
-        # reduction may fall back to the pointer atomic, which has no 16-bit float min/max.
-        raise UnsupportedError(f"descriptor atomic_{op} of {element} is not supported by "
-                               "Tessera yet (Triton's needs native TMA: its 16-bit float "
-                               "min/max exist only as TMA reductions)")
     same_bits = (value.dtype.is_int() and element.is_int()
                  and value.dtype.int_bitwidth == element.int_bitwidth)
     if value.dtype != element and not same_bits:
@@ -416,7 +409,14 @@ def descriptor_atomic(sem: Any, desc: "_api.tensor_descriptor", op: str, offsets
         coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
                   for i, o in enumerate(offsets)]
     ptrs, bounds = _descriptor_access(sem, desc, offsets)
-    result = sem.atomic(op, ptrs, value, bounds, "relaxed", "gpu")
+    if op in ("min", "max") and element in (tl.float16, tl.bfloat16):
+        # Triton's take these with native TMA only (sm_90); here also as the pointer atomic
+        # (atomic_rmw fmin/fmax, IEEE minNum/maxNum as the TMA's min/max: a NaN operand
+        # gives the other one), which tl.atomic_min/max do not offer for 16-bit floats.
+        result = sem.atomic_rmw("f" + op, ptrs, sem.cast(value, element), bounds,
+                                {"sem": "relaxed", "scope": "gpu"})
+    else:
+        result = sem.atomic(op, ptrs, value, bounds, "relaxed", "gpu")
     atomic = result.handle.defining_op
     atomic.set_attr(DESCRIPTOR_ATTR, True)
     if tma and tensormap is not None and atomic.name == "atomic_rmw" and \

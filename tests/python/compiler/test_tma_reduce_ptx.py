@@ -89,7 +89,8 @@ def positions(ptx, pattern):
 
 
 def pointer_atomics(ptx):
-    return re.findall(r"\b(?:atom|red)\.global", ptx)
+    """atom/red on global memory (atom.global.add.f32, atom.relaxed.gpu.global.cas.b32...)."""
+    return re.findall(r"\b(?:atom|red)\.(?:[a-z]+\.)*global", ptx)
 
 
 def check_reduce_sequence(ptx, op, boxes):
@@ -145,7 +146,8 @@ TMA_CASES = [("add", np.float32, (64, 64)), ("add", np.float16, (64, 64)),
              ("add", np.int32, (32, 32)), ("add", np.uint32, (32, 32)),
              ("min", np.int32, (64, 16)), ("max", np.int32, (32, 32)),
              ("max", np.uint32, (32, 32)), ("and", np.int32, (32, 32)),
-             ("or", np.int32, (32, 32)), ("xor", np.int32, (64, 32))]
+             ("or", np.int32, (32, 32)), ("xor", np.int32, (64, 32)),
+             ("max", np.float16, (64, 64)), ("min", np.float16, (32, 32))]
 
 
 @pytest.mark.parametrize("op,dtype,block", TMA_CASES,
@@ -197,9 +199,12 @@ def test_tma_reduce_is_on_by_default():
     check_reduce_sequence(kernel.asm["ptx"], "add", 2)
 
 
-@pytest.mark.parametrize("dtype,bn,n", [(np.float32, 32, 45), (np.float16, 64, 77),
-                                        (np.int32, 32, 90)], ids=["fp32", "fp16", "int32"])
-def test_ragged_column_bound_keeps_the_pointer_atomic(dtype, bn, n):
+@pytest.mark.parametrize("op,dtype,bn,n", [("add", np.float32, 32, 45),
+                                           ("add", np.float16, 64, 77),
+                                           ("add", np.int32, 32, 90),
+                                           ("max", np.float16, 64, 77)],
+                         ids=["fp32", "fp16", "int32", "fp16-max"])
+def test_ragged_column_bound_keeps_the_pointer_atomic(op, dtype, bn, n):
     """A reduction across a row's edge would combine whole 16-byte chunks into the bytes past
     it: with an inner extent not proven a multiple of 16 bytes, the masked pointer atomic
     stays, and still touches nothing outside (interpreter, guard columns)."""
@@ -208,12 +213,15 @@ def test_ragged_column_bound_keeps_the_pointer_atomic(dtype, bn, n):
     big, y = padded(rng, dtype, m, n)
     before = big.copy()
     _, x = padded(rng, dtype, m, n)
-    kernel, dy, dx = compile_reduce(y, x, "add", 32, bn)
+    kernel, dy, dx = compile_reduce(y, x, op, 32, bn)
     ptx = kernel.asm["ptx"]
     assert not re.search(ANY_BULK_REDUCE, ptx) and pointer_atomics(ptx)
     assert "tma = true" not in kernel.asm["tgir"]
     run_compiled(kernel, y, x, dy, dx, (-(-m // 32), -(-n // bn), 2))
-    expected = before[:m, :n].astype(np.float64) + 2 * x.astype(np.float64)
+    if op == "add":
+        expected = before[:m, :n].astype(np.float64) + 2 * x.astype(np.float64)
+    else:  # a 16-bit float max: a compare-and-swap loop on the 32-bit word
+        expected = np.maximum(before[:m, :n], x).astype(np.float64)
     tol = 1e-2 if dtype == np.float16 else 1e-5
     np.testing.assert_allclose(y.astype(np.float64), expected, rtol=tol, atol=tol)
     outside = np.ones(big.shape, bool)
