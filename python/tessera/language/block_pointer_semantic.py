@@ -411,8 +411,9 @@ def descriptor_atomic(sem: Any, desc: "_api.tensor_descriptor", op: str, offsets
     ptrs, bounds = _descriptor_access(sem, desc, offsets)
     if op in ("min", "max") and element in (tl.float16, tl.bfloat16):
         # Triton's take these with native TMA only (sm_90); here also as the pointer atomic
-        # (atomic_rmw fmin/fmax, IEEE minNum/maxNum as the TMA's min/max: a NaN operand
-        # gives the other one), which tl.atomic_min/max do not offer for 16-bit floats.
+        # (atomic_rmw fmin/fmax, IEEE minNum/maxNum: a NaN operand gives the other one; the
+        # TMA's handling of NaN is the hardware's, not checked), which tl.atomic_min/max do
+        # not offer for 16-bit floats.
         result = sem.atomic_rmw("f" + op, ptrs, sem.cast(value, element), bounds,
                                 {"sem": "relaxed", "scope": "gpu"})
     else:
