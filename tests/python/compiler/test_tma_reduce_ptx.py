@@ -396,3 +396,30 @@ def test_the_reduction_type_is_the_maps(dtype, driver, ptx_code):
                                            arch="sm_90a")
     assert re.search(rf"tensormap_create [^\n]*elem_type = {ptx_code}\b", kernel.asm["tgir"])
     check_reduce_sequence(kernel.asm["ptx"], "min", 1)
+
+
+@tessera.jit
+def batched_reduce_kernel(y_desc, x_desc, BM: tl.constexpr, BN: tl.constexpr):
+    b = tl.program_id(0)
+    m = tl.program_id(1) * BM
+    y_desc.atomic_add([b, m, 0], x_desc.load([b, m, 0]))
+
+
+def test_rank_3_block_keeps_the_pointer_atomic():
+    """The TMA form is 2-D only (the TMA store's tile): a [1, BM, BN] block of a rank-3
+    descriptor is the masked pointer atomic on sm_90a, and means the same (interpreter)."""
+    rng = np.random.default_rng()
+    b, m, n = 3, 77, 64
+    y = rng.standard_normal((b, m, n)).astype(np.float32)
+    x = rng.standard_normal((b, m, n)).astype(np.float32)
+    before = y.copy()
+    dy, dx = (TensorDescriptor.from_tensor(t, [1, 32, 64]) for t in (y, x))
+    with knobs.scope(tma=True, always_compile=True):
+        kernel = batched_reduce_kernel.compile(dy, dx, BM=32, BN=64, arch="sm_90a")
+    ptx = kernel.asm["ptx"]
+    assert not re.search(ANY_BULK_REDUCE, ptx) and pointer_atomics(ptx)
+    if ptxas.find_ptxas() is not None:
+        assert kernel.metadata["spill_stores"] == 0
+    args = [y, b, m, n, m * n, n, 1, dy, x, b, m, n, m * n, n, 1, dx]
+    interpreter.run(ir.parse_module(kernel.asm["tgir"]), grid=(b, -(-m // 32)), args=args)
+    np.testing.assert_allclose(y, before + x.astype(np.float64), rtol=1e-5, atol=1e-5)

@@ -190,3 +190,30 @@ def test_reduction_errors(tmp_path, dtype, body, match):
     with pytest.raises(CompilationError, match=match) as info:
         module.bad[(1,)](TensorDescriptor.from_tensor(x, [16, 16]))
     assert "bad" in str(info.value) and ":7:" in str(info.value)
+
+
+@tessera.jit(interpret=True)
+def batched_reduce_kernel(y_desc, x_ptr, B, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    """A [1, BM, BN] block of a (B, M, N) descriptor: program (b, i, r) adds x[r, b]'s block."""
+    b = tl.program_id(0)
+    off_m = tl.program_id(1) * BM
+    rows = off_m + tl.arange(0, BM)[:, None]
+    cols = tl.arange(0, BN)[None, :]
+    x = tl.load(x_ptr + (tl.program_id(2) * B + b) * M * N + rows * N + cols,
+                mask=(rows < M) & (cols < N), other=0.0)
+    y_desc.atomic_add([b, off_m, 0], x.reshape([1, BM, BN]))
+
+
+def test_rank_3_descriptor_reduction(rng):
+    b, m, n = 3, 37, 20
+    big = rng.standard_normal((b, m + 5, 32)).astype(np.float32)
+    y = big[:, :m, :n]
+    before = big.copy()
+    x = rng.standard_normal((2, b, m, n)).astype(np.float32)
+    expected = y.astype(np.float64) + x.astype(np.float64).sum(axis=0)
+    desc = TensorDescriptor.from_tensor(y, [1, 16, 32])
+    batched_reduce_kernel[(b, tessera.cdiv(m, 16), 2)](desc, x, b, m, n, BM=16, BN=32)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    outside = np.ones(big.shape, bool)
+    outside[:, :m, :n] = False
+    np.testing.assert_array_equal(big[outside], before[outside])
