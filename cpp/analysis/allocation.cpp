@@ -35,10 +35,12 @@ int64_t alignUp(int64_t value, int64_t alignment) {
 /// Buffers of 1 KiB or more start on a 1 KiB boundary: wgmma's 128-byte swizzle is a
 /// function of address bits 7-9, so a tile read through a descriptor must begin where the
 /// pattern does (the descriptor's base offset is 0). Smaller ones need only 128 bytes.
-/// A TMA store's scratch too: the TMA reads it through the map's swizzle, which is a
-/// function of the absolute address bits (tmaStoreTile).
+/// A TMA store's or reduction's scratch too: the TMA reads it through the map's swizzle,
+/// which is a function of the absolute address bits (tmaStoreTile).
 int64_t alignmentOf(const SharedBuffer &buffer) {
-  if (buffer.isScratch && buffer.op->code() == ir::OpCode::Store)
+  if (buffer.isScratch &&
+      (buffer.op->code() == ir::OpCode::Store ||
+       (buffer.op->code() == ir::OpCode::AtomicRMW && tmaStoreTile(*buffer.op))))
     return kWgmmaTileAlignment;
   return !buffer.isScratch && buffer.bytes >= kWgmmaTileAlignment ? kWgmmaTileAlignment
                                                                   : kSharedAlignment;

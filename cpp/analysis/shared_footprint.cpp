@@ -276,9 +276,35 @@ bool atomicPublishesResult(const ir::Operation &op) {
   return false;
 }
 
+std::string tmaReduction(const ir::Operation &op) {
+  if (op.code() != OpCode::AtomicRMW || !op.hasAttr("kind"))
+    return "";
+  // cp.reduce.async.bulk.tensor takes its element type from the map (the descriptor's dtype,
+  // whose signedness picked the kind): add of .f32/.f16/.bf16/.u32/.s32, min and max of
+  // .u32/.s32 and of .f16/.bf16 (fmin/fmax), and/or/xor of .b32.
+  // 64-bit elements are left out with the store's rule (tmaStoreTile: at most 4 bytes).
+  const std::string &kind = op.stringAttr("kind");
+  ir::ScalarKind element = op.operand(1)->type().elementType().scalarKind();
+  bool half = element == ir::ScalarKind::F16 || element == ir::ScalarKind::BF16;
+  if (kind == "fadd")
+    return element == ir::ScalarKind::F32 || half ? "add" : "";
+  if (kind == "fmax" || kind == "fmin")
+    return half ? kind.substr(1) : "";
+  if (element != ir::ScalarKind::I32)
+    return "";
+  if (kind == "add" || kind == "and" || kind == "or" || kind == "xor")
+    return kind;
+  if (kind == "max" || kind == "umax")
+    return "max";
+  if (kind == "min" || kind == "umin")
+    return "min";
+  return "";
+}
+
 std::optional<SharedTileLayout> tmaStoreTile(const ir::Operation &op) {
   // (ptr, value, mask, tensormap, row, column): a 2-D map; ranks 3-5 keep the pointer store.
-  if (op.code() != OpCode::Store || !op.hasAttr("tma") || op.numOperands() != 6)
+  bool reduction = op.code() == OpCode::AtomicRMW && !tmaReduction(op).empty();
+  if ((op.code() != OpCode::Store && !reduction) || !op.hasAttr("tma") || op.numOperands() != 6)
     return std::nullopt;
   const ir::Type &type = op.operand(1)->type();
   if (!type.isTensor() || type.rank() != 2 || type.elementType() == ir::Type::i1())
@@ -312,6 +338,9 @@ int64_t scratchBytes(const ir::Operation &op) {
     case OpCode::Reduce: return reduceScratchBytes(op);
     case OpCode::Scan: return scanScratchBytes(op);
     case OpCode::AtomicRMW:
+      if (std::optional<SharedTileLayout> tile = tmaStoreTile(op))
+        return tile->allocationSize() * memoryElementBytes(op.operand(1)->type());
+      return atomicScratchBytes(op);
     case OpCode::AtomicCAS: return atomicScratchBytes(op);
     case OpCode::Store: {
       std::optional<SharedTileLayout> tile = tmaStoreTile(op);

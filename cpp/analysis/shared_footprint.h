@@ -10,6 +10,7 @@
 #include "layout/shared_tile_layout.h"
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace tessera::analysis {
@@ -78,6 +79,15 @@ int64_t scratchBytes(const ir::Operation &op);
 /// in 128-byte column blocks, one box each). None where the TMA store does not apply (rank
 /// other than 2, rows under 32 bytes or not whole swizzle spans, over 256 rows): that store
 /// keeps the masked pointer store. Its scratch is this tile, 1 KiB aligned (allocation.cpp).
+///
+/// A descriptor reduction (TESSERA_TMA_REDUCE: an `atomic_rmw` with `tma`, the same operands)
+/// whose kind and element type the TMA reduces (tmaReduction) stages its value in the same
+/// tile, under the same rules.
 std::optional<SharedTileLayout> tmaStoreTile(const ir::Operation &op);
+
+/// The redOp of cp.reduce.async.bulk.tensor ("add", "min", "max", "and", "or", "xor") that
+/// applies an `atomic_rmw`'s kind to its element type, "" where none does (64-bit elements,
+/// fp64, xchg).
+std::string tmaReduction(const ir::Operation &op);
 
 } // namespace tessera::analysis

@@ -21,6 +21,7 @@
 #include "codegen/lower_to_llvm.h"
 
 #include "analysis/shared_footprint.h"
+#include "codegen/lower_tma.h"
 #include "ir/diagnostics.h"
 
 #include <llvm/IR/InlineAsm.h>
@@ -36,7 +37,8 @@ llvm::AtomicRMWInst::BinOp binOpOf(const std::string &kind, const ir::Operation 
       {"max", llvm::AtomicRMWInst::Max},   {"min", llvm::AtomicRMWInst::Min},
       {"umax", llvm::AtomicRMWInst::UMax}, {"umin", llvm::AtomicRMWInst::UMin},
       {"and", llvm::AtomicRMWInst::And},   {"or", llvm::AtomicRMWInst::Or},
-      {"xor", llvm::AtomicRMWInst::Xor},   {"xchg", llvm::AtomicRMWInst::Xchg}};
+      {"xor", llvm::AtomicRMWInst::Xor},   {"xchg", llvm::AtomicRMWInst::Xchg},
+      {"fmax", llvm::AtomicRMWInst::FMax}, {"fmin", llvm::AtomicRMWInst::FMin}};
   auto it = table.find(kind);
   if (it == table.end())
     ir::emitError(op, "codegen: unknown atomic_rmw kind '" + kind + "'");
@@ -231,6 +233,12 @@ Registers publishResult(KernelLowering &lowering, const ir::Operation &op, const
 void lowerAtomicOp(KernelLowering &lowering, const ir::Operation &op) {
   llvm::IRBuilder<> &b = lowering.builder();
   const ir::Type &type = op.result()->type();
+  if (op.hasAttr("tma") && lowerTmaReduce(lowering, op)) {
+    // A descriptor reduction by the TMA (lower_tma.h): its old values are never used.
+    llvm::Value *zero = llvm::Constant::getNullValue(lowering.registerType(type, op));
+    lowering.setRegisters(op.result(), Registers(lowering.numRegisters(type, op), zero));
+    return;
+  }
   AtomicInfo info;
   info.isCas = op.code() == ir::OpCode::AtomicCAS;
   if (!info.isCas)
@@ -244,14 +252,16 @@ void lowerAtomicOp(KernelLowering &lowering, const ir::Operation &op) {
   info.align = llvm::Align(bytes);
 
   unsigned numValues = info.isCas ? 2 : 1;
-  const ir::Value *mask = !info.isCas && op.numOperands() == 3 ? op.operand(2) : nullptr;
+  // After (ptr, val, mask): a descriptor reduction's tensor map and box coordinates, which the
+  // pointer atomic ignores.
+  const ir::Value *mask = !info.isCas && op.numOperands() >= 3 ? op.operand(2) : nullptr;
   int numRegs = lowering.numRegisters(type, op);
   int32_t duplicateRegisters = 0;
   llvm::Value *owner = nullptr;
   if (type.isTensor()) {
     const LinearLayout &layout = lowering.layoutOf(type, op);
     for (const ir::Value *operand : op.operands())
-      if (lowering.layoutOf(operand->type(), op) != layout)
+      if (operand->type().isTensor() && lowering.layoutOf(operand->type(), op) != layout)
         ir::emitError(op, "codegen: operand " + operand->type().str() +
                               " does not have the layout of the result " + type.str());
     duplicateRegisters = KernelLowering::duplicateRegisterMask(layout);

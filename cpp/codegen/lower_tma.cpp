@@ -16,6 +16,11 @@
 // the scratch has been read (wait_group.read 0): membar then orders any later write of those
 // bytes with a barrier as after any op's scratch, and no CTA exits with its reads pending.
 // The TMA clips the box at the tensor's bounds: the masked store's meaning, without the mask.
+//
+// A TMA reduction (lowerTmaReduce: a descriptor's atomic_rmw with `tma`) is the same sequence
+// with cp.reduce.async.bulk.tensor.2d.global.shared::cta.<op>.tile.bulk_group: the TMA unit
+// combines the box into global memory (each element's update relaxed, gpu scope, as the
+// pointer atomic it replaces; the element type is the map's), clipped at the tensor's bounds.
 #include "codegen/lower_tma.h"
 
 #include "analysis/shared_footprint.h"
@@ -234,9 +239,11 @@ void lowerInval(KernelLowering &lowering, const ir::Operation &op) {
             {first, barrierAddress(lowering, op, 0, lowering.i32(slot))});
 }
 
-} // namespace
-
-bool lowerTmaStore(KernelLowering &lowering, const ir::Operation &op) {
+/// The TMA store's sequence (see the top of the file) with `instruction` (the bulk copy or
+/// reduction of one box, operands $1 the map, $2 the column, $3 the row, $4 the box's shared
+/// address) issued per 128-byte column block. False (nothing emitted) where it does not apply.
+bool lowerTileToGlobal(KernelLowering &lowering, const ir::Operation &op,
+                       const std::string &instruction) {
   std::optional<SharedTileLayout> tile = analysis::tmaStoreTile(op);
   if (!tile || lowering.smVersion() < 90 || !op.hasAttr("scratch_offset"))
     return false;
@@ -258,11 +265,7 @@ bool lowerTmaStore(KernelLowering &lowering, const ir::Operation &op) {
   llvm::Value *column = lowering.registersOf(op.operand(5))[0];
   // $0 the issuer, $1 the map, $2 the column, $3 the row (innermost first), $4 the box.
   for (int64_t box = 0; box < boxes; ++box)
-    emitAsm(lowering,
-            std::string(kIfLeader) +
-                "@p cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$1, {$2, $3}], "
-                "[$4]; }",
-            "r,l,r,r,r",
+    emitAsm(lowering, std::string(kIfLeader) + "@p " + instruction + " }", "r,l,r,r,r",
             {first, map, b.CreateAdd(column, lowering.i32(box * boxColumns)), row,
              b.CreateAdd(source, lowering.i32(box * rows * swizzle))});
   emitAsm(lowering,
@@ -270,6 +273,23 @@ bool lowerTmaStore(KernelLowering &lowering, const ir::Operation &op) {
               "@p cp.async.bulk.commit_group; @p cp.async.bulk.wait_group.read 0; }",
           "r", {first});
   return true;
+}
+
+} // namespace
+
+bool lowerTmaStore(KernelLowering &lowering, const ir::Operation &op) {
+  return op.code() == ir::OpCode::Store &&
+         lowerTileToGlobal(lowering, op,
+                           "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [$1, {$2, $3}], "
+                           "[$4];");
+}
+
+bool lowerTmaReduce(KernelLowering &lowering, const ir::Operation &op) {
+  std::string reduction = analysis::tmaReduction(op);
+  return !reduction.empty() &&
+         lowerTileToGlobal(lowering, op,
+                           "cp.reduce.async.bulk.tensor.2d.global.shared::cta." + reduction +
+                               ".tile.bulk_group [$1, {$2, $3}], [$4];");
 }
 
 bool lowerTmaOp(KernelLowering &lowering, const ir::Operation &op) {

@@ -17,6 +17,13 @@ bool lowerTmaOp(KernelLowering &lowering, const ir::Operation &op);
 /// tensor's bounds as the mask does).
 bool lowerTmaStore(KernelLowering &lowering, const ir::Operation &op);
 
+/// A TMA reduction (TESSERA_TMA_REDUCE: an `atomic_rmw` with `tma`, a descriptor's
+/// atomic_add/min/max/and/or/xor, whose tile analysis::tmaStoreTile gives and whose kind and
+/// type analysis::tmaReduction maps, with its scratch allocated): the TMA store's sequence
+/// with cp.reduce.async.bulk.tensor. False (nothing emitted) otherwise: the caller lowers the
+/// masked pointer atomic, which means the same.
+bool lowerTmaReduce(KernelLowering &lowering, const ir::Operation &op);
+
 /// The func's `tensormaps` arguments become 64-byte-aligned 128-byte __grid_constant__
 /// parameters (byval) whose generic address the kernel uses as the ptr<i8> argument.
 void addTensorMapParameters(const ir::Operation &func, llvm::Function &function);

@@ -8,6 +8,7 @@
 
 #include "ir/diagnostics.h"
 #include "ir/verify_common.h"
+#include "ir/verify_tma.h"
 
 #include <set>
 
@@ -32,6 +33,8 @@ bool kindAcceptsElement(const std::string &kind, const Type &element) {
     return isKind(element, {ScalarKind::F16, ScalarKind::BF16, ScalarKind::F32, ScalarKind::F64});
   if (kind == "xchg")
     return isInt32Or64 || isF32OrF64(element);
+  if (kind == "fmax" || kind == "fmin") // descriptor reductions of 16-bit floats
+    return isKind(element, {ScalarKind::F16, ScalarKind::BF16});
   return isInt32Or64; // add, max, min, umax, umin, and, or, xor
 }
 
@@ -41,11 +44,18 @@ void verifyAtomicOp(const Operation &op) {
   bool isCas = op.code() == OpCode::AtomicCAS;
   if (op.numResults() != 1)
     emitError(op, "gives one result (the old values)");
-  if (isCas ? op.numOperands() != 3 : op.numOperands() < 2 || op.numOperands() > 3)
+  // A descriptor reduction (TESSERA_TMA_REDUCE) also carries its tensor map and box
+  // coordinates: (ptr, val, mask, tensormap, coords...), attribute `tma`.
+  bool tma = !isCas && op.hasAttr("tma");
+  if (tma)
+    verifyTmaStoreOperands(op);
+  else if (isCas ? op.numOperands() != 3 : op.numOperands() < 2 || op.numOperands() > 3)
     emitError(op, isCas ? "takes (ptr, cmp, val)" : "takes (ptr, val[, mask])");
   expectOneOf(op, "sem", {"relaxed", "acquire", "release", "acq_rel"});
   expectOneOf(op, "scope", {"cta", "gpu", "sys"});
-  verifySameShapeAndLayout(op);
+  // A TMA reduction stages its value in shared memory itself, from any layout (as a TMA
+  // store's: the pipeline pass may hand it the #mma accumulator).
+  verifySameShapeAndLayout(op, tma ? 3 : op.numOperands(), tma ? 1 : ~size_t(0));
   Type pointer = op.operand(0)->type().elementType();
   Type element = op.result()->type().elementType();
   if (!pointer.isPointer() || pointer.pointee() != element)
@@ -57,7 +67,7 @@ void verifyAtomicOp(const Operation &op) {
     if (op.operand(i)->type().elementType() != element)
       emitError(op, "operand " + std::to_string(i) + " must have the pointee type " +
                         element.str() + ", got " + op.operand(i)->type().str());
-  if (!isCas && op.numOperands() == 3 && op.operand(2)->type().elementType() != Type::i1())
+  if (!isCas && op.numOperands() >= 3 && op.operand(2)->type().elementType() != Type::i1())
     emitError(op, "mask must be i1");
   if (isCas) {
     if (!isKind(element, {ScalarKind::I16, ScalarKind::I32, ScalarKind::I64, ScalarKind::F16,
@@ -65,8 +75,9 @@ void verifyAtomicOp(const Operation &op) {
       emitError(op, "takes 16, 32 or 64-bit elements, got " + element.str());
     return;
   }
-  expectOneOf(op, "kind",
-              {"add", "fadd", "max", "min", "umax", "umin", "and", "or", "xor", "xchg"});
+  expectOneOf(
+      op, "kind",
+      {"add", "fadd", "max", "min", "umax", "umin", "fmax", "fmin", "and", "or", "xor", "xchg"});
   const std::string &kind = op.stringAttr("kind");
   if (!kindAcceptsElement(kind, element))
     emitError(op, "kind '" + kind + "' does not take " + element.str());

@@ -98,11 +98,12 @@ void verifyTmaStoreOperands(const Operation &op) {
   const Type &value = op.operand(1)->type();
   unsigned rank = value.isTensor() ? static_cast<unsigned>(value.rank()) : 0;
   if (rank == 0 || op.numOperands() < 4 + rank || op.numOperands() > 4 + kMaxTensorMapRank)
-    emitError(op, "a store with `tma` takes (ptr, value, mask, tensormap) and one coordinate "
-                  "per dim of its descriptor (at least its tile's rank, at most 5), got " +
+    emitError(op, std::string("a ") + op.name() +
+                      " with `tma` takes (ptr, value, mask, tensormap) and one coordinate "
+                      "per dim of its descriptor (at least its tile's rank, at most 5), got " +
                       std::to_string(op.numOperands()) + " operands");
   if (!isTensorMap(op.operand(3)))
-    emitError(op, "a store's tensor map must be a ptr<i8> argument, got " +
+    emitError(op, std::string("a ") + op.name() + "'s tensor map must be a ptr<i8> argument, got " +
                       op.operand(3)->type().str());
   for (unsigned i = 4; i < op.numOperands(); ++i)
     expectScalar(op, i, Type::i32(), "a box coordinate");

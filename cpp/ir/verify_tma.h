@@ -13,8 +13,9 @@ void verifyTmaOp(const Operation &op);
 /// coordinate per dim of the result and a ptr<i8> tensor map.
 void verifyTmaLoadOperands(const Operation &op);
 
-/// A `store` with attribute `tma` (TESSERA_TMA_STORE): (ptr, value, mask, tensormap,
-/// coords...) with one i32 coordinate per dim of the descriptor and a ptr<i8> tensor map.
+/// A `store` with attribute `tma` (TESSERA_TMA_STORE), or an `atomic_rmw` with it (a
+/// descriptor reduction, TESSERA_TMA_REDUCE): (ptr, value, mask, tensormap, coords...) with
+/// one i32 coordinate per dim of the descriptor and a ptr<i8> tensor map.
 void verifyTmaStoreOperands(const Operation &op);
 
 /// The number of operands of a `load` before its tensor-map operands (3 with `tma`, else all).

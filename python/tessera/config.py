@@ -148,6 +148,16 @@ KNOBS: dict[str, Knob[Any]] = {
                       "16 elements: the TMA writes whole 16-byte chunks) keep the masked "
                       "pointer store (docs/perf/hopper.md, \"TMA stores\"). Off by default: "
                       "not measured faster. Read at each launch; part of the cache key."),
+    "tma_reduce": Knob("TESSERA_TMA_REDUCE", True, _parse_bool,
+                       "With TESSERA_TMA on sm_90a, a 2-D tensor descriptor's reduction "
+                       "(desc.atomic_add, atomic_min/max/and/or/xor) is staged in shared "
+                       "memory in the tensor map's swizzle and applied by one TMA reduction "
+                       "(cp.reduce.async.bulk.tensor ... global.shared::cta), which clips the "
+                       "box at the tensor's bounds; other reductions (and columns not proven "
+                       "multiples of 16 bytes: the TMA writes whole 16-byte chunks) keep the "
+                       "masked pointer atomic (docs/perf/hopper.md, \"TMA reductions\"). On by "
+                       "default: one bulk reduction per tile instead of an atomic per element. "
+                       "Read at each launch; part of the cache key."),
     "attention_tma": Knob("TESSERA_ATTENTION_TMA", "auto", _parse_auto,
                           "tessera.ops' attention reads its tiles by TMA where the inputs "
                           "allow it (sm_90a, TESSERA_TMA, 16-bit, aligned rows): the forward "

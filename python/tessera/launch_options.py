@@ -27,7 +27,7 @@ FAST_PATH_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion", "debug")
 # hands it this table), so flipping one, e.g. ``with knobs.scope(tma=True):``, never launches
 # the kernel compiled the other way.
 CODE_KNOBS = ("debug", "tma", "warp_specialize", "wgmma", "wgmma_overlap", "wgmma_pipeline",
-              "carried_addresses", "tma_store")
+              "carried_addresses", "tma_store", "tma_reduce")
 
 # Triton launch options Tessera accepts only at Triton's default value (anything else is a
 # feature Tessera lacks: an error that says so, not a silently different kernel).
@@ -65,6 +65,8 @@ class LaunchOptions:
     carried_addresses: bool = True
     # TESSERA_TMA_STORE when the launch is made (off by default).
     tma_store: bool = False
+    # TESSERA_TMA_REDUCE when the launch is made (on by default).
+    tma_reduce: bool = True
 
     def compile_options(self, arch: str):
         """The CompileOptions of this launch for ``arch``."""
@@ -75,7 +77,7 @@ class LaunchOptions:
                               wgmma_overlap=self.wgmma_overlap,
                               wgmma_pipeline=self.wgmma_pipeline,
                               carried_addresses=self.carried_addresses,
-                              tma_store=self.tma_store,
+                              tma_store=self.tma_store, tma_reduce=self.tma_reduce,
                               warp_specialize=self.warp_specialize)
 
 
@@ -112,7 +114,8 @@ def parse_options(kernel: str, given: Dict[str, Any], jit_debug: Optional[bool])
                          bool(debug) or bool(knobs.debug), bool(knobs.tma),
                          bool(knobs.warp_specialize), bool(knobs.wgmma),
                          bool(knobs.wgmma_overlap), bool(knobs.wgmma_pipeline),
-                         bool(knobs.carried_addresses), bool(knobs.tma_store))
+                         bool(knobs.carried_addresses), bool(knobs.tma_store),
+                         bool(knobs.tma_reduce))
 
 
 def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dict[str, Any],

@@ -195,16 +195,34 @@ Operation *firstRingProduct(const LoopSchedule &schedule) {
 /// coalesced layout of the pointer tile) is skipped (dce erases it) and the stmatrix path of
 /// codegen writes the accumulator's fragments directly. Any other such store drops its map.
 ///
+/// A descriptor reduction with its map (TESSERA_TMA_REDUCE: an `atomic_rmw` with `tma`) is a
+/// TMA reduction under the same rules (analysis::tmaStoreTile, which also needs a kind and
+/// element type the TMA reduces: analysis::tmaReduction), its value from before a conversion
+/// too. Any other drops its map: the masked atomic.
+///
 /// The TMA unit writes global memory in whole 16-byte chunks: where the tensor's inner extent
 /// is not a multiple of 16 bytes, the chunk that straddles it is written whole, past the
 /// tensor (into a neighbour's row padding or another tensor). So the TMA store is taken only
 /// where AxisInfo proves the store's mask constant over 16-byte runs of the inner dim (the
 /// proof a 16-byte vector store needs: the bound and the box's column both aligned), else the
-/// masked store keeps its exact meaning.
+/// masked store keeps its exact meaning. A reduction across the edge would combine into the
+/// bytes past the row: the same proof.
 bool masksWholeChunks(const analysis::AxisInfoAnalysis &axes, const Operation &store) {
   const Type &value = store.operand(1)->type();
   int64_t elementBytes = analysis::memoryElementBytes(value);
   return axes.maskAlignment(store.operand(2), value.rank() - 1) * elementBytes >= 16;
+}
+
+/// A TMA store or reduction stages its value itself: it takes it from before a conversion to
+/// the pointer tile's layout (from the #mma accumulator, or a blocked layout: stmatrix or
+/// st.shared write those), and dce erases the conversion.
+void takeValueBeforeConversion(Operation &op) {
+  Operation *convert = op.operand(1)->definingOp();
+  if (!convert || convert->code() != OpCode::ConvertLayout)
+    return;
+  const Encoding *source = convert->operand(0)->type().encoding().get();
+  if (dynamic_cast<const MmaEncoding *>(source) || dynamic_cast<const BlockedEncoding *>(source))
+    op.setOperand(1, convert->operand(0));
 }
 
 void dropUnusedTensorMaps(Operation &func, bool tma) {
@@ -215,17 +233,13 @@ void dropUnusedTensorMaps(Operation &func, bool tma) {
     return masksWholeChunks(*axes, store);
   };
   func.walk([tma, &wholeChunks](Operation *op) {
-    if (op->code() == OpCode::Store && op->hasAttr("tma")) {
+    if ((op->code() == OpCode::Store || op->code() == OpCode::AtomicRMW) && op->hasAttr("tma")) {
       if (!tma || !analysis::tmaStoreTile(*op) || !wholeChunks(*op)) {
         while (op->numOperands() > 3)
           op->eraseOperand(op->numOperands() - 1);
         op->attributes().erase("tma");
-      } else if (Operation *convert = op->operand(1)->definingOp();
-                 convert && convert->code() == OpCode::ConvertLayout) {
-        const Encoding *source = convert->operand(0)->type().encoding().get();
-        if (dynamic_cast<const MmaEncoding *>(source) ||
-            dynamic_cast<const BlockedEncoding *>(source))
-          op->setOperand(1, convert->operand(0)); // register layouts stmatrix or st.shared takes
+      } else {
+        takeValueBeforeConversion(*op);
       }
       return;
     }

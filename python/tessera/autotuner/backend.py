@@ -85,7 +85,8 @@ def compile_one(job: CompileJob) -> Outcome:
             module = build_tile_ir(job.jit_fn.fn, signature, job.constexpr_dict, div16, eq1,
                                    job.options.num_warps, debug=job.options.debug, tma=tma,
                                    large_tensors=large,
-                                   tma_store=bool(getattr(job.options, "tma_store", False)))
+                                   tma_store=bool(getattr(job.options, "tma_store", False)),
+                                   tma_reduce=bool(getattr(job.options, "tma_reduce", False)))
             reason = resources.why_not_fit_before_compile(
                 module, job.options.num_warps, job.options.num_stages, props)
             if reason is not None:

@@ -64,6 +64,8 @@ class CompileOptions:
     tma: bool = field(default_factory=lambda: bool(knobs.tma))
     # With tma: host-descriptor stores copied out by the TMA (knobs.tma_store, opt-in).
     tma_store: bool = field(default_factory=lambda: bool(knobs.tma_store))
+    # With tma: descriptor reductions applied by the TMA (knobs.tma_reduce, on by default).
+    tma_reduce: bool = field(default_factory=lambda: bool(knobs.tma_reduce))
     # With tma: every eligible TMA loop gets a producer warpgroup (knobs.warp_specialize;
     # docs/perf/warp_specialization.md).
     warp_specialize: bool = field(default_factory=lambda: bool(knobs.warp_specialize))
@@ -176,11 +178,12 @@ def _run_pipeline(module, stage: str, **options: Any) -> None:
 def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                   divisibility_16=(), equal_to_1=(), num_warps: int = 4,
                   debug: Optional[bool] = None, tma: bool = False, interpreter: bool = False,
-                  large_tensors=(), tma_store: bool = False):
+                  large_tensors=(), tma_store: bool = False, tma_reduce: bool = False):
     """Front end + target-neutral cleanup: the layout-free tile IR (what the interpreter runs).
     ``debug``: device asserts build code (None: as knobs.debug); ``tma``: descriptor loads
     carry tensor maps (frontend.build_module), and with ``tma_store`` host-descriptor stores
-    too (TESSERA_TMA_STORE); ``interpreter``: built for the interpreter (its
+    too (TESSERA_TMA_STORE), with ``tma_reduce`` descriptor reductions (TESSERA_TMA_REDUCE);
+    ``interpreter``: built for the interpreter (its
     limits, e.g. dots of any size, as Triton's interpreter); ``large_tensors``: the pointer
     parameters whose tensors address 2**31 elements or more (their offsets become int64).
     The interpreter, and the GPU with ``debug``, check the int32 arithmetic of pointer offsets
@@ -189,7 +192,8 @@ def build_tile_ir(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     with compiling_with_warps(num_warps):
         module = frontend.build_module(fn, signature, constexprs, set(divisibility_16),
                                        set(equal_to_1), debug=debug, tma=tma,
-                                       tma_store=tma and tma_store, interpreter=interpreter,
+                                       tma_store=tma and tma_store,
+                                       tma_reduce=tma and tma_reduce, interpreter=interpreter,
                                        large_tensors=set(large_tensors))
     # Only given when on: the module attribute it sets is part of the IR's text.
     checked = {"check_offsets": 1} if interpreter or (knobs.debug if debug is None else debug) \
@@ -259,7 +263,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         with compiling_for(options.arch):
             module = build_tile_ir(fn, signature, constexprs, divisibility_16, equal_to_1,
                                    options.num_warps, options.debug, tma=tma,
-                                   large_tensors=large_tensors, tma_store=options.tma_store)
+                                   large_tensors=large_tensors, tma_store=options.tma_store,
+                                   tma_reduce=options.tma_reduce)
     asm: Dict[str, Any] = KernelAsm(tir=module.str()) if keep_ir else KernelAsm()
     clock.step("front end + tir passes")
     if tma:  # the pipeliner's TMA variant (transforms/pipeline/tma.h); absent: unchanged IR

@@ -33,7 +33,8 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
                  equal_to_1: AbstractSet[str] = frozenset(),
                  kernel_name: Optional[str] = None, debug: Optional[bool] = None,
                  tma: bool = False, interpreter: bool = False,
-                 large_tensors: AbstractSet[str] = frozenset(), tma_store: bool = False) -> Any:
+                 large_tensors: AbstractSet[str] = frozenset(), tma_store: bool = False,
+                 tma_reduce: bool = False) -> Any:
     """Compiles ``fn`` (a Python function or a JITFunction) to a verified tile-IR module.
 
     ``signature`` maps each runtime parameter to a type string ("*fp16", "i32", ...);
@@ -67,6 +68,7 @@ def build_module(fn: Callable, signature: Dict[str, str], constexprs: Dict[str, 
     ctx.semantic.interpreter = interpreter  # builtins with no CPU meaning (gdc_wait) skip
     ctx.semantic.tma = tma  # device descriptors encode tensor maps (device_tensor_map.py)
     ctx.semantic.tma_store = tma and tma_store  # host-descriptor stores by TMA (tma_store)
+    ctx.semantic.tma_reduce = tma and tma_reduce  # descriptor reductions by TMA (tma_reduce)
     ctx.semantic.global_scratch_bytes = 0  # per program, for those maps
     ctx.parsed[id(fn)] = parsed
     module = ir.Module()

@@ -4,7 +4,8 @@ Programs run one after another (evaluator.py), so every atomic is simply a read,
 and a write. Inside one tile op the active elements apply in row-major order: where addresses
 repeat, each element sees the updates of the ones before it, and returns the value it saw.
 Masked-off elements are not touched and return 0. Float adds round once in the element type;
-integer ops wrap; umax/umin compare the bits as unsigned; atomic_cas compares bits. sem and
+integer ops wrap; umax/umin compare the bits as unsigned; fmax/fmin (16-bit floats, from
+descriptor reductions) ignore a NaN operand; atomic_cas compares bits. sem and
 scope do not change a sequential execution.
 """
 from __future__ import annotations
@@ -20,6 +21,8 @@ def _combiner(kind: str, dtype: np.dtype):
     """new = f(old, value) on arrays of the element type."""
     if kind == "fadd":
         return nm.float_op(np.add, dtype)
+    if kind in ("fmin", "fmax"):  # IEEE minNum / maxNum: a NaN operand gives the other one
+        return nm.float_op(np.fmin if kind == "fmin" else np.fmax, dtype)
     if kind == "xchg":
         return lambda old, value: value
     if kind in ("add", "and", "or", "xor"):
@@ -64,7 +67,9 @@ def _atomic_rmw(info: OpInfo):
     dtype, shape = result.dtype, result.shape
     combine = _combiner(str(info.attrs["kind"]), dtype)
 
-    def rmw(state, pointer, value, mask=None):
+    def rmw(state, pointer, value, mask=None, *tensor_map):
+        # A descriptor reduction under TESSERA_TMA_REDUCE also carries its tensor map and box
+        # coordinates: the masked atomic is its meaning (the TMA clips the box as the mask does).
         values = np.broadcast_to(np.asarray(value, dtype), np.shape(pointer)).reshape(-1)
         return _apply(state, pointer, mask, dtype, shape,
                       lambda old, lanes: np.asarray(combine(old, values[lanes]), dtype))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any, List, Sequence, Tuple
 
-from ..errors import UnsupportedError
 from . import block_pointer_semantic as _bp
 from .core import block_type, builtin, dtype, pointer_type, tensor
 
@@ -95,11 +94,6 @@ class block_pointer(_Structured):
         return _bp.advance(_semantic, self, offsets)
 
 
-# Triton's descriptor reductions: named in a clear error until they exist here.
-_UNSUPPORTED_DESCRIPTOR_METHODS = ("atomic_add", "atomic_min", "atomic_max", "atomic_and",
-                                   "atomic_or", "atomic_xor")
-
-
 class tensor_descriptor(_Structured):
     """A strided tensor in global memory read and written in ``block_shape`` blocks
     (``tl.make_tensor_descriptor``'s result, or a kernel argument given a host-side
@@ -134,9 +128,6 @@ class tensor_descriptor(_Structured):
                                  self.padding)
 
     def __getattr__(self, name: str) -> Any:
-        if name in _UNSUPPORTED_DESCRIPTOR_METHODS:
-            raise UnsupportedError(f"tensor_descriptor.{name} is a Triton API that Tessera does "
-                                   "not support yet")
         raise AttributeError(f"tensor_descriptor has no attribute '{name}'")
 
     def __str__(self) -> str:
@@ -156,6 +147,48 @@ class tensor_descriptor(_Structured):
         ``offsets``; elements outside the tensor are not written.
         Example: ``c_desc.store([off_m, off_n], acc.to(tl.float16))``."""
         _bp.descriptor_store(_semantic, self, offsets, value)
+
+    # Reductions into the tensor (Triton's descriptor atomics): relaxed, gpu scope, elements
+    # outside the tensor untouched; they return nothing (Triton's void tensor: None here).
+
+    @builtin
+    def atomic_add(self, offsets: Sequence[Any], value: tensor, _semantic=None) -> None:
+        """Adds ``value`` (of the block shape and the descriptor's dtype: int32, uint32,
+        uint64, fp32, fp16 or bf16) into the block at element ``offsets``, atomically per
+        element; elements outside the tensor are not touched. On sm_90a one TMA reduction
+        (cp.reduce.async.bulk.tensor) where the rules allow (docs/perf/hopper.md).
+        Example: ``dq_desc.atomic_add([off_m, 0], dq)``."""
+        _bp.descriptor_atomic(_semantic, self, "add", offsets, value)
+
+    @builtin
+    def atomic_min(self, offsets: Sequence[Any], value: tensor, _semantic=None) -> None:
+        """``min`` of the block at ``offsets`` and ``value``, per element (32/64-bit integers,
+        fp16, bf16; as ``atomic_add``). Example: ``desc.atomic_min([m, n], x)``."""
+        _bp.descriptor_atomic(_semantic, self, "min", offsets, value)
+
+    @builtin
+    def atomic_max(self, offsets: Sequence[Any], value: tensor, _semantic=None) -> None:
+        """``max`` of the block at ``offsets`` and ``value``, per element (32/64-bit integers,
+        fp16, bf16; as ``atomic_add``). Example: ``desc.atomic_max([m, n], x)``."""
+        _bp.descriptor_atomic(_semantic, self, "max", offsets, value)
+
+    @builtin
+    def atomic_and(self, offsets: Sequence[Any], value: tensor, _semantic=None) -> None:
+        """Bitwise ``and`` into the block at ``offsets`` (32/64-bit integers; as
+        ``atomic_add``). Example: ``desc.atomic_and([m, n], bits)``."""
+        _bp.descriptor_atomic(_semantic, self, "and", offsets, value)
+
+    @builtin
+    def atomic_or(self, offsets: Sequence[Any], value: tensor, _semantic=None) -> None:
+        """Bitwise ``or`` into the block at ``offsets`` (32/64-bit integers; as
+        ``atomic_add``). Example: ``desc.atomic_or([m, n], bits)``."""
+        _bp.descriptor_atomic(_semantic, self, "or", offsets, value)
+
+    @builtin
+    def atomic_xor(self, offsets: Sequence[Any], value: tensor, _semantic=None) -> None:
+        """Bitwise ``xor`` into the block at ``offsets`` (32/64-bit integers; as
+        ``atomic_add``). Example: ``desc.atomic_xor([m, n], bits)``."""
+        _bp.descriptor_atomic(_semantic, self, "xor", offsets, value)
 
     @builtin
     def gather(self, *args: Any, _semantic=None) -> tensor:

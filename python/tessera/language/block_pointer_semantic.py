@@ -13,12 +13,13 @@ Address arithmetic is in int64 (shapes and strides are int64 as in Triton, offse
 scalar part carries the offsets, so inside a loop that advances the pointer only a scalar
 changes: the 1-D ``arange * stride`` parts depend on the strides alone and are hoisted by licm;
 a stride that is the constant 1 folds away and leaves the tile contiguous along that dim, which
-axis info turns into vector accesses. Descriptor loads and stores carry the attribute
-``tensor_descriptor = true``; both are built by ``descriptor_load`` / ``descriptor_store``
-below. Under TESSERA_TMA (sm_90a), a load through a descriptor's tensor map (a host
-descriptor's kernel parameter, or the map a device descriptor encodes: device_tensor_map.py)
-also carries the map and the box's coordinates (attribute ``tma``), for the pipeliner's TMA
-copies.
+axis info turns into vector accesses. Descriptor loads, stores and reductions (the masked
+``atomic_rmw`` of ``desc.atomic_add`` ...) carry the attribute ``tensor_descriptor = true``;
+they are built by ``descriptor_load`` / ``descriptor_store`` / ``descriptor_atomic`` below.
+Under TESSERA_TMA (sm_90a), a load through a descriptor's tensor map (a host descriptor's
+kernel parameter, or the map a device descriptor encodes: device_tensor_map.py) also carries
+the map and the box's coordinates (attribute ``tma``), for the pipeliner's TMA copies; so do
+stores under TESSERA_TMA_STORE and reductions under TESSERA_TMA_REDUCE, for codegen's.
 """
 from __future__ import annotations
 
@@ -355,6 +356,74 @@ def descriptor_store(sem: Any, desc: "_api.tensor_descriptor", offsets: Any,
                            + coords, [], {DESCRIPTOR_ATTR: True, "tma": True})
         return
     _store(sem, ptrs, value, bounds, {DESCRIPTOR_ATTR: True})
+
+
+# ---- descriptor reductions (Triton's desc.atomic_add ... atomic_xor) ---------------------------
+
+# The dtypes each reduction takes: Triton's (semantic.py, descriptor_atomic_*), which are the
+# TMA reduction's (cp.reduce.async.bulk.tensor) element types.
+_MIN_MAX_DTYPES = (tl.uint32, tl.int32, tl.uint64, tl.int64, tl.float16, tl.bfloat16)
+_BITWISE_DTYPES = (tl.uint32, tl.int32, tl.uint64, tl.int64)
+REDUCTION_DTYPES = {
+    "add": (tl.uint32, tl.int32, tl.uint64, tl.float32, tl.float16, tl.bfloat16),
+    "min": _MIN_MAX_DTYPES, "max": _MIN_MAX_DTYPES,
+    "and": _BITWISE_DTYPES, "or": _BITWISE_DTYPES, "xor": _BITWISE_DTYPES,
+}
+
+
+def descriptor_atomic(sem: Any, desc: "_api.tensor_descriptor", op: str, offsets: Any,
+                      value: Any) -> None:
+    """``desc.atomic_<op>(offsets, value)``: the masked pointer atomic of the block (the
+    pointers and in-bounds mask of ``descriptor_store``), relaxed, gpu scope, its old values
+    unused, so elements outside the tensor are not touched. That is its meaning everywhere
+    (interpreter, every pass, sm_80, and codegen wherever the TMA reduction does not apply).
+
+    Under TESSERA_TMA_REDUCE (on by default; with TESSERA_TMA on sm_90a) a 2-D descriptor's
+    map rides along as for a TMA store (operands tensormap, row, column; attribute ``tma``):
+    the pipeline pass keeps them where the store's rules hold (analysis::tmaStoreTile, the
+    mask constant over 16-byte runs), and codegen then stages the tile in shared memory and
+    one thread issues cp.reduce.async.bulk.tensor (codegen/lower_tma.h, lowerTmaReduce)."""
+    element = desc.dtype
+    offsets = _as_list(offsets)
+    if len(offsets) != len(desc.block_shape):
+        raise ValueError(f"expected {len(desc.block_shape)} offsets (one per dim), got "
+                         f"{len(offsets)}")
+    if not isinstance(value, tensor) or value.shape != desc.block_shape:
+        shape = value.shape if isinstance(value, tensor) else value
+        raise ValueError(f"descriptor atomic_{op}: the value's shape {shape} differs from the "
+                         f"descriptor's block shape {desc.block_shape} (it takes a block)")
+    if element not in REDUCTION_DTYPES[op]:
+        names = ", ".join(str(t) for t in REDUCTION_DTYPES[op])
+        raise TypeError(f"descriptor atomic_{op}: Unsupported dtype {element} (it takes "
+                        f"{names})")
+    same_bits = (value.dtype.is_int() and element.is_int()
+                 and value.dtype.int_bitwidth == element.int_bitwidth)
+    if value.dtype != element and not same_bits:
+        raise TypeError(f"descriptor atomic_{op}: the value is {value.dtype} but the "
+                        f"descriptor's dtype is {element}; convert it with .to(...)")
+    tensormap = desc.__dict__.get("tensormap")
+    tma = (getattr(sem, "tma_reduce", False) and tensormap is not None
+           and len(desc.block_shape) == 2)
+    coords = []  # made before the atomic that takes them (a constant offset is a new op)
+    if tma:
+        coords = [_scalar(sem, o, tl.int32, f"offsets[{i}]").handle
+                  for i, o in enumerate(offsets)]
+    ptrs, bounds = _descriptor_access(sem, desc, offsets)
+    if op in ("min", "max") and element in (tl.float16, tl.bfloat16):
+        # Triton's take these with native TMA only (sm_90); here also as the pointer atomic
+        # (atomic_rmw fmin/fmax, IEEE minNum/maxNum: a NaN operand gives the other one; the
+        # TMA's handling of NaN is the hardware's, not checked), which tl.atomic_min/max do
+        # not offer for 16-bit floats.
+        result = sem.atomic_rmw("f" + op, ptrs, sem.cast(value, element), bounds,
+                                {"sem": "relaxed", "scope": "gpu"})
+    else:
+        result = sem.atomic(op, ptrs, value, bounds, "relaxed", "gpu")
+    atomic = result.handle.defining_op
+    atomic.set_attr(DESCRIPTOR_ATTR, True)
+    if tma and tensormap is not None and atomic.name == "atomic_rmw" and \
+            len(atomic.operands) == 3:
+        atomic.set_operands(list(atomic.operands) + [tensormap.handle] + coords)
+        atomic.set_attr("tma", True)
 
 
 # ---- descriptor gathers and scatters (Triton's TMA gather / scatter) -------------------------
