@@ -88,6 +88,7 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
     transforms::allocateShared(*allocated);
     transforms::insertBarriers(*allocated);
     transforms::placeWgmmaWaits(*allocated);
+    transforms::pingpongWarpgroups(*allocated);
     functions = allocated->functions();
   }
   const ir::Operation &func = *functions.front();

@@ -398,6 +398,32 @@ Registers loadFromSharedTile(KernelLowering &lowering, const ir::Operation &op,
   return result;
 }
 
+// warpgroup_turn (transforms/warpgroup_pingpong.cpp): named barrier 2 + g is warpgroup g's
+// turn, 256 threads (both warpgroups) each. "wait": bar.sync on its own; "pass": bar.arrive
+// on the other's; "open": warpgroup 1 arrives on warpgroup 0's; "close": warpgroup 0 syncs
+// on its own once more. Barrier 0 is membar's, 1 the warp-specialized consumers'.
+void lowerWarpgroupTurn(KernelLowering &lowering, const ir::Operation &op) {
+  constexpr int kFirstTurnBarrier = 2;
+  llvm::IRBuilder<> &b = lowering.builder();
+  llvm::Value *group = b.CreateLShr(lowering.warpId(), 2); // uniform in a warpgroup
+  const std::string &turn = op.stringAttr("turn");
+  std::string text;
+  llvm::Value *arg = nullptr;
+  if (turn == "wait" || turn == "pass") {
+    llvm::Value *owner = turn == "wait" ? group : b.CreateXor(group, lowering.i32(1));
+    arg = b.CreateAdd(owner, lowering.i32(kFirstTurnBarrier));
+    text = std::string(turn == "wait" ? "bar.sync" : "bar.arrive") + " $0, 256;";
+  } else {
+    arg = group;
+    std::string id = std::to_string(kFirstTurnBarrier);
+    text = turn == "open"
+               ? "{ .reg .pred p; setp.ne.u32 p, $0, 0; @p bar.arrive " + id + ", 256; }"
+               : "{ .reg .pred p; setp.eq.u32 p, $0, 0; @p bar.sync " + id + ", 256; }";
+  }
+  auto *type = llvm::FunctionType::get(b.getVoidTy(), {b.getInt32Ty()}, false);
+  b.CreateCall(llvm::InlineAsm::get(type, text, "r,~{memory}", /*hasSideEffects=*/true), {arg});
+}
+
 bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
   switch (op.code()) {
   case ir::OpCode::Dot: lowerDot(lowering, op); return true;
@@ -420,6 +446,7 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
   case ir::OpCode::Barrier: // the wgmma_wait before it kept membar's `wgmma_pending` groups
     lowering.emitBarrier(/*groupsInFlight=*/true);
     return true;
+  case ir::OpCode::WarpgroupTurn: lowerWarpgroupTurn(lowering, op); return true;
   default: return false;
   }
 }

@@ -279,7 +279,7 @@ const std::array<LoweringRule, ir::kNumOpCodes> &KernelLowering::loweringTable()
         "lowerMathOp", lowerMathOp);
     set({OpCode::AtomicRMW, OpCode::AtomicCAS}, "lowerAtomicOp", lowerAtomicOp);
     set({OpCode::Dot, OpCode::Trans, OpCode::LocalAlloc, OpCode::LocalLoad, OpCode::AsyncCopy,
-         OpCode::AsyncCommitGroup, OpCode::AsyncWait, OpCode::Barrier},
+         OpCode::AsyncCommitGroup, OpCode::AsyncWait, OpCode::Barrier, OpCode::WarpgroupTurn},
         "lowerTensorCoreOp", lowerTensorCoreOnly);
     set({OpCode::WgmmaWait}, "retireWgmma", [](KernelLowering &l, const ir::Operation &op) {
       l.retireWgmma(static_cast<size_t>(op.intAttr("pending")));

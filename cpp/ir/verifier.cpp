@@ -309,7 +309,8 @@ RuleTable makeRuleTable() {
   set({OpCode::Reduce, OpCode::Scan}, "verifyReductionOp", detail::verifyReductionOp);
   set({OpCode::InlineAsm}, "verifyInlineAsm", verifyInlineAsm);
   set({OpCode::Dot, OpCode::Trans, OpCode::LocalAlloc, OpCode::LocalLoad, OpCode::AsyncCopy,
-       OpCode::AsyncCommitGroup, OpCode::AsyncWait, OpCode::Barrier, OpCode::WgmmaWait},
+       OpCode::AsyncCommitGroup, OpCode::AsyncWait, OpCode::Barrier, OpCode::WgmmaWait,
+       OpCode::WarpgroupTurn},
       "verifyTensorCoreOp", verifyTensorCoreOp);
   set({OpCode::MBarrierInit, OpCode::MBarrierExpectTx, OpCode::TmaLoad, OpCode::MBarrierWait,
        OpCode::MBarrierInval, OpCode::MBarrierArrive, OpCode::WarpSpecialize},

@@ -10,6 +10,7 @@
 #include "layout/swizzled_shared.h"
 
 #include <algorithm>
+#include <set>
 
 namespace tessera::ir {
 
@@ -180,6 +181,13 @@ void verifySharedOp(const Operation &op) {
     if (!op.hasAttr("pending") || op.intAttr("pending") < 0)
       emitError(op, std::string(op.name()) + " needs pending >= 0");
     break;
+  case OpCode::WarpgroupTurn: {
+    expectCounts(op, 0, 0, 0);
+    static const std::set<std::string> turns = {"open", "wait", "pass", "close"};
+    if (!op.hasAttr("turn") || !turns.count(op.stringAttr("turn")))
+      emitError(op, "warpgroup_turn needs turn = \"open\", \"wait\", \"pass\" or \"close\"");
+    break;
+  }
   default: // async_commit_group, barrier
     expectCounts(op, 0, 0, 0);
     break;
@@ -202,7 +210,8 @@ bool isTensorCoreOp(OpCode code) {
   case OpCode::AsyncCommitGroup:
   case OpCode::AsyncWait:
   case OpCode::Barrier:
-  case OpCode::WgmmaWait: return true;
+  case OpCode::WgmmaWait:
+  case OpCode::WarpgroupTurn: return true;
   default: return false;
   }
 }

@@ -33,5 +33,8 @@ void allocateShared(ir::Module &module);
 void insertBarriers(ir::Module &module);
 /// The wgmma_waits pass (wgmma_waits.cpp): `wgmma_wait` ops where wgmma groups must retire.
 void placeWgmmaWaits(ir::Module &module);
+/// The warpgroup_pingpong pass (warpgroup_pingpong.cpp): with module attribute `pingpong`,
+/// the two warpgroups take turns at issuing each loop's wgmma products.
+void pingpongWarpgroups(ir::Module &module);
 
 } // namespace tessera::transforms

@@ -119,6 +119,13 @@ KNOBS: dict[str, Knob[Any]] = {
                            "(docs/perf/wgmma_across_iterations.md; needs wgmma_overlap). Off: "
                            "every step waits for its product (the tensor cores idle from its "
                            "end to the next step's first product). Part of the cache key."),
+    "pingpong": Knob("TESSERA_PINGPONG", False, _parse_bool,
+                     "On sm_90a, in 8-warp kernels, the two warpgroups take turns (named "
+                     "barriers) at issuing each loop's wgmma products, so that one's "
+                     "softmax runs while the other's products hold the tensor cores "
+                     "(FlashAttention-3's ping-pong; docs/perf/attention_tma.md, "
+                     "\"Ping-pong\"). Off by default: not measured faster yet. Part of the "
+                     "cache key."),
     "carried_addresses": Knob("TESSERA_CARRIED_ADDRESSES", True, _parse_bool,
                               "On sm_90a, codegen without LLVM's loop strength reduction: "
                               "each thread's loop-carried pointers (a pipelined cp.async "

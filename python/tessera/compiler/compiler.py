@@ -66,6 +66,8 @@ class CompileOptions:
     tma_store: bool = field(default_factory=lambda: bool(knobs.tma_store))
     # With tma: descriptor reductions applied by the TMA (knobs.tma_reduce, on by default).
     tma_reduce: bool = field(default_factory=lambda: bool(knobs.tma_reduce))
+    # sm_90a, 8 warps: the warpgroups take turns at their wgmma (knobs.pingpong, opt-in).
+    pingpong: bool = field(default_factory=lambda: bool(knobs.pingpong))
     # With tma: every eligible TMA loop gets a producer warpgroup (knobs.warp_specialize;
     # docs/perf/warp_specialization.md).
     warp_specialize: bool = field(default_factory=lambda: bool(knobs.warp_specialize))
@@ -279,6 +281,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
     carried = options.carried_addresses and options.arch == "sm_90a"
     if carried:
         module.set_attr("carried_addresses", 1)
+    if options.pingpong and options.arch == "sm_90a":  # transforms/warpgroup_pingpong.cpp
+        module.set_attr("pingpong", 1)
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,
                   wgmma=options.wgmma, wgmma_overlap=options.wgmma_overlap,

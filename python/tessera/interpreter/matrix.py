@@ -125,6 +125,6 @@ def _async_copy(info: OpInfo):
     return async_copy
 
 
-@handles("async_commit_group", "async_wait", "barrier", "wgmma_wait")
+@handles("async_commit_group", "async_wait", "barrier", "wgmma_wait", "warpgroup_turn")
 def _synchronization(info: OpInfo):
     return lambda state: None
