@@ -416,9 +416,8 @@ void lowerWarpgroupTurn(KernelLowering &lowering, const ir::Operation &op) {
   } else {
     arg = group;
     std::string id = std::to_string(kFirstTurnBarrier);
-    text = turn == "open"
-               ? "{ .reg .pred p; setp.ne.u32 p, $0, 0; @p bar.arrive " + id + ", 256; }"
-               : "{ .reg .pred p; setp.eq.u32 p, $0, 0; @p bar.sync " + id + ", 256; }";
+    text = turn == "open" ? "{ .reg .pred p; setp.ne.u32 p, $0, 0; @p bar.arrive " + id + ", 256; }"
+                          : "{ .reg .pred p; setp.eq.u32 p, $0, 0; @p bar.sync " + id + ", 256; }";
   }
   auto *type = llvm::FunctionType::get(b.getVoidTy(), {b.getInt32Ty()}, false);
   b.CreateCall(llvm::InlineAsm::get(type, text, "r,~{memory}", /*hasSideEffects=*/true), {arg});

@@ -5,7 +5,8 @@
 //
 // With the module attribute `pingpong` (knobs.pingpong), in every `for` whose body issues
 // wgmma groups at its top level (none inside a nested region: the turns must be taken by both
-// warpgroups the same number of times), each run of consecutive issues is bracketed:
+// warpgroups the same number of times), each run of issues is bracketed (a run: issues with
+// only register and address ops between them, no wait, barrier or region):
 //
 //   warpgroup_turn {turn = "open"}          warpgroup 1 hands the first turn to warpgroup 0
 //   for ... {
@@ -27,6 +28,7 @@
 #include "transforms/passes.h"
 
 #include "analysis/shared_access.h"
+#include "analysis/shared_footprint.h"
 #include "ir/builder.h"
 #include "ir/pass_manager.h"
 
@@ -42,6 +44,22 @@ bool containsIssue(ir::Operation &op) {
   bool found = false;
   op.walk([&](ir::Operation *inner) { found |= analysis::leavesWgmmaGroup(*inner); });
   return found;
+}
+
+/// Whether `op` waits (for products, copies or other threads) or branches: a turn held across
+/// it would hold the other warpgroup too. Register and address ops between two issues (the
+/// operands of the second: a conversion of P, a view of a ring slot) join them in one turn.
+bool waitsOrSynchronizes(const ir::Operation &op) {
+  switch (op.code()) {
+  case OpCode::WgmmaWait:
+  case OpCode::Barrier:
+  case OpCode::AsyncWait:
+  case OpCode::MBarrierWait:
+  case OpCode::MBarrierArrive:
+  case OpCode::MBarrierInit:
+  case OpCode::MBarrierInval: return true;
+  default: return !op.regions().empty() || analysis::scratchBytes(op) > 0;
+  }
 }
 
 void insertTurn(ir::Operation &at, const char *turn, bool after) {
@@ -61,14 +79,18 @@ bool pingpongLoop(ir::Operation &loop) {
   for (auto &op : body.operations())
     ops.push_back(op.get());
   std::vector<std::pair<size_t, size_t>> runs; // [first, last] indices into ops
+  bool open = false; // whether the last run may still grow: nothing waited for since it
   for (size_t i = 0; i < ops.size(); ++i) {
     if (analysis::leavesWgmmaGroup(*ops[i])) {
-      if (!runs.empty() && runs.back().second + 1 == i)
+      if (open)
         runs.back().second = i;
       else
         runs.emplace_back(i, i);
+      open = true;
     } else if (!ops[i]->regions().empty() && containsIssue(*ops[i])) {
       return false; // issues inside a nested region (an inner loop gets its own turns)
+    } else if (waitsOrSynchronizes(*ops[i])) {
+      open = false;
     }
   }
   if (runs.empty())
