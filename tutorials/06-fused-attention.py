@@ -142,12 +142,55 @@ def attention_fwd_steps(acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs
 
 
 @tessera.jit
+def key_tile(head, offs, row, S, stride_s, TMA: tl.constexpr, off_b, off_h):
+    """The unmasked (BLOCK, D) tile of K or V from key row `row`."""
+    if TMA:
+        return head_tile(head, off_b, off_h, row)
+    return load_rows(head + (offs + row * stride_s), row, S, False)
+
+
+@tessera.jit
+def attention_fwd_pipelined(acc, l_i, m_i, q, k_head, v_head, k_offs, v_offs, start, end, S,
+                            qk_scale, stride_ks, stride_vs, BLOCK_N: tl.constexpr,
+                            TMA: tl.constexpr = False, off_b=0, off_h=0):
+    """The unmasked steps with P V of one tile issued right after Q Kᵀ of the next, its P
+    carried across the step (FlashAttention-3's order): the softmax of tile j runs while
+    P V of tile j - 1 holds the tensor cores, and both products are one run of issues (one
+    ping-pong turn per step)."""
+    if end > start:
+        k = key_tile(k_head, k_offs, start, S, stride_ks, TMA, off_b, off_h)
+        qk = tl.dot(q, tl.trans(k), input_precision="tf32")
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(qk * qk_scale - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i = m_new
+        p = p.to(k.dtype)
+        for start_n in range(start + BLOCK_N, end, BLOCK_N):
+            k = key_tile(k_head, k_offs, start_n, S, stride_ks, TMA, off_b, off_h)
+            v = key_tile(v_head, v_offs, start_n - BLOCK_N, S, stride_vs, TMA, off_b, off_h)
+            scaled = acc * alpha[:, None]
+            qk = tl.dot(q, tl.trans(k), input_precision="tf32")
+            acc = tl.dot(p, v, scaled, input_precision="tf32")
+            m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+            alpha = tl.exp2(m_i - m_new)
+            p32 = tl.exp2(qk * qk_scale - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p32, axis=1)
+            m_i = m_new
+            p = p32.to(k.dtype)
+        v = key_tile(v_head, v_offs, end - BLOCK_N, S, stride_vs, TMA, off_b, off_h)
+        acc = tl.dot(p, v, acc * alpha[:, None], input_precision="tf32")
+    return acc, l_i, m_i
+
+
+@tessera.jit
 def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
                          stride_qb, stride_qh, stride_qs, stride_kb, stride_kh, stride_ks,
                          stride_vb, stride_vh, stride_vs, stride_ob, stride_oh, stride_os,
                          D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          CAUSAL: tl.constexpr, RELOAD: tl.constexpr = False,
-                         TMA: tl.constexpr = False, SPECIALIZE: tl.constexpr = False):
+                         TMA: tl.constexpr = False, SPECIALIZE: tl.constexpr = False,
+                         OVERLAP: tl.constexpr = False):
     # Causal: the longest rows first (the last wave is of short ones; the dQ kernel too).
     start_m = tl.num_programs(0) - 1 - tl.program_id(0) if CAUSAL else tl.program_id(0)
     off_bh = tl.program_id(axis=1)
@@ -184,10 +227,17 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
         q = head_tile(q_src, off_b, off_h, row0)
     else:
         q = load_rows(q_src, offs_m, S, True)
-    acc, l_i, m_i = attention_fwd_steps(  # unmasked
-        acc, l_i, m_i, q, q_src, k_head, v_head, k_offs, v_offs, 0, split, row0, offs_m, S,
-        qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD, TMA, SPECIALIZE, off_b,
-        off_h)
+    if OVERLAP:
+        tl.static_assert(not RELOAD and not SPECIALIZE,
+                         "OVERLAP keeps Q in registers and issues its own products")
+        acc, l_i, m_i = attention_fwd_pipelined(
+            acc, l_i, m_i, q, k_head, v_head, k_offs, v_offs, 0, split, S, qk_scale,
+            stride_ks, stride_vs, BLOCK_N, TMA, off_b, off_h)
+    else:
+        acc, l_i, m_i = attention_fwd_steps(  # unmasked
+            acc, l_i, m_i, q, q_src, k_head, v_head, k_offs, v_offs, 0, split, row0, offs_m,
+            S, qk_scale, stride_ks, stride_vs, BLOCK_N, False, CAUSAL, RELOAD, TMA,
+            SPECIALIZE, off_b, off_h)
     acc = acc / l_i[:, None]
     o_ptrs = rows_of(o_ptr, stride_ob, stride_oh, stride_os, off_b, off_h, offs_m, D)
     tl.store(o_ptrs, acc.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < S)

@@ -181,6 +181,8 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, qk_scale, H, S,
     else:
         q = load_rows(q_src, offs_m, S, True)
     if OVERLAP:
+        tl.static_assert(not RELOAD and not SPECIALIZE,
+                         "OVERLAP keeps Q in registers and issues its own products")
         acc, l_i, m_i = attention_fwd_pipelined(
             acc, l_i, m_i, q, k_head, v_head, k_offs, v_offs, 0, split, S, qk_scale,
             stride_ks, stride_vs, BLOCK_N, TMA, off_b, off_h)
