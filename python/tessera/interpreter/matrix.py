@@ -1,7 +1,7 @@
 """Interpreter handlers of the tensor-core ops: ``dot`` and ``trans``, and the shared-memory ops
 the pipeliner introduces (``local_alloc``, ``local_load``, ``async_copy``,
-``async_commit_group``, ``async_wait``, ``barrier``, and ``wgmma_wait``: no-ops, every op
-completes at once here), registered in handlers.HANDLERS.
+``async_commit_group``, ``async_wait``, ``barrier``, ``wgmma_wait`` and ``warpgroup_turn``:
+no-ops, every op completes at once here), registered in handlers.HANDLERS.
 
 The numerics of ``dot`` (the reference GPU results are compared against):
 

@@ -218,9 +218,10 @@ def check(fn: str, q, k, v, mask, bias) -> None:
 # dK/dV at D = 128 on mma.sync: 32 x 64 on 8 warps spilled 4 bytes with the per-column
 # dBias; 16 x 64 (the same keys per program, half the queries per step) spills none.
 # dQ fp32 at D = 16: 64 x 32 on 4 warps spilled 4 bytes on sm_80; on 8 warps none.
-# fwd and dQ at D = 64 on wgmma, pointer path: a cap of 128 registers (PTX .maxnreg; two
-# 8-warp blocks per SM, as the dense kernels' 124 registers allow) spills with a bias per
-# element (docs/perf/masked_attention.md): uncapped there. A fifth element is the cap.
+# fwd at D = 64 on wgmma, pointer path: a cap of 128 registers (PTX .maxnreg; two 8-warp
+# blocks per SM, as the dense kernels' 124 registers allow) spills with a bias per element
+# (docs/perf/masked_attention.md): uncapped there; the TMA variant's capped tiles are
+# MASKED_TMA_FIRST's. dQ: uncapped (a cap not measured). A fifth element is the cap.
 MASKED_DEFAULTS = {("fwd", 64, True, False): (128, 64, 8, 2),
                    ("dq", 64, True, False): (128, 32, 8, 2),
                    ("dq", 128, True, False): (128, 32, 8, 2),
