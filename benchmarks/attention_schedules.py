@@ -1,9 +1,11 @@
 """The attention forward's step schedules on Hopper, each at a forced tile, against cuDNN in the
-same run: the plain loop (Q Kᵀ, softmax, P V in turn), OVERLAP (P V of one tile issued right
-after Q Kᵀ of the next, the softmax of the next running while P V holds the tensor cores:
-FlashAttention-3's order inside a warpgroup) and OVERLAP with TESSERA_PINGPONG (the two
-warpgroups take turns at issuing each step's products: FlashAttention-3's ping-pong).
-docs/perf/attention_tma.md, "The forward against cuDNN".
+same run: the plain loop (Q Kᵀ, softmax, P V in turn); "carry", the plain loop with
+TESSERA_WGMMA_CARRY_RESCALED (P V left in flight across the back edge, retired by the next
+step's wait after its Q Kᵀ, the copies after the last product: Triton's loop); OVERLAP (P V
+of one tile issued right after Q Kᵀ of the next, the softmax of the next running while P V
+holds the tensor cores: FlashAttention-3's order inside a warpgroup); and OVERLAP with
+TESSERA_PINGPONG (the two warpgroups take turns at issuing each step's products:
+FlashAttention-3's ping-pong). docs/perf/attention_tma.md, "The forward against cuDNN".
 
 Method: the TMA path's kernel (host descriptors) launched with each schedule at each tile,
 checked against cuDNN's output (max abs error < 2e-2, else WRONG and left out), then timed in
@@ -22,8 +24,9 @@ CASES = ((4096, 64, False), (4096, 64, True), (4096, 128, False), (4096, 128, Tr
          (16384, 128, False))
 QUICK = ((4096, 128, False), (16384, 128, False), (4096, 128, True), (4096, 64, False))
 TILES = {64: ((128, 128, 8, 2),), 128: ((128, 128, 8, 2), (128, 64, 8, 2))}
-# (name, OVERLAP, TESSERA_PINGPONG)
-SCHEDULES = (("plain", False, False), ("overlap", True, False), ("overlap+pingpong", True, True))
+# (name, OVERLAP, knobs set for the launch)
+SCHEDULES = (("plain", False, {}), ("carry", False, {"wgmma_carry_rescaled": True}),
+             ("overlap", True, {}), ("overlap+pingpong", True, {"pingpong": True}))
 
 
 def flops(S: int, D: int, causal: bool) -> float:
@@ -57,7 +60,7 @@ def run_case(torch, S: int, D: int, causal: bool, rounds: int) -> Dict[str, obje
     for tile in TILES[D]:
         bm, bn, warps, stages = tile
         descs = ff.head_descriptors(q, k, v, block_m=bm, block_n=bn)
-        for name, overlap, pingpong in SCHEDULES:
+        for name, overlap, settings in SCHEDULES:
             def launch(descs=descs, bm=bm, bn=bn, warps=warps, stages=stages, overlap=overlap):
                 ff.attention_fwd_kernel[(tessera.cdiv(S, bm), B * H)](
                     *descs, out, lse, D ** -0.5 * LOG2E, H, S, *_strides(q)[:3],
@@ -65,7 +68,7 @@ def run_case(torch, S: int, D: int, causal: bool, rounds: int) -> Dict[str, obje
                     CAUSAL=causal, RELOAD=False, TMA=True, SPECIALIZE=False, OVERLAP=overlap,
                     BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
             label = f"{name} {bm}x{bn}"
-            scope = (lambda pingpong=pingpong: knobs.scope(pingpong=pingpong))
+            scope = (lambda settings=settings: knobs.scope(**settings))
             try:
                 with scope():
                     out.fill_(float("nan"))

@@ -153,7 +153,7 @@ bool drainsWgmmaGroups(const ir::Operation &op) {
   }
 }
 
-std::vector<unsigned> carriedWgmmaAccumulators(const ir::Operation &loop) {
+std::vector<unsigned> carriedWgmmaAccumulators(const ir::Operation &loop, bool rescaled) {
   std::vector<unsigned> carried;
   const ir::Block &body = loop.regions().front()->front();
   const std::vector<ir::Value *> &yielded = body.terminator()->operands();
@@ -167,10 +167,14 @@ std::vector<unsigned> carriedWgmmaAccumulators(const ir::Operation &loop) {
         std::all_of(next->users().begin(), next->users().end(), [&](const ir::Operation *user) {
           return isWgmmaDot(*user) && user->operand(0) != next && user->operand(1) != next;
         });
-    if (chainedOnly)
+    if (chainedOnly || rescaled)
       carried.push_back(index);
   }
   return carried;
+}
+
+bool carriesRescaledProducts(const ir::Module &module) {
+  return module.intAttrOr("wgmma_carry_rescaled", 0) != 0;
 }
 
 void addAccess(std::vector<SharedAccess> &set, const SharedAccess &access) {

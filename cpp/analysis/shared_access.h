@@ -98,7 +98,15 @@ bool drainsWgmmaGroups(const ir::Operation &op);
 /// accumulator of wgmma dots (a chained accumulator needs no wait). Another use (attention's
 /// `acc * alpha`) would read the registers of a product ptxas sees in flight across the back
 /// edge, and ptxas then serializes every wgmma of the kernel (C7514).
-std::vector<unsigned> carriedWgmmaAccumulators(const ir::Operation &loop);
+/// `rescaled` (module attribute wgmma_carry_rescaled): also a product the next iteration
+/// reads otherwise (the rescale), then retired by the wait before that reader, as Triton's
+/// loops do: the pipeliner then issues the step's copies after its last ring product
+/// (docs/perf/triton_parity.md).
+std::vector<unsigned> carriedWgmmaAccumulators(const ir::Operation &loop, bool rescaled = false);
+
+/// Whether the module asks for rescaled products carried across back edges
+/// (knobs.wgmma_carry_rescaled; with wgmma_pipeline).
+bool carriesRescaledProducts(const ir::Module &module);
 
 /// Adds `access` to `set` unless it is there already (sets of a few accesses: a vector).
 void addAccess(std::vector<SharedAccess> &set, const SharedAccess &access);

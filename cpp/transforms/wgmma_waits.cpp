@@ -21,7 +21,9 @@
 //    beside the products);
 // 4. with `wgmma_pipeline`, a `for` whose body never drains every group carries the groups of
 //    its chained accumulators across its back edge (attribute `wgmma_carried`: their indices
-//    among the yielded values); the yield waits for the rest, the loop's exit for all.
+//    among the yielded values); the yield waits for the rest, the loop's exit for all. With
+//    `wgmma_carry_rescaled` also a yielded product read otherwise next step (rule 1 waits for
+//    it before that reader).
 #include "transforms/passes.h"
 
 #include "analysis/shared_access.h"
@@ -57,7 +59,8 @@ bool hasOwnBarrier(const ir::Operation &op) {
 
 class WaitPlacer {
 public:
-  WaitPlacer(bool overlap, bool pipeline) : overlap_(overlap), pipeline_(overlap && pipeline) {}
+  WaitPlacer(bool overlap, bool pipeline, bool rescaled)
+      : overlap_(overlap), pipeline_(overlap && pipeline), rescaled_(rescaled) {}
 
   /// Places the waits of `block`'s ops. `carried`: the loop's `wgmma_carried` indices when
   /// `block` is a for body; `controlFlow`: whether its terminator merges paths (rule 2).
@@ -129,7 +132,7 @@ private:
     std::vector<int64_t> carried;
     if (pipeline_ && std::none_of(body.operations().begin(), body.operations().end(),
                                   [](const auto &op) { return analysis::drainsWgmmaGroups(*op); }))
-      for (unsigned index : analysis::carriedWgmmaAccumulators(loop))
+      for (unsigned index : analysis::carriedWgmmaAccumulators(loop, rescaled_))
         carried.push_back(index);
     Pending inBody;
     for (int64_t index : carried)
@@ -161,7 +164,7 @@ private:
     return kept;
   }
 
-  bool overlap_, pipeline_;
+  bool overlap_, pipeline_, rescaled_;
 };
 
 /// Erases the waits of an earlier run, so that the pass places them afresh.
@@ -181,10 +184,12 @@ void eraseWaits(ir::Operation &func) {
 void placeWgmmaWaits(ir::Module &module) {
   bool overlap = module.intAttrOr("wgmma_overlap", 1) != 0;
   bool pipeline = module.intAttrOr("wgmma_pipeline", 0) != 0;
+  bool rescaled = analysis::carriesRescaledProducts(module);
   for (ir::Operation *func : module.functions()) {
     eraseWaits(*func);
     Pending pending;
-    WaitPlacer(overlap, pipeline).placeInBlock(func->body(), pending, /*controlFlow=*/true);
+    WaitPlacer(overlap, pipeline, rescaled)
+        .placeInBlock(func->body(), pending, /*controlFlow=*/true);
   }
 }
 

@@ -27,7 +27,8 @@ FAST_PATH_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion", "debug")
 # hands it this table), so flipping one, e.g. ``with knobs.scope(tma=True):``, never launches
 # the kernel compiled the other way.
 CODE_KNOBS = ("debug", "tma", "warp_specialize", "wgmma", "wgmma_overlap", "wgmma_pipeline",
-              "carried_addresses", "tma_store", "tma_reduce", "pingpong")
+              "carried_addresses", "tma_store", "tma_reduce", "pingpong",
+              "wgmma_carry_rescaled")
 
 # Triton launch options Tessera accepts only at Triton's default value (anything else is a
 # feature Tessera lacks: an error that says so, not a silently different kernel).
@@ -69,6 +70,8 @@ class LaunchOptions:
     tma_reduce: bool = True
     # TESSERA_PINGPONG when the launch is made (off by default).
     pingpong: bool = False
+    # TESSERA_WGMMA_CARRY_RESCALED when the launch is made (off by default).
+    wgmma_carry_rescaled: bool = False
 
     def compile_options(self, arch: str):
         """The CompileOptions of this launch for ``arch``."""
@@ -80,7 +83,8 @@ class LaunchOptions:
                               wgmma_pipeline=self.wgmma_pipeline,
                               carried_addresses=self.carried_addresses,
                               tma_store=self.tma_store, tma_reduce=self.tma_reduce,
-                              warp_specialize=self.warp_specialize, pingpong=self.pingpong)
+                              warp_specialize=self.warp_specialize, pingpong=self.pingpong,
+                              wgmma_carry_rescaled=self.wgmma_carry_rescaled)
 
 
 def _check_int(kernel: str, name: str, value: Any, low: int, high: int) -> int:
@@ -117,7 +121,8 @@ def parse_options(kernel: str, given: Dict[str, Any], jit_debug: Optional[bool])
                          bool(knobs.warp_specialize), bool(knobs.wgmma),
                          bool(knobs.wgmma_overlap), bool(knobs.wgmma_pipeline),
                          bool(knobs.carried_addresses), bool(knobs.tma_store),
-                         bool(knobs.tma_reduce), bool(knobs.pingpong))
+                         bool(knobs.tma_reduce), bool(knobs.pingpong),
+                         bool(knobs.wgmma_carry_rescaled))
 
 
 def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dict[str, Any],

@@ -151,9 +151,15 @@ void readSlotInstead(Operation *before, Value *replaced, Value *ring, Value *slo
 /// of the body waits for every group (analysis::drainsWgmmaGroups), or a body dot on wgmma reads
 /// a tile computed in the loop that materialize_wgmma_operands will stage through shared
 /// memory at every step (restaging it must wait for the previous step's product).
-Operation *firstRingProduct(const LoopSchedule &schedule) {
-  if (analysis::carriedWgmmaAccumulators(*schedule.loop).empty())
+Operation *firstRingProduct(const LoopSchedule &schedule, bool rescaled) {
+  std::vector<unsigned> carried = analysis::carriedWgmmaAccumulators(*schedule.loop, rescaled);
+  if (carried.empty())
     return nullptr;
+  // A carried product read otherwise than as an accumulator next step (the rescale): the
+  // copies go after the step's last ring product, into the slot whose products the wait
+  // before that reader retired (a wait_group 1 after the first product would retire the
+  // carried group where ptxas does not credit it, serializing every wgmma: C7514).
+  bool last = carried != analysis::carriedWgmmaAccumulators(*schedule.loop);
   std::set<const Operation *> ringReads, replaced; // ops the rewrite removes
   for (const PipelinedLoad &load : schedule.loads) {
     replaced.insert(load.load);
@@ -172,7 +178,7 @@ Operation *firstRingProduct(const LoopSchedule &schedule) {
     for (unsigned i = 0; i < 2; ++i) {
       Operation *source = op->operand(i)->definingOp();
       if (ringReads.count(source)) {
-        first = first ? first : op.get();
+        first = first && !last ? first : op.get();
         continue;
       }
       bool stagedEachStep = source && source->isInside(schedule.loop) &&
@@ -404,7 +410,9 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
   loop->setOperands(operands);
 
   // Where iteration k + D's copies go (below), decided on the body as the user wrote it.
-  Operation *product = analysis::wgmmaPipelining(module) ? firstRingProduct(schedule) : nullptr;
+  Operation *product = analysis::wgmmaPipelining(module)
+                           ? firstRingProduct(schedule, analysis::carriesRescaledProducts(module))
+                           : nullptr;
   Builder inside;
   inside.setInsertionPoint(body.operations().front().get());
   inside.setLocation(loop->location());

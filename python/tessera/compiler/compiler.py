@@ -68,6 +68,8 @@ class CompileOptions:
     tma_reduce: bool = field(default_factory=lambda: bool(knobs.tma_reduce))
     # sm_90a, 8 warps: the warpgroups take turns at their wgmma (knobs.pingpong, opt-in).
     pingpong: bool = field(default_factory=lambda: bool(knobs.pingpong))
+    # With wgmma_pipeline: rescaled products carried across back edges (opt-in).
+    wgmma_carry_rescaled: bool = field(default_factory=lambda: bool(knobs.wgmma_carry_rescaled))
     # With tma: every eligible TMA loop gets a producer warpgroup (knobs.warp_specialize;
     # docs/perf/warp_specialization.md).
     warp_specialize: bool = field(default_factory=lambda: bool(knobs.warp_specialize))
@@ -283,6 +285,8 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         module.set_attr("carried_addresses", 1)
     if options.pingpong and options.arch == "sm_90a":  # transforms/warpgroup_pingpong.cpp
         module.set_attr("pingpong", 1)
+    if options.wgmma_carry_rescaled and options.arch == "sm_90a":  # analysis/shared_access.h
+        module.set_attr("wgmma_carry_rescaled", 1)
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,
                   wgmma=options.wgmma, wgmma_overlap=options.wgmma_overlap,

@@ -5,6 +5,7 @@ import pytest
 
 import benchmark_scripts
 import tessera.ops.flash_attention as fa
+from tessera.config import knobs
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +21,11 @@ def test_every_case_has_tiles_among_the_forward_candidates(bench):
 
 
 def test_schedules_and_work(bench):
-    assert [s[0] for s in bench.SCHEDULES] == ["plain", "overlap", "overlap+pingpong"]
-    assert bench.SCHEDULES[0][1:] == (False, False) and bench.SCHEDULES[2][1:] == (True, True)
+    assert [s[0] for s in bench.SCHEDULES] == ["plain", "carry", "overlap", "overlap+pingpong"]
+    assert bench.SCHEDULES[0][1:] == (False, {}) and bench.SCHEDULES[3][1:] == (
+        True, {"pingpong": True})
+    for _name, _overlap, settings in bench.SCHEDULES:  # knobs that exist
+        assert all(hasattr(knobs, knob) for knob in settings)
     # 4 B H S^2 D: two products of 2 S^2 D flops per head; causal halves it.
     assert bench.flops(4096, 128, False) == 4.0 * 4 * 16 * 4096 ** 2 * 128
     assert bench.flops(4096, 128, True) == bench.flops(4096, 128, False) / 2
