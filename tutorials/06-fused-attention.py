@@ -105,6 +105,28 @@ def visible(offs_m, cols, S, CAUSAL: tl.constexpr):
 
 
 @tessera.jit
+def key_tile(head, offs, start, rows, S, stride_s, MASKED: tl.constexpr, TMA: tl.constexpr,
+             off_b, off_h):
+    """The (BLOCK, D) tile of K or V of key rows `rows` = start + (0 .. BLOCK): TMA, from the
+    head's descriptor (rows past S are the TMA's zero fill); else by pointers from `head` (the
+    head's row 0; offs: the offsets of rows 0 .. BLOCK), rows past S zeros when MASKED."""
+    if TMA:
+        return head_tile(head, off_b, off_h, start)
+    return load_rows(head + (offs + start * stride_s), rows, S, MASKED)
+
+
+@tessera.jit
+def softmax_step(qk, m_i, l_i, qk_scale):
+    """One step of the online softmax over a tile of scores `qk` (not yet scaled): (p, alpha,
+    l_new, m_new), p = 2^(qk · qk_scale − m_new) and alpha the rescale of what came before.
+    The scale rides on the row max and on the exponent's fused multiply-add."""
+    m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(qk * qk_scale - m_new[:, None])
+    return p, alpha, l_i * alpha + tl.sum(p, axis=1), m_new
+
+
+@tessera.jit
 def attention_fwd_steps(acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs, start, end,
                         row0, offs_m, S, qk_scale, stride_ks, stride_vs, BLOCK_N: tl.constexpr,
                         MASKED: tl.constexpr, CAUSAL: tl.constexpr, RELOAD: tl.constexpr,
@@ -122,31 +144,15 @@ def attention_fwd_steps(acc, l_i, m_i, q, q_ptrs, k_head, v_head, k_offs, v_offs
                 else load_rows(q_ptrs, offs_m, S, True)
         else:
             q_step = q
-        if TMA:
-            k = head_tile(k_head, off_b, off_h, start_n)
-            v = head_tile(v_head, off_b, off_h, start_n)
-        else:
-            k = load_rows(k_head + (k_offs + start_n * stride_ks), cols, S, MASKED)
-            v = load_rows(v_head + (v_offs + start_n * stride_vs), cols, S, MASKED)
+        k = key_tile(k_head, k_offs, start_n, cols, S, stride_ks, MASKED, TMA, off_b, off_h)
+        v = key_tile(v_head, v_offs, start_n, cols, S, stride_vs, MASKED, TMA, off_b, off_h)
         qk = tl.dot(q_step, tl.trans(k), input_precision="tf32")
         if MASKED:
             qk = tl.where(visible(offs_m, cols, S, CAUSAL), qk, float("-inf"))
-        # The scale rides on the row max and on the exponent's fused multiply-add.
-        m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(qk * qk_scale - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        p, alpha, l_i, m_new = softmax_step(qk, m_i, l_i, qk_scale)
         acc = tl.dot(p.to(k.dtype), v, acc * alpha[:, None], input_precision="tf32")
         m_i = m_new
     return acc, l_i, m_i
-
-
-@tessera.jit
-def key_tile(head, offs, row, S, stride_s, TMA: tl.constexpr, off_b, off_h):
-    """The unmasked (BLOCK, D) tile of K or V from key row `row`."""
-    if TMA:
-        return head_tile(head, off_b, off_h, row)
-    return load_rows(head + (offs + row * stride_s), row, S, False)
 
 
 @tessera.jit
@@ -158,27 +164,21 @@ def attention_fwd_pipelined(acc, l_i, m_i, q, k_head, v_head, k_offs, v_offs, st
     P V of tile j - 1 holds the tensor cores, and both products are one run of issues (one
     ping-pong turn per step)."""
     if end > start:
-        k = key_tile(k_head, k_offs, start, S, stride_ks, TMA, off_b, off_h)
+        k = key_tile(k_head, k_offs, start, start, S, stride_ks, False, TMA, off_b, off_h)
         qk = tl.dot(q, tl.trans(k), input_precision="tf32")
-        m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(qk * qk_scale - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        m_i = m_new
+        p, alpha, l_i, m_i = softmax_step(qk, m_i, l_i, qk_scale)
         p = p.to(k.dtype)
         for start_n in range(start + BLOCK_N, end, BLOCK_N):
-            k = key_tile(k_head, k_offs, start_n, S, stride_ks, TMA, off_b, off_h)
-            v = key_tile(v_head, v_offs, start_n - BLOCK_N, S, stride_vs, TMA, off_b, off_h)
+            k = key_tile(k_head, k_offs, start_n, start_n, S, stride_ks, False, TMA, off_b,
+                         off_h)
+            v = key_tile(v_head, v_offs, start_n - BLOCK_N, start_n, S, stride_vs, False, TMA,
+                         off_b, off_h)
             scaled = acc * alpha[:, None]
             qk = tl.dot(q, tl.trans(k), input_precision="tf32")
             acc = tl.dot(p, v, scaled, input_precision="tf32")
-            m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
-            alpha = tl.exp2(m_i - m_new)
-            p32 = tl.exp2(qk * qk_scale - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p32, axis=1)
-            m_i = m_new
+            p32, alpha, l_i, m_i = softmax_step(qk, m_i, l_i, qk_scale)
             p = p32.to(k.dtype)
-        v = key_tile(v_head, v_offs, end - BLOCK_N, S, stride_vs, TMA, off_b, off_h)
+        v = key_tile(v_head, v_offs, end - BLOCK_N, end, S, stride_vs, False, TMA, off_b, off_h)
         acc = tl.dot(p, v, acc * alpha[:, None], input_precision="tf32")
     return acc, l_i, m_i
 
