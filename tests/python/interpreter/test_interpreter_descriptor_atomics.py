@@ -17,9 +17,8 @@ OPS = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_an
        "or": np.bitwise_or, "xor": np.bitwise_xor}
 
 
-@tessera.jit(interpret=True)
-def host_reduce_kernel(y_desc, x_ptr, M, N, OP: tl.constexpr, BM: tl.constexpr,
-                       BN: tl.constexpr):
+@tessera.jit
+def reduce_block(y_desc, x_ptr, M, N, OP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
     """Program (i, j, r) reduces x[r]'s block (i, j) into y's block (i, j): the programs of
     every r hit the same block."""
     off_m = tl.program_id(0) * BM
@@ -43,21 +42,16 @@ def host_reduce_kernel(y_desc, x_ptr, M, N, OP: tl.constexpr, BM: tl.constexpr,
 
 
 @tessera.jit(interpret=True)
+def host_reduce_kernel(y_desc, x_ptr, M, N, OP: tl.constexpr, BM: tl.constexpr,
+                       BN: tl.constexpr):
+    reduce_block(y_desc, x_ptr, M, N, OP, BM, BN)
+
+
+@tessera.jit(interpret=True)
 def device_reduce_kernel(y_ptr, x_ptr, M, N, stride_y, OP: tl.constexpr, BM: tl.constexpr,
                          BN: tl.constexpr):
     y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_y, 1], [BM, BN])
-    off_m = tl.program_id(0) * BM
-    off_n = tl.program_id(1) * BN
-    rows = off_m + tl.arange(0, BM)[:, None]
-    cols = off_n + tl.arange(0, BN)[None, :]
-    x = tl.load(x_ptr + tl.program_id(2) * M * N + rows * N + cols,
-                mask=(rows < M) & (cols < N), other=0)
-    if OP == "add":
-        y_desc.atomic_add([off_m, off_n], x)
-    elif OP == "min":
-        y_desc.atomic_min([off_m, off_n], x)
-    else:
-        y_desc.atomic_xor([off_m, off_n], x)
+    reduce_block(y_desc, x_ptr, M, N, OP, BM, BN)
 
 
 def is_float(dtype):
