@@ -1,7 +1,8 @@
 """The attention forward's step schedules on Hopper, each at a forced tile, against cuDNN in the
 same run: the plain loop (Q Kᵀ, softmax, P V in turn); "carry", the plain loop with
 TESSERA_WGMMA_CARRY_RESCALED (P V left in flight across the back edge, retired by the next
-step's wait after its Q Kᵀ, the copies after the last product: Triton's loop); OVERLAP (P V
+step's wait after its Q Kᵀ, the copies after the last product: Triton's loop; on rings of
+three slots or more, two-slot ones keep the wait); OVERLAP (P V
 of one tile issued right after Q Kᵀ of the next, the softmax of the next running while P V
 holds the tensor cores: FlashAttention-3's order inside a warpgroup); and OVERLAP with
 TESSERA_PINGPONG (the two warpgroups take turns at issuing each step's products:
@@ -23,7 +24,9 @@ from typing import Dict, List, Sequence
 CASES = ((4096, 64, False), (4096, 64, True), (4096, 128, False), (4096, 128, True),
          (16384, 128, False))
 QUICK = ((4096, 128, False), (16384, 128, False), (4096, 128, True), (4096, 64, False))
-TILES = {64: ((128, 128, 8, 2),), 128: ((128, 128, 8, 2), (128, 64, 8, 2))}
+# The three-slot tiles show the carry where it applies (two-slot rings keep the wait).
+TILES = {64: ((128, 128, 8, 2),),
+         128: ((128, 128, 8, 2), (128, 64, 8, 2), (128, 64, 8, 3))}
 # (name, OVERLAP, knobs set for the launch)
 SCHEDULES = (("plain", False, {}), ("carry", False, {"wgmma_carry_rescaled": True}),
              ("overlap", True, {}), ("overlap+pingpong", True, {"pingpong": True}))
@@ -32,6 +35,11 @@ SCHEDULES = (("plain", False, {}), ("carry", False, {"wgmma_carry_rescaled": Tru
 def flops(S: int, D: int, causal: bool) -> float:
     B, H = 16384 // S, 2048 // D
     return 4.0 * B * H * S * S * D / (2 if causal else 1)
+
+
+def tile_label(name: str, tile: Sequence[int]) -> str:
+    """'overlap 128x64' (two stages) or 'overlap 128x64 s3': one label per tile."""
+    return f"{name} {tile[0]}x{tile[1]}" + (f" s{tile[3]}" if tile[3] != 2 else "")
 
 
 def run_case(torch, S: int, D: int, causal: bool, rounds: int) -> Dict[str, object]:
@@ -67,7 +75,7 @@ def run_case(torch, S: int, D: int, causal: bool, rounds: int) -> Dict[str, obje
                     *_strides(k)[:3], *_strides(v)[:3], *_strides(out)[:3], D=D,
                     CAUSAL=causal, RELOAD=False, TMA=True, SPECIALIZE=False, OVERLAP=overlap,
                     BLOCK_M=bm, BLOCK_N=bn, num_warps=warps, num_stages=stages)
-            label = f"{name} {bm}x{bn}"
+            label = tile_label(name, tile)
             scope = (lambda settings=settings: knobs.scope(**settings))
             try:
                 with scope():

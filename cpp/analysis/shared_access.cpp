@@ -167,7 +167,16 @@ std::vector<unsigned> carriedWgmmaAccumulators(const ir::Operation &loop, bool r
         std::all_of(next->users().begin(), next->users().end(), [&](const ir::Operation *user) {
           return isWgmmaDot(*user) && user->operand(0) != next && user->operand(1) != next;
         });
-    if (chainedOnly || rescaled)
+    // A rescaled product whose register A operand is the loop's own carried value (the
+    // attention forward's OVERLAP order: P of the step before) must be retired before the back
+    // edge, where the next step's value takes those registers while the product still reads
+    // them (measured wrong on an H200; wgmma_register_a keeps A live only to a wait).
+    const ir::Value *a = op->operand(0);
+    while (a->definingOp() && a->definingOp()->code() == ir::OpCode::ConvertLayout)
+      a = a->definingOp()->operand(0);
+    bool carriedA = std::any_of(body.arguments().begin(), body.arguments().end(),
+                                [&](const auto &argument) { return argument.get() == a; });
+    if (chainedOnly || (rescaled && !carriedA))
       carried.push_back(index);
   }
   return carried;

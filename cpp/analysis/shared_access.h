@@ -101,7 +101,9 @@ bool drainsWgmmaGroups(const ir::Operation &op);
 /// `rescaled` (module attribute wgmma_carry_rescaled): also a product the next iteration
 /// reads otherwise (the rescale), then retired by the wait before that reader, as Triton's
 /// loops do: the pipeliner then issues the step's copies after its last ring product
-/// (docs/perf/triton_parity.md).
+/// (docs/perf/triton_parity.md); not one whose A operand (through layout conversions) is a
+/// value the loop carries, as P in the attention forward's OVERLAP order: the next step's
+/// value takes its registers at the back edge while the product still reads them.
 std::vector<unsigned> carriedWgmmaAccumulators(const ir::Operation &loop, bool rescaled = false);
 
 /// Whether the module asks for rescaled products carried across back edges

@@ -23,7 +23,8 @@
 //    its chained accumulators across its back edge (attribute `wgmma_carried`: their indices
 //    among the yielded values); the yield waits for the rest, the loop's exit for all. With
 //    `wgmma_carry_rescaled` also a yielded product read otherwise next step (rule 1 waits for
-//    it before that reader).
+//    it before that reader), except in a loop the pipeliner marked `wgmma_rescaled_wait` (a
+//    two-slot ring: pipeline.cpp).
 #include "transforms/passes.h"
 
 #include "analysis/shared_access.h"
@@ -132,7 +133,8 @@ private:
     std::vector<int64_t> carried;
     if (pipeline_ && std::none_of(body.operations().begin(), body.operations().end(),
                                   [](const auto &op) { return analysis::drainsWgmmaGroups(*op); }))
-      for (unsigned index : analysis::carriedWgmmaAccumulators(loop, rescaled_))
+      for (unsigned index : analysis::carriedWgmmaAccumulators(
+               loop, rescaled_ && !loop.hasAttr("wgmma_rescaled_wait")))
         carried.push_back(index);
     Pending inBody;
     for (int64_t index : carried)

@@ -272,7 +272,10 @@ def test_tma_forward_other_tiles(D, specialize):
     ref = reference(q, k, v, torch.zeros_like(q), True, D ** -0.5)
     st = lambda x: x.stride()[:3]  # noqa: E731
     ran = 0
-    for block_m, block_n, num_warps, num_stages in fa.WGMMA_CONFIGS["fwd"][D]:
+    # OVERLAP's tiles too (FlashAttention-3's order; not beside a producer warpgroup).
+    overlap = [] if specialize else fa.OVERLAP_TILES["fwd"].get(D, [])
+    tiles = [(*t, False) for t in fa.WGMMA_CONFIGS["fwd"][D]] + [(*t, True) for t in overlap]
+    for block_m, block_n, num_warps, num_stages, overlapped in tiles:
         o = torch.full_like(q, float("nan"))
         lse = torch.full((B, H, S), float("nan"), device="cuda", dtype=torch.float32)
         descs = head_descriptors(q, k, v, block_m=block_m, block_n=block_n)
@@ -280,12 +283,13 @@ def test_tma_forward_other_tiles(D, specialize):
             fa.attention_fwd_kernel[(math.ceil(S / block_m), B * H)](
                 *descs, o, lse, D ** -0.5 * fa.LOG2E, H, S, *st(q), *st(k), *st(v),
                 *st(o), D=D, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=True, TMA=True,
-                SPECIALIZE=specialize, num_warps=num_warps, num_stages=num_stages)
+                SPECIALIZE=specialize, OVERLAP=overlapped, num_warps=num_warps,
+                num_stages=num_stages)
         except OutOfResources:
             continue
         torch.cuda.synchronize()
         ran += 1
-        tile = (block_m, block_n, num_warps, num_stages)
+        tile = (block_m, block_n, num_warps, num_stages, overlapped)
         assert rel(o, ref[0]) <= 5e-3 and rel(lse, ref[1]) <= 1e-3, tile
     assert ran > 0
 

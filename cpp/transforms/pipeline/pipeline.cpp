@@ -409,10 +409,18 @@ void pipelineLoop(const LoopSchedule &schedule, bool tma, bool specialized, cons
   Value *emptyPhase = tma && !specialized ? carry(cross ? start.emptyPhase : i32(1)) : nullptr;
   loop->setOperands(operands);
 
+  // A rescaled product carried across the back edge moves the step's copies after its last
+  // product: they then lead the reads by D - 1 whole steps, none at two stages (each step
+  // would wait for its own tiles). Such a loop keeps that product's wait at its back edge
+  // (attribute `wgmma_rescaled_wait`, read by wgmma_waits) and its copies after the first.
+  bool rescaled = analysis::carriesRescaledProducts(module);
+  if (rescaled && distance < 2) {
+    loop->setAttr("wgmma_rescaled_wait", int64_t(1));
+    rescaled = false;
+  }
   // Where iteration k + D's copies go (below), decided on the body as the user wrote it.
-  Operation *product = analysis::wgmmaPipelining(module)
-                           ? firstRingProduct(schedule, analysis::carriesRescaledProducts(module))
-                           : nullptr;
+  Operation *product =
+      analysis::wgmmaPipelining(module) ? firstRingProduct(schedule, rescaled) : nullptr;
   Builder inside;
   inside.setInsertionPoint(body.operations().front().get());
   inside.setLocation(loop->location());

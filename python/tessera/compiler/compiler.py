@@ -285,7 +285,10 @@ def compile_kernel(fn, signature: Dict[str, str], constexprs: Dict[str, Any],
         module.set_attr("carried_addresses", 1)
     if options.pingpong and options.arch == "sm_90a":  # transforms/warpgroup_pingpong.cpp
         module.set_attr("pingpong", 1)
-    if options.wgmma_carry_rescaled and options.arch == "sm_90a":  # analysis/shared_access.h
+    # Not under a register cap (maxnreg, asked for occupancy): a product carried across the
+    # back edge keeps its registers live there, and the masked attention forward at D = 64
+    # capped at 128 spilled 4 bytes with it (analysis/shared_access.h).
+    if options.wgmma_carry_rescaled and options.arch == "sm_90a" and not options.maxnreg:
         module.set_attr("wgmma_carry_rescaled", 1)
     # num_stages: the pipeliner's default depth; wgmma only where the arch has it (sm_90a).
     _run_pipeline(module, "tgir", num_stages=options.num_stages, arch=options.arch,

@@ -146,13 +146,18 @@ def do_bench_interleaved(fns: Mapping[str, Callable[[], object]], rounds: int = 
     an H200 two medians of the same 0.2 ms matmul taken a minute apart differed by 8%. Here
     each round times every function for about ``rep`` ms (do_bench, L2 flushed), in turn, and
     the result per function is the median of its rounds' medians, so drift falls on all of
-    them alike. ``rounds`` * ``rep`` * len(fns) ms in all. ``contexts`` may give a function a
-    context (e.g. ``knobs.scope(...)``) entered around each of its rounds rather than each call.
+    them alike; each round starts one function later than the one before (round r at the
+    r-th), as the first of a round measured up to 5% slower than the same code later in it
+    (an H200, attention forwards after cuDNN's). ``rounds`` * ``rep`` * len(fns) ms in all.
+    ``contexts`` may give a function a context (e.g. ``knobs.scope(...)``) entered around each
+    of its rounds rather than each call.
     """
     per_round: Dict[str, List[float]] = {name: [] for name in fns}
     contexts = contexts or {}
-    for _ in range(rounds):
-        for name, fn in fns.items():
+    names = list(fns)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = fns[name]
             with contexts.get(name, contextlib.nullcontext)():
                 ms = do_bench(fn, warmup=warmup, rep=rep, return_mode="median",
                               flush_l2=flush_l2)

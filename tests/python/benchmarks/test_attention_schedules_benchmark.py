@@ -18,6 +18,8 @@ def test_every_case_has_tiles_among_the_forward_candidates(bench):
         assert bench.TILES[D]
         for tile in bench.TILES[D]:
             assert tile in fa.WGMMA_CONFIGS["fwd"][D] and tile[2] == 8
+        labels = [bench.tile_label("plain", tile) for tile in bench.TILES[D]]
+        assert len(set(labels)) == len(labels), labels  # one row per tile
 
 
 def test_schedules_and_work(bench):

@@ -13,6 +13,7 @@ import tessera.ops.flash_attention as fa
 from tessera.compiler import ptxas
 from tessera.config import knobs
 from tessera.ops.flash_attention.forward import head_descriptors
+from tessera.report import static_arch
 
 
 def reference(q, k, v, causal):
@@ -76,3 +77,47 @@ def test_q_k_waited_for_with_p_v_in_flight_and_one_turn_a_step(D):
     if ptxas.find_ptxas() is not None:
         for compiled in (kernel, turned):
             assert compiled.metadata["spill_stores"] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float16, "bf16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_overlap_tiles_compile_on_the_tma_without_spills(causal, dtype):
+    # The autotuner times OVERLAP_TILES first on TMA launches: each must build, and spill
+    # nothing (the untuned default is the first of them there).
+    from test_attention_ptx import DTYPES
+    dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
+    for D, tiles in fa.OVERLAP_TILES["fwd"].items():
+        x = np.zeros((1, 2, 1000, D), dtype)
+        lse = np.zeros((1, 2, 1000), np.float32)
+        st = tuple(s // x.itemsize for s in x.strides[:3])
+        for bm, bn, warps, stages in tiles:
+            kernel = fa.attention_fwd_kernel.compile(
+                *head_descriptors(x, x, x, block_m=bm, block_n=bn), x, lse, 0.1, 2, 1000,
+                *st * 4, D=D, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, RELOAD=False, TMA=True,
+                SPECIALIZE=False, OVERLAP=True, num_warps=warps, num_stages=stages,
+                arch="sm_90a")
+            assert "wgmma.wait_group.sync.aligned 1" in kernel.asm["ptx"]
+            if ptxas.find_ptxas() is not None:
+                assert kernel.metadata["spill_stores"] == 0, (D, bm, bn, causal)
+
+
+@pytest.mark.parametrize("tma, specialize", [(True, False), (True, True), (False, False)])
+def test_the_tuner_tries_overlap_first_on_plain_tma_launches_only(tma, specialize):
+    from tessera.ops.flash_attention.forward import _tuned_fwd
+    x = np.zeros((1, 2, 1024, 128), np.float16)
+    # The launch's first argument: the TMA variant's descriptor of q, else q.
+    q = head_descriptors(x, x, x)[0] if tma else x
+    token = static_arch.set("sm_90a")  # the arch of NumPy inputs (no GPU)
+    try:
+        kept = _tuned_fwd.prune_configs({"TMA": tma, "SPECIALIZE": specialize,
+                                         "RELOAD": False}, {"q_ptr": q})
+    finally:
+        static_arch.reset(token)
+    overlap = [c for c in kept if c.kwargs.get("OVERLAP")]
+    if tma and not specialize:
+        assert kept[:len(overlap)] == overlap and [
+            (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
+            for c in overlap] == fa.OVERLAP_TILES["fwd"][128]
+    else:
+        assert overlap == []
+    assert len(kept) - len(overlap) == len(fa.candidates("fwd", x, "sm_90a"))

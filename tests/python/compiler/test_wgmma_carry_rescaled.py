@@ -23,15 +23,21 @@ def tma_steps(body: str) -> list:
     return [e for i, e in enumerate(steps) if i == 0 or e != steps[i - 1]]
 
 
-def test_the_knob_is_part_of_the_cache_key_and_off_by_default():
+def test_the_knob_is_part_of_the_cache_key_and_on_by_default():
     from tessera.launch_options import CODE_KNOBS
-    assert "wgmma_carry_rescaled" in CODE_KNOBS and knobs.wgmma_carry_rescaled is False
+    assert "wgmma_carry_rescaled" in CODE_KNOBS and knobs.wgmma_carry_rescaled is True
+
+
+THREE_STAGES = {64: (128, 64, 8, 3), 128: (128, 64, 8, 3)}
 
 
 @pytest.mark.parametrize("D", [64, 128])
 def test_cp_async_forward_keeps_p_v_in_flight_across_the_back_edge(D):
+    # Three-slot rings and deeper (the copies, issued after the last product, still lead the
+    # reads by a step): every candidate of that depth, and one per head dim.
     x = np.zeros((1, 2, 1024, D), np.float16)
-    for config in fa.candidates("fwd", x, "sm_90a"):
+    configs = {c for c in fa.candidates("fwd", x, "sm_90a") if c[3] >= 3} | {THREE_STAGES[D]}
+    for config in sorted(configs):
         for causal in (False, True):
             with knobs.scope(wgmma_carry_rescaled=True):
                 kernel, _ = compile_attention("fwd", D, "fp16", causal, "sm_90a", config=config)
@@ -48,10 +54,28 @@ def test_cp_async_forward_keeps_p_v_in_flight_across_the_back_edge(D):
 
 
 @pytest.mark.parametrize("D", [64, 128])
+def test_two_slot_rings_keep_the_wait_at_the_back_edge(D):
+    # Copies after the last product would lead a two-slot ring's reads by no step at all
+    # (each step waiting for its own tiles): the same code as without the knob.
+    x = np.zeros((1, 2, 1024, D), np.float16)
+    for config in (c for c in fa.candidates("fwd", x, "sm_90a") if c[3] == 2):
+        ptx = {}
+        for carry in (False, True):
+            with knobs.scope(wgmma_carry_rescaled=carry):
+                ptx[carry] = compile_attention("fwd", D, "fp16", True, "sm_90a",
+                                               config=config)[0].asm["ptx"]
+        assert ptx[True] == ptx[False], config
+    with knobs.scope(wgmma_carry_rescaled=True):
+        kernel = compile_tma(D, "fp16", False, (128, 128, 8, 2))
+    for body, _ in loops(kernel.asm["ptx"]):
+        assert tma_steps(body)[-2:] == ["wgmma.wait_group 0", "mbarrier.arrive"]
+
+
+@pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_tma_forward_releases_the_previous_slot_after_the_last_product(D, causal):
     with knobs.scope(wgmma_carry_rescaled=True):
-        kernel = compile_tma(D, "fp16", causal, (128, 128, 8, 2))
+        kernel = compile_tma(D, "fp16", causal, THREE_STAGES[D])
     for body, after in loops(kernel.asm["ptx"]):
         assert tma_steps(body) == [
             "mbarrier.try_wait", "wgmma.commit_group", "wgmma.wait_group 0",
@@ -63,7 +87,8 @@ def test_tma_forward_releases_the_previous_slot_after_the_last_product(D, causal
 
 
 def test_without_the_knob_the_forward_waits_at_the_back_edge():
-    kernel = compile_tma(128, "fp16", False, (128, 128, 8, 2))
+    with knobs.scope(wgmma_carry_rescaled=False):
+        kernel = compile_tma(128, "fp16", False, THREE_STAGES[128])
     for body, _ in loops(kernel.asm["ptx"]):
         assert tma_steps(body)[-2:] == ["wgmma.wait_group 0", "mbarrier.arrive"]
 
@@ -82,3 +107,35 @@ def test_chained_products_are_unchanged(name):
 def test_compiled_forward_runs_in_the_interpreter(causal):
     with knobs.scope(wgmma_pipeline=True, wgmma_carry_rescaled=True):
         attention_in_interpreter(causal, "sm_90a", 64)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_product_reading_the_loops_carried_p_is_retired_at_the_back_edge(causal):
+    # OVERLAP's loop issues P V from the P of the step before (a carried value in registers):
+    # carried across the back edge, the product would read registers the next step's P takes
+    # (wrong on an H200 at three slots). Its pipelined loop is the code without the knob.
+    from test_attention_schedules import compile_forward
+    from test_attention_schedules import loops as ir_loops
+    bodies = {}
+    for carry in (False, True):
+        with knobs.scope(wgmma_carry_rescaled=carry):
+            kernel = compile_forward(128, THREE_STAGES[128], overlap=True, causal=causal)
+        bodies[carry] = re.sub(r"%\d+", "%", ir_loops(kernel.asm["tgir"])[-1])
+    assert "wgmma_carried" not in bodies[True] and bodies[True] == bodies[False]
+
+
+def test_a_register_cap_keeps_the_wait_at_the_back_edge():
+    # Under maxnreg (asked for occupancy) the carry's longer live ranges would spill (the
+    # masked forward at D = 64 capped at 128: 4 bytes): the same code as without the knob.
+    x = np.zeros((1, 2, 1024, 128), np.float16)
+    lse = np.zeros((1, 2, 1024), np.float32)
+    st = tuple(s // x.itemsize for s in x.strides[:3])
+    bm, bn, warps, stages = THREE_STAGES[128]
+    ptx = {}
+    for carry in (False, True):
+        with knobs.scope(wgmma_carry_rescaled=carry):
+            ptx[carry] = fa.attention_fwd_kernel.compile(
+                x, x, x, x, lse, 0.1, 2, 1024, *st * 4, D=128, BLOCK_M=bm, BLOCK_N=bn,
+                CAUSAL=False, num_warps=warps, num_stages=stages, maxnreg=232,
+                arch="sm_90a").asm["ptx"]
+    assert ptx[True] == ptx[False]

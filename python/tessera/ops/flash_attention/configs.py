@@ -51,6 +51,14 @@ WGMMA_CONFIGS = {
     "dq": {64: [(128, 32, 8, 2), (64, 64, 4, 2), (128, 128, 8, 2), (128, 64, 8, 3)],
            128: [(128, 64, 8, 2), (64, 32, 4, 2), (128, 32, 8, 2)]},
 }
+# The forward's tiles that also run OVERLAP (forward.attention_fwd_pipelined: P V of one key
+# tile in flight while the next tile's softmax runs, FlashAttention-3's order inside a
+# warpgroup) on TMA launches without a producer warpgroup, tried first there. H200,
+# `benchmarks/attention_schedules.py --quick` (fp16, x cuDNN, same run): D = 128 at 128 x 128
+# 0.896 / 1.037 / 0.844 (S = 4k, 16k, 4k causal) against the plain loop's 0.844 / 0.925 /
+# 0.787 at that tile and 0.722 / 0.812 / 0.750 at 128 x 64; at D = 64 it lost (0.869 against
+# 1.016 at 128 x 128), so none there. docs/perf/attention_tma.md.
+OVERLAP_TILES = {"fwd": {128: [(128, 128, 8, 2)]}}
 # The first candidate for archs whose blocks get less shared memory than Hopper's 227 KiB
 # (sm_80's 163 KiB): dK/dV fp32 at D = 256 with 3 stages needs 198 KiB there, so untuned
 # launches (TESSERA_AUTOTUNE=off, first launches) would fail; 2 stages need 132 KiB. ptxas:
@@ -95,6 +103,14 @@ def candidates(kernel: str, x, arch: str | None = None) -> list:
     return CONFIGS[table][D]
 
 
+def overlap_candidates(kernel: str, x, arch: str | None = None) -> list:
+    """The OVERLAP_TILES of `kernel` for inputs like `x` on `arch` (default: x's GPU): where
+    the candidates are WGMMA_CONFIGS' (OVERLAP's products are wgmma's), else none."""
+    tiles = OVERLAP_TILES.get(kernel, {}).get(x.shape[-1], [])
+    wgmma = WGMMA_CONFIGS[kernel].get(x.shape[-1])
+    return list(tiles) if tiles and candidates(kernel, x, arch) is wgmma else []
+
+
 def config(kernel: str, x, arch: str | None = None) -> tuple:
     """The default (first) candidate of `kernel` for inputs like `x`."""
     return candidates(kernel, x, arch)[0]
@@ -109,13 +125,22 @@ def autotuned(kernel: str, fn, key: tuple = (), pre_hook=None):
     tuples = list(dict.fromkeys(t for table in tables for lst in table.values() for t in lst))
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
                                  num_stages=t[3], pre_hook=pre_hook) for t in tuples}
+    overlapped = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1], "OVERLAP": True},
+                                    num_warps=t[2], num_stages=t[3], pre_hook=pre_hook)
+                  for lst in OVERLAP_TILES.get(kernel, {}).values() for t in lst}
 
     def for_this_launch(_configs, nargs, **kwargs):
         q = nargs["q_ptr"]  # a tensor, or the TMA variant's descriptor of it
         q = q.base if isinstance(q, TensorDescriptor) else q
-        return [configs[t] for t in candidates(kernel, q)]
+        plain = [configs[t] for t in candidates(kernel, q)]
+        # OVERLAP holds Q in registers and issues its own products: TMA launches only (where
+        # it was measured), neither RELOAD nor a producer warpgroup.
+        if kwargs.get("TMA") and not kwargs.get("SPECIALIZE") and not kwargs.get("RELOAD"):
+            return [overlapped[t] for t in overlap_candidates(kernel, q)] + plain
+        return plain
 
-    return tessera.autotune(configs=list(configs.values()), key=["S", "D", "CAUSAL", *key],
+    return tessera.autotune(configs=[*configs.values(), *overlapped.values()],
+                            key=["S", "D", "CAUSAL", *key],
                             prune_configs_by={"early_config_prune": for_this_launch})(fn)
 
 
