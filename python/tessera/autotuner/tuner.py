@@ -51,6 +51,8 @@ WARM_UP_MS = warming.WARM_UP_MS
 
 
 def _zero(value) -> None:
+    if value is None:  # an optional buffer not passed this launch: nothing to zero
+        return
     if hasattr(value, "zero_"):
         value.zero_()
     else:

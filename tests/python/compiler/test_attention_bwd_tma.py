@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from tessera import interpreter
 from tessera._tessera import ir
+from tessera._tessera.ir import CompileError
+from tessera.errors import OutOfResources
 from tessera.compiler import ptxas
 from tessera.config import knobs
 from tessera.runtime import allocation
@@ -237,3 +239,59 @@ def test_attention_backward_launches_the_tma_kernels(fake_gpu, monkeypatch):  # 
     for kernel in (bwd.attention_bwd_dkdv_kernel, bwd.attention_bwd_dq_kernel,
                    bwd.attention_bwd_preprocess_kernel):
         kernel._kernels.clear()  # the fixture's fake launchers
+
+
+@pytest.mark.parametrize("S, D, causal", [(77, 64, True), (130, 64, False), (45, 128, False)])
+def test_atomic_dq_tma_variant_runs_in_the_interpreter(S, D, causal):
+    # ATOMIC_DQ on the TMA variant: every key program adds its dS K into the float32
+    # accumulator through the head's descriptor (desc.atomic_add), rows past S dropped.
+    B, H, scale, dtype = 2, 2, 0.125, np.float16
+    rng = np.random.default_rng()
+    q, k, v, do = (rng.standard_normal((B, H, S, D)).astype(dtype) for _ in range(4))
+    _, lse, delta, ref_dq, ref_dk, ref_dv = reference(q, k, v, do, causal, scale)
+    lse, delta = lse.astype(np.float32), delta.astype(np.float32)
+    dk, dv = (np.full((B, H, S, D), np.nan, dtype) for _ in range(2))
+    acc = np.zeros((B, H, S, D), np.float32)
+    st = strides(q)
+    with knobs.scope(interpret=True):
+        bwd.attention_bwd_dkdv_kernel[(-(-S // 64), B * H)](
+            q, k, v, do, dk, dv, lse, delta, scale, scale * fa.LOG2E, H, S, *st * 6, D=D,
+            BLOCK_M=32, BLOCK_N=64, CAUSAL=causal, TMA=True, dq_acc_ptr=acc, ATOMIC_DQ=True)
+    for got, want in ((acc * scale, ref_dq), (dk, ref_dk), (dv, ref_dv)):
+        close(got, want)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("D", [64, pytest.param(128, marks=pytest.mark.xfail(
+    strict=True, raises=CompileError,
+    reason="K's ring serves a wgmma product and an mma.sync one (dS K at fewer than 64 rows "
+           "per warpgroup): the pipeliner's ring layout does not fit wgmma at 256-byte rows"))])
+def test_atomic_dq_reduces_by_tma_per_tile(D, causal):
+    # On sm_90a the dK/dV kernel's dQ adds are bulk tensor reductions (one per step and
+    # loop), not per-element atomics; ptxas: which candidates spill is recorded, not hidden.
+    x = np.zeros((1, 2, 1024, D), np.float16)
+    lse = np.zeros((1, 2, 1024), np.float32)
+    acc = np.zeros((1, 2, 1024, D), np.float32)
+    st = strides(x)
+    for config in fa.WGMMA_CONFIGS["dkdv"][D]:
+        block_m, block_n, num_warps, num_stages = config
+        try:
+            compiled = bwd.attention_bwd_dkdv_kernel.compile(
+                x, x, x, x, x, x, lse, lse, 0.125, 0.125 * fa.LOG2E, 2, 1024, *st * 6, D=D,
+                BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, RELOAD=False, TMA=True,
+                dq_acc_ptr=acc, ATOMIC_DQ=True, num_warps=num_warps, num_stages=num_stages,
+                arch="sm_90a")
+        except OutOfResources:  # more shared memory than a block gets: not a candidate
+            continue
+        ptx = compiled.asm["ptx"]
+        # One reduction per loop's tile (as many boxes as the tile's 128-byte rows need).
+        assert ptx.count("cp.reduce.async.bulk.tensor") in (2, 4, 8), config
+        assert "red.global" not in ptx and "atom.global" not in ptx
+
+
+def test_the_dkdv_tuner_zeroes_the_dq_accumulator_after_its_timed_launches():
+    # ATOMIC_DQ adds into dq_acc_ptr: tuning's timed launches would leave their sums in it
+    # (wrong dQ on the first, tuning call: seen on an H200), so the tuner zeroes it after them.
+    from tessera.ops.flash_attention.backward import _tuned_dkdv
+    assert _tuned_dkdv.reset_to_zero == ["dq_acc_ptr"]
+

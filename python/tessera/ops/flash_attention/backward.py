@@ -15,6 +15,8 @@ With S = Q Kᵀ · sm_scale, P = softmax(S) and O = P V, for an incoming gradien
 As in the forward, masks run only in a first loop over the blocks that cross S or the causal
 diagonal. tutorials/07-attention-backward.py derives it step by step.
 """
+import numpy as np
+
 import tessera
 import tessera.language as tl
 
@@ -65,12 +67,15 @@ def attention_bwd_dkdv_steps(dk, dv, k, v, k_src, v_src, k_offs, v_offs, q_src, 
                              q_offs, do_offs, lse_ptr, delta_ptr, start, end, jump, to, n0,
                              offs_n, S, qk_scale, stride_qs, stride_dos, BLOCK_M: tl.constexpr,
                              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                             RELOAD: tl.constexpr, TMA: tl.constexpr = False):
+                             RELOAD: tl.constexpr, TMA: tl.constexpr = False, dq_dst=None,
+                             dq_offs=None, ATOMIC_DQ: tl.constexpr = False):
     """dK, dV from the query blocks starting in [start, end), MASKED ones from `jump` on being
     the block at `to` instead; q_offs, do_offs: rows 0 to BLOCK_M; lse_ptr, delta_ptr: the
     head's row 0. Unless MASKED, every query of those blocks is in S and sees every key.
     RELOAD re-reads K and V (rows n0 .. n0 + BLOCK_N) at each step. The sources are
-    head_tiles': TMA, the head's descriptors (k_offs, v_offs unused)."""
+    head_tiles': TMA, the head's descriptors (k_offs, v_offs unused). ATOMIC_DQ: each step
+    also adds its dS K (unscaled, float32) into the head's dQ accumulator `dq_dst` (TMA: its
+    descriptor, a reduction per tile; else its row 0, dq_offs its rows' offsets)."""
     inv_scale = 1.0 / qk_scale
     for step in range(start, end, BLOCK_M):
         start_m = tl.where(step < jump, step, to) if MASKED else step
@@ -100,6 +105,14 @@ def attention_bwd_dkdv_steps(dk, dv, k, v, k_src, v_src, k_offs, v_offs, q_src, 
         dv = tl.dot(p_t.to(q.dtype), do, dv, input_precision="tf32")
         ds_t = p_t * dp_t
         dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision="tf32")
+        if ATOMIC_DQ:
+            dq = tl.dot(tl.trans(ds_t.to(q.dtype)), k_step, input_precision="tf32")
+            if TMA:  # rows past S fall outside the descriptor: the reduction drops them
+                dq_dst.atomic_add([start_m, 0], dq)
+            else:
+                # dq_offs: rows 0 .. BLOCK_M of the contiguous accumulator (stride D).
+                tl.atomic_add(dq_dst + (dq_offs + start_m * k_step.shape[1]), dq,
+                              mask=rows[:, None] < S, sem="relaxed")
     return dk, dv
 
 
@@ -111,7 +124,11 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
                               stride_dos, stride_dkb, stride_dkh, stride_dks, stride_dvb,
                               stride_dvh, stride_dvs, D: tl.constexpr, BLOCK_M: tl.constexpr,
                               BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                              RELOAD: tl.constexpr = False, TMA: tl.constexpr = False):
+                              RELOAD: tl.constexpr = False, TMA: tl.constexpr = False,
+                              dq_acc_ptr=None, ATOMIC_DQ: tl.constexpr = False):
+    """dK, dV of BLOCK_N keys; ATOMIC_DQ: also dQ, each step's dS K added into `dq_acc_ptr`
+    (float32, contiguous (B, H, S, D), zeroed; unscaled), so that no second pass over K and
+    V is needed (attention_bwd_dq_convert_kernel then scales and casts it)."""
     start_n = tl.program_id(axis=0)
     off_bh = tl.program_id(axis=1)
     off_b = off_bh // H
@@ -132,6 +149,11 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
     v_offs = None if TMA else offsets_of(offs_n, stride_vs, D)
     q_offs = None if TMA else offsets_of(tl.arange(0, BLOCK_M), stride_qs, D)
     do_offs = None if TMA else offsets_of(tl.arange(0, BLOCK_M), stride_dos, D)
+    dq_dst = None
+    dq_offs = None
+    if ATOMIC_DQ:  # int64: B·H·S·D may pass 2^31
+        dq_dst = head_tiles(dq_acc_ptr + off_bh.to(tl.int64) * S * D, D, S, D, BLOCK_M, TMA)
+        dq_offs = None if TMA else offsets_of(tl.arange(0, BLOCK_M), D, D)
     dk = tl.zeros((BLOCK_N, D), dtype=tl.float32)
     dv = tl.zeros((BLOCK_N, D), dtype=tl.float32)
     full = S // BLOCK_M * BLOCK_M  # the query blocks wholly inside S end here
@@ -146,7 +168,7 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
         dk, dv, None, None, k_src, v_src, k_offs, v_offs, q_src, do_src, q_offs, do_offs,
         lse_ptr + off_bh * S, delta_ptr + off_bh * S, lo, lo + masked * BLOCK_M, lo + diagonal,
         full, n0, offs_n, S, qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, True, CAUSAL,
-        True, TMA)
+        True, TMA, dq_dst, dq_offs, ATOMIC_DQ)
     if RELOAD:
         k = None
         v = None
@@ -159,7 +181,8 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
     dk, dv = attention_bwd_dkdv_steps(  # unmasked
         dk, dv, k, v, k_src, v_src, k_offs, v_offs, q_src, do_src, q_offs, do_offs,
         lse_ptr + off_bh * S, delta_ptr + off_bh * S, mid, full, full, full, n0, offs_n, S,
-        qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, False, CAUSAL, RELOAD, TMA)
+        qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, False, CAUSAL, RELOAD, TMA, dq_dst,
+        dq_offs, ATOMIC_DQ)
     dk = dk * sm_scale
     tl.store(rows_of(dk_ptr, stride_dkb, stride_dkh, stride_dks, off_b, off_h, offs_n, D),
              dk.to(dk_ptr.dtype.element_ty), mask=offs_n[:, None] < S)
@@ -248,14 +271,31 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_
              dq.to(dq_ptr.dtype.element_ty), mask=in_range[:, None])
 
 
+@tessera.jit
+def attention_bwd_dq_convert_kernel(acc_ptr, dq_ptr, sm_scale, H, S, stride_dqb, stride_dqh,
+                                    stride_dqs, D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """dQ = sm_scale · the ATOMIC_DQ accumulator (contiguous float32), in dQ's dtype."""
+    off_bh = tl.program_id(axis=1)
+    offs_m = tl.program_id(axis=0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    in_range = offs_m < S
+    acc = tl.load(acc_ptr + off_bh.to(tl.int64) * S * D + offsets_of(offs_m, D, D),
+                  mask=in_range[:, None], other=0.0)
+    tl.store(rows_of(dq_ptr, stride_dqb, stride_dqh, stride_dqs, off_bh // H, off_bh % H,
+                     offs_m, D), (acc * sm_scale).to(dq_ptr.dtype.element_ty),
+             mask=in_range[:, None])
+
+
 # The autotuned launchers (the @jit kernels themselves stay plain, for .compile()/.asm()); the
 # TMA variant's constexpr joins the tuning key.
-_tuned_dkdv = autotuned("dkdv", attention_bwd_dkdv_kernel, key=("TMA",))
+# ATOMIC_DQ adds into dq_acc_ptr: the timed launches of tuning must not leave their sums.
+_tuned_dkdv = autotuned("dkdv", attention_bwd_dkdv_kernel, key=("TMA", "ATOMIC_DQ"),
+                        reset_to_zero=("dq_acc_ptr",))
 _tuned_dq = autotuned("dq", attention_bwd_dq_kernel, key=("TMA",))
 
 
 def attention_backward(q, k, v, o, lse, do, causal: bool = False,
-                       sm_scale: float | None = None, dq=None, dk=None, dv=None):
+                       sm_scale: float | None = None, dq=None, dk=None, dv=None,
+                       atomic_dq: bool = False):
     """Fused attention backward: ``(dq, dk, dv)`` of ``attention_forward(q, k, v, causal,
     sm_scale)`` for the output gradient ``do``.
 
@@ -266,6 +306,10 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False,
             gradient of ``o.sum()``, is copied first).
         causal, sm_scale: as given to the forward (sm_scale default ``D ** -0.5``).
         dq, dk, dv: written when given (like q).
+        atomic_dq: dQ accumulated by the dK/dV kernel (atomic adds of each step's dS K into
+            a float32 buffer; on the TMA path one reduction per tile) instead of a second
+            kernel walking K and V again; FlashAttention-2/3's scheme. Not yet the default:
+            docs/perf/attention_tma.md.
 
     Returns:
         ``(dq, dk, dv)``, each (B, H, S, D) in q's dtype.
@@ -291,11 +335,25 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False,
     # by descriptor) writes its maps in global scratch from the caller's allocator or q's.
     tma = tma_path(q, k, v, do, kernel="bwd", causal=causal)
     with default_allocator(scratch_allocator(q) if tma else None):
+        dq_acc = _zeros(q, (B, H, S, D)) if atomic_dq else None
         _tuned_dkdv[(lambda meta: (tessera.cdiv(S, meta["BLOCK_N"]), B * H))](
             q, k, v, do, dk, dv, lse, delta, sm_scale, sm_scale * LOG2E, H, S, *strides,
-            *_strides(dk)[:3], *_strides(dv)[:3], D=D, CAUSAL=causal, RELOAD=reload_tiles(q),
-            TMA=tma)
+            *_strides(dk)[:3], *_strides(dv)[:3], D=D, CAUSAL=causal,
+            RELOAD=reload_tiles(q), TMA=tma, dq_acc_ptr=dq_acc, ATOMIC_DQ=atomic_dq)
+        if atomic_dq:
+            attention_bwd_dq_convert_kernel[(tessera.cdiv(S, preprocess_block(D)), B * H)](
+                dq_acc, dq, sm_scale, H, S, *_strides(dq)[:3], D=D,
+                BLOCK_M=preprocess_block(D), num_warps=4)
+            return dq, dk, dv
         _tuned_dq[(lambda meta: (tessera.cdiv(S, meta["BLOCK_M"]), B * H))](
             q, k, v, do, dq, lse, delta, sm_scale, sm_scale * LOG2E, H, S, *strides,
             *_strides(dq)[:3], D=D, CAUSAL=causal, RELOAD=reload_tiles(q), TMA=tma)
     return dq, dk, dv
+
+
+def _zeros(like, shape):
+    """A zeroed float32 array/tensor on like's device."""
+    if isinstance(like, np.ndarray):
+        return np.zeros(shape, np.float32)
+    import torch
+    return torch.zeros(shape, device=like.device, dtype=torch.float32)

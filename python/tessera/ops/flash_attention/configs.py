@@ -116,11 +116,12 @@ def config(kernel: str, x, arch: str | None = None) -> tuple:
     return candidates(kernel, x, arch)[0]
 
 
-def autotuned(kernel: str, fn, key: tuple = (), pre_hook=None):
+def autotuned(kernel: str, fn, key: tuple = (), pre_hook=None, reset_to_zero: tuple = ()):
     """`fn` autotuned over every candidate of CONFIGS[kernel] (and its _fp32 table), keyed on
     (S, D, CAUSAL), the dtypes and `key` (more constexprs that pick a variant, e.g. TMA); a
     launch keeps only its head dim's and dtype's list. `pre_hook`: each config's (e.g. to set
-    the blocks of descriptor arguments to its tiles)."""
+    the blocks of descriptor arguments to its tiles). `reset_to_zero`: arguments the kernel
+    adds into (zeroed after the timed launches, before the real one)."""
     tables = (CONFIGS[kernel], CONFIGS[kernel + "_fp32"], WGMMA_CONFIGS[kernel])
     tuples = list(dict.fromkeys(t for table in tables for lst in table.values() for t in lst))
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
@@ -140,7 +141,7 @@ def autotuned(kernel: str, fn, key: tuple = (), pre_hook=None):
         return plain
 
     return tessera.autotune(configs=[*configs.values(), *overlapped.values()],
-                            key=["S", "D", "CAUSAL", *key],
+                            key=["S", "D", "CAUSAL", *key], reset_to_zero=list(reset_to_zero),
                             prune_configs_by={"early_config_prune": for_this_launch})(fn)
 
 
