@@ -156,6 +156,18 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
       out.transposes.clear();
       return "an 8-bit wgmma operand contiguous along M or N (wgmma reads it K-major)";
     }
+    bool anyWgmma = std::any_of(out.reads.begin(), out.reads.end(), [](const OperandRead &read) {
+      return isWgmmaOperand(read.convert->result()->type().encoding().get());
+    });
+    if (anyWgmma && !wgmma) {
+      // A tile read by a wgmma product and by an mma.sync one (e.g. a product of fewer rows
+      // than a warpgroup's 64): no one slot layout serves wgmma's descriptor swizzles and
+      // ldmatrix at every row width, so it is loaded in the loop and each product stages
+      // or converts it as it needs (materialize_wgmma_operands).
+      out.reads.clear();
+      out.transposes.clear();
+      return "a tile read by both wgmma and mma.sync products (one ring layout cannot serve both)";
+    }
     if (wgmma) // wgmma reads the slot through a descriptor: its swizzle modes
       out.slotEncoding = wgmmaSharedEncoding(type.shape(), {fastest, 1 - fastest}, elementBytes);
     if (!out.slotEncoding) // ldmatrix reads of either orientation: swizzled

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from tessera import interpreter
 from tessera._tessera import ir
-from tessera._tessera.ir import CompileError
 from tessera.errors import OutOfResources
 from tessera.compiler import ptxas
 from tessera.config import knobs
@@ -262,13 +261,12 @@ def test_atomic_dq_tma_variant_runs_in_the_interpreter(S, D, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("D", [64, pytest.param(128, marks=pytest.mark.xfail(
-    strict=True, raises=CompileError,
-    reason="K's ring serves a wgmma product and an mma.sync one (dS K at fewer than 64 rows "
-           "per warpgroup): the pipeliner's ring layout does not fit wgmma at 256-byte rows"))])
+@pytest.mark.parametrize("D", [64, 128])
 def test_atomic_dq_reduces_by_tma_per_tile(D, causal):
     # On sm_90a the dK/dV kernel's dQ adds are bulk tensor reductions (one per step and
-    # loop), not per-element atomics; ptxas: which candidates spill is recorded, not hidden.
+    # loop), not per-element atomics. At D = 128 the masked loop's K is read by the wgmma
+    # Q Kᵀ and by the mma.sync dS K (fewer rows than a warpgroup's 64): the pipeliner leaves
+    # it a load in the loop (no one ring layout serves both; it failed to compile before).
     x = np.zeros((1, 2, 1024, D), np.float16)
     lse = np.zeros((1, 2, 1024), np.float32)
     acc = np.zeros((1, 2, 1024, D), np.float32)
@@ -286,7 +284,7 @@ def test_atomic_dq_reduces_by_tma_per_tile(D, causal):
         ptx = compiled.asm["ptx"]
         # One reduction per loop's tile (as many boxes as the tile's 128-byte rows need).
         assert ptx.count("cp.reduce.async.bulk.tensor") in (2, 4, 8), config
-        assert "red.global" not in ptx and "atom.global" not in ptx
+        assert not re.search(r"\b(red|atom)\.global", ptx)  # not "shared.global"
 
 
 def test_the_dkdv_tuner_zeroes_the_dq_accumulator_after_its_timed_launches():
