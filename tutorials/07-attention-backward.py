@@ -80,12 +80,15 @@ def attention_bwd_dkdv_steps(dk, dv, k, v, k_src, v_src, k_offs, v_offs, q_src, 
                              q_offs, do_offs, lse_ptr, delta_ptr, start, end, jump, to, n0,
                              offs_n, S, qk_scale, stride_qs, stride_dos, BLOCK_M: tl.constexpr,
                              BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                             RELOAD: tl.constexpr, TMA: tl.constexpr = False):
+                             RELOAD: tl.constexpr, TMA: tl.constexpr = False, dq_dst=None,
+                             dq_offs=None, ATOMIC_DQ: tl.constexpr = False):
     """dK, dV from the query blocks starting in [start, end), MASKED ones from `jump` on being
     the block at `to` instead; q_offs, do_offs: rows 0 to BLOCK_M; lse_ptr, delta_ptr: the
     head's row 0. Unless MASKED, every query of those blocks is in S and sees every key.
     RELOAD re-reads K and V (rows n0 .. n0 + BLOCK_N) at each step. The sources are
-    head_tiles': TMA, the head's descriptors (k_offs, v_offs unused)."""
+    head_tiles': TMA, the head's descriptors (k_offs, v_offs unused). ATOMIC_DQ: each step
+    also adds its dS K (unscaled, float32) into the head's dQ accumulator `dq_dst` (TMA: its
+    descriptor, a reduction per tile; else its row 0, dq_offs its rows' offsets)."""
     inv_scale = 1.0 / qk_scale
     for step in range(start, end, BLOCK_M):
         start_m = tl.where(step < jump, step, to) if MASKED else step
@@ -115,6 +118,14 @@ def attention_bwd_dkdv_steps(dk, dv, k, v, k_src, v_src, k_offs, v_offs, q_src, 
         dv = tl.dot(p_t.to(q.dtype), do, dv, input_precision="tf32")
         ds_t = p_t * dp_t
         dk = tl.dot(ds_t.to(q.dtype), q, dk, input_precision="tf32")
+        if ATOMIC_DQ:
+            dq = tl.dot(tl.trans(ds_t.to(q.dtype)), k_step, input_precision="tf32")
+            if TMA:  # rows past S fall outside the descriptor: the reduction drops them
+                dq_dst.atomic_add([start_m, 0], dq)
+            else:
+                # dq_offs: rows 0 .. BLOCK_M of the contiguous accumulator (stride D).
+                tl.atomic_add(dq_dst + (dq_offs + start_m * k_step.shape[1]), dq,
+                              mask=rows[:, None] < S, sem="relaxed")
     return dk, dv
 
 
@@ -126,7 +137,11 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
                               stride_dos, stride_dkb, stride_dkh, stride_dks, stride_dvb,
                               stride_dvh, stride_dvs, D: tl.constexpr, BLOCK_M: tl.constexpr,
                               BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                              RELOAD: tl.constexpr = False, TMA: tl.constexpr = False):
+                              RELOAD: tl.constexpr = False, TMA: tl.constexpr = False,
+                              dq_acc_ptr=None, ATOMIC_DQ: tl.constexpr = False):
+    """dK, dV of BLOCK_N keys; ATOMIC_DQ: also dQ, each step's dS K added into `dq_acc_ptr`
+    (float32, contiguous (B, H, S, D), zeroed; unscaled), so that no second pass over K and
+    V is needed (attention_bwd_dq_convert_kernel then scales and casts it)."""
     start_n = tl.program_id(axis=0)
     off_bh = tl.program_id(axis=1)
     off_b = off_bh // H
@@ -147,6 +162,11 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
     v_offs = None if TMA else offsets_of(offs_n, stride_vs, D)
     q_offs = None if TMA else offsets_of(tl.arange(0, BLOCK_M), stride_qs, D)
     do_offs = None if TMA else offsets_of(tl.arange(0, BLOCK_M), stride_dos, D)
+    dq_dst = None
+    dq_offs = None
+    if ATOMIC_DQ:  # int64: B·H·S·D may pass 2^31
+        dq_dst = head_tiles(dq_acc_ptr + off_bh.to(tl.int64) * S * D, D, S, D, BLOCK_M, TMA)
+        dq_offs = None if TMA else offsets_of(tl.arange(0, BLOCK_M), D, D)
     dk = tl.zeros((BLOCK_N, D), dtype=tl.float32)
     dv = tl.zeros((BLOCK_N, D), dtype=tl.float32)
     full = S // BLOCK_M * BLOCK_M  # the query blocks wholly inside S end here
@@ -161,7 +181,7 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
         dk, dv, None, None, k_src, v_src, k_offs, v_offs, q_src, do_src, q_offs, do_offs,
         lse_ptr + off_bh * S, delta_ptr + off_bh * S, lo, lo + masked * BLOCK_M, lo + diagonal,
         full, n0, offs_n, S, qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, True, CAUSAL,
-        True, TMA)
+        True, TMA, dq_dst, dq_offs, ATOMIC_DQ)
     if RELOAD:
         k = None
         v = None
@@ -174,7 +194,8 @@ def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_p
     dk, dv = attention_bwd_dkdv_steps(  # unmasked
         dk, dv, k, v, k_src, v_src, k_offs, v_offs, q_src, do_src, q_offs, do_offs,
         lse_ptr + off_bh * S, delta_ptr + off_bh * S, mid, full, full, full, n0, offs_n, S,
-        qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, False, CAUSAL, RELOAD, TMA)
+        qk_scale, stride_qs, stride_dos, BLOCK_M, BLOCK_N, False, CAUSAL, RELOAD, TMA, dq_dst,
+        dq_offs, ATOMIC_DQ)
     dk = dk * sm_scale
     tl.store(rows_of(dk_ptr, stride_dkb, stride_dkh, stride_dks, off_b, off_h, offs_n, D),
              dk.to(dk_ptr.dtype.element_ty), mask=offs_n[:, None] < S)

@@ -70,8 +70,8 @@ class LaunchOptions:
     tma_reduce: bool = True
     # TESSERA_PINGPONG when the launch is made (off by default).
     pingpong: bool = False
-    # TESSERA_WGMMA_CARRY_RESCALED when the launch is made (off by default).
-    wgmma_carry_rescaled: bool = False
+    # TESSERA_WGMMA_CARRY_RESCALED when the launch is made (on by default).
+    wgmma_carry_rescaled: bool = True
 
     def compile_options(self, arch: str):
         """The CompileOptions of this launch for ``arch``."""
