@@ -145,9 +145,11 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
     return "";
   }
   if (collectOperandReads(load, out)) {
-    bool wgmma = std::all_of(out.reads.begin(), out.reads.end(), [](const OperandRead &read) {
-      return isWgmmaOperand(read.convert->result()->type().encoding().get());
-    });
+    auto wgmmaReads =
+        std::count_if(out.reads.begin(), out.reads.end(), [](const OperandRead &read) {
+          return isWgmmaOperand(read.convert->result()->type().encoding().get());
+        });
+    bool wgmma = wgmmaReads == static_cast<std::ptrdiff_t>(out.reads.size());
     if (wgmma && elementBytes == 1 && !contiguousAlongK(out, fastest)) {
       // wgmma reads 8-bit operands K-major only (PTX ISA: no transpose for .e4m3/.e5m2): a
       // copy cannot turn an M/N-contiguous tile around, so it is loaded in the loop and
@@ -156,10 +158,7 @@ std::string checkLoad(Operation *load, const analysis::AxisInfoAnalysis &axisInf
       out.transposes.clear();
       return "an 8-bit wgmma operand contiguous along M or N (wgmma reads it K-major)";
     }
-    bool anyWgmma = std::any_of(out.reads.begin(), out.reads.end(), [](const OperandRead &read) {
-      return isWgmmaOperand(read.convert->result()->type().encoding().get());
-    });
-    if (anyWgmma && !wgmma) {
+    if (wgmmaReads > 0 && !wgmma) {
       // A tile read by a wgmma product and by an mma.sync one (e.g. a product of fewer rows
       // than a warpgroup's 64): no one slot layout serves wgmma's descriptor swizzles and
       // ldmatrix at every row width, so it is loaded in the loop and each product stages

@@ -68,7 +68,7 @@ class CompileOptions:
     tma_reduce: bool = field(default_factory=lambda: bool(knobs.tma_reduce))
     # sm_90a, 8 warps: the warpgroups take turns at their wgmma (knobs.pingpong, opt-in).
     pingpong: bool = field(default_factory=lambda: bool(knobs.pingpong))
-    # With wgmma_pipeline: rescaled products carried across back edges (opt-in).
+    # With wgmma_pipeline: rescaled products carried across back edges (on by default).
     wgmma_carry_rescaled: bool = field(default_factory=lambda: bool(knobs.wgmma_carry_rescaled))
     # With tma: every eligible TMA loop gets a producer warpgroup (knobs.warp_specialize;
     # docs/perf/warp_specialization.md).

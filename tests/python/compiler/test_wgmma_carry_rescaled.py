@@ -31,6 +31,15 @@ def test_the_knob_is_part_of_the_cache_key_and_on_by_default():
 THREE_STAGES = {64: (128, 64, 8, 3), 128: (128, 64, 8, 3)}
 
 
+def either_way(make):
+    """make() with the knob off and on: {False: ..., True: ...}."""
+    made = {}
+    for carry in (False, True):
+        with knobs.scope(wgmma_carry_rescaled=carry):
+            made[carry] = make()
+    return made
+
+
 @pytest.mark.parametrize("D", [64, 128])
 def test_cp_async_forward_keeps_p_v_in_flight_across_the_back_edge(D):
     # Three-slot rings and deeper (the copies, issued after the last product, still lead the
@@ -59,11 +68,8 @@ def test_two_slot_rings_keep_the_wait_at_the_back_edge(D):
     # (each step waiting for its own tiles): the same code as without the knob.
     x = np.zeros((1, 2, 1024, D), np.float16)
     for config in (c for c in fa.candidates("fwd", x, "sm_90a") if c[3] == 2):
-        ptx = {}
-        for carry in (False, True):
-            with knobs.scope(wgmma_carry_rescaled=carry):
-                ptx[carry] = compile_attention("fwd", D, "fp16", True, "sm_90a",
-                                               config=config)[0].asm["ptx"]
+        ptx = either_way(lambda: compile_attention("fwd", D, "fp16", True, "sm_90a",
+                                                   config=config)[0].asm["ptx"])
         assert ptx[True] == ptx[False], config
     with knobs.scope(wgmma_carry_rescaled=True):
         kernel = compile_tma(D, "fp16", False, (128, 128, 8, 2))
@@ -96,10 +102,7 @@ def test_without_the_knob_the_forward_waits_at_the_back_edge():
 @pytest.mark.parametrize("name", ["dkdv", "dq"])
 def test_chained_products_are_unchanged(name):
     # The backward's products are chained accumulators only: the same code either way.
-    ptx = {}
-    for carry in (False, True):
-        with knobs.scope(wgmma_carry_rescaled=carry):
-            ptx[carry] = compile_attention(name, 64, "fp16", True, "sm_90a")[0].asm["ptx"]
+    ptx = either_way(lambda: compile_attention(name, 64, "fp16", True, "sm_90a")[0].asm["ptx"])
     assert ptx[True] == ptx[False]
 
 
@@ -116,11 +119,8 @@ def test_a_product_reading_the_loops_carried_p_is_retired_at_the_back_edge(causa
     # (wrong on an H200 at three slots). Its pipelined loop is the code without the knob.
     from test_attention_schedules import compile_forward
     from test_attention_schedules import loops as ir_loops
-    bodies = {}
-    for carry in (False, True):
-        with knobs.scope(wgmma_carry_rescaled=carry):
-            kernel = compile_forward(128, THREE_STAGES[128], overlap=True, causal=causal)
-        bodies[carry] = re.sub(r"%\d+", "%", ir_loops(kernel.asm["tgir"])[-1])
+    bodies = either_way(lambda: re.sub(r"%\d+", "%", ir_loops(compile_forward(
+        128, THREE_STAGES[128], overlap=True, causal=causal).asm["tgir"])[-1]))
     assert "wgmma_carried" not in bodies[True] and bodies[True] == bodies[False]
 
 
@@ -131,11 +131,7 @@ def test_a_register_cap_keeps_the_wait_at_the_back_edge():
     lse = np.zeros((1, 2, 1024), np.float32)
     st = tuple(s // x.itemsize for s in x.strides[:3])
     bm, bn, warps, stages = THREE_STAGES[128]
-    ptx = {}
-    for carry in (False, True):
-        with knobs.scope(wgmma_carry_rescaled=carry):
-            ptx[carry] = fa.attention_fwd_kernel.compile(
-                x, x, x, x, lse, 0.1, 2, 1024, *st * 4, D=128, BLOCK_M=bm, BLOCK_N=bn,
-                CAUSAL=False, num_warps=warps, num_stages=stages, maxnreg=232,
-                arch="sm_90a").asm["ptx"]
+    ptx = either_way(lambda: fa.attention_fwd_kernel.compile(
+        x, x, x, x, lse, 0.1, 2, 1024, *st * 4, D=128, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=False,
+        num_warps=warps, num_stages=stages, maxnreg=232, arch="sm_90a").asm["ptx"])
     assert ptx[True] == ptx[False]

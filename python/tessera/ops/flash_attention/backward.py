@@ -15,12 +15,10 @@ With S = Q Kᵀ · sm_scale, P = softmax(S) and O = P V, for an incoming gradien
 As in the forward, masks run only in a first loop over the blocks that cross S or the causal
 diagonal. tutorials/07-attention-backward.py derives it step by step.
 """
-import numpy as np
-
 import tessera
 import tessera.language as tl
 
-from .configs import (LOG2E, _check, _empty, _last_dim_contiguous, _strides, autotuned,
+from .configs import (LOG2E, _check, _empty, _last_dim_contiguous, _strides, _zeros, autotuned,
                       preprocess_block, reload_tiles, scratch_allocator, tma_path)
 from .forward import load_rows, offsets_of, rows_of, visible
 from tessera.runtime.allocation import default_allocator
@@ -350,10 +348,3 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False,
             *_strides(dq)[:3], D=D, CAUSAL=causal, RELOAD=reload_tiles(q), TMA=tma)
     return dq, dk, dv
 
-
-def _zeros(like, shape):
-    """A zeroed float32 array/tensor on like's device."""
-    if isinstance(like, np.ndarray):
-        return np.zeros(shape, np.float32)
-    import torch
-    return torch.zeros(shape, device=like.device, dtype=torch.float32)

@@ -229,6 +229,13 @@ def _empty(like, shape=None, fp32: bool = False):
     return torch.empty(shape, device=like.device, dtype=torch.float32 if fp32 else like.dtype)
 
 
+def _zeros(like, shape):
+    """A zeroed float32 array/tensor of `shape` on like's device."""
+    out = _empty(like, shape, fp32=True)
+    out[...] = 0
+    return out
+
+
 def _check(fn: str, shape: tuple, **tensors) -> None:
     """Every tensor given (not None) is (B, H, S, D) like q, or for lse (B, H, S) float32."""
     dtypes = ("float16", "bfloat16", "float32", "torch.float16", "torch.bfloat16",
