@@ -29,7 +29,8 @@ using ir::OpCode;
 
 bool BarrierState::operator==(const BarrierState &other) const {
   return reads == other.reads && writes == other.writes && asyncGroups == other.asyncGroups &&
-         asyncUncommitted == other.asyncUncommitted && wgmmaGroups == other.wgmmaGroups;
+         asyncUncommitted == other.asyncUncommitted && wgmmaGroups == other.wgmmaGroups &&
+         bulkReads == other.bulkReads;
 }
 
 namespace {
@@ -62,7 +63,12 @@ BarrierState BarrierState::join(const BarrierState &a, const BarrierState &b) {
   result.asyncGroups = joinGroups(a.asyncGroups, b.asyncGroups,
                                   [](ByteRanges &into, const ByteRanges &from) { into.add(from); });
   result.wgmmaGroups = joinGroups(a.wgmmaGroups, b.wgmmaGroups, mergeAccesses);
+  result.bulkReads.add(b.bulkReads);
   return result;
+}
+
+bool bulkDeferrable(const ir::Operation &op) {
+  return op.hasAttr("scratch_offset") && tmaStoreTile(op).has_value();
 }
 
 bool wgmmaPipelining(const ir::Module &module) {
@@ -107,8 +113,14 @@ BarrierState afterLoop(BarrierState state, const ir::Operation *loop) {
 
 class BarrierInserter {
 public:
-  BarrierInserter(int64_t sharedSize, bool wgmmaInFlight)
-      : sharedSize_(std::max<int64_t>(sharedSize, 1)), wgmmaInFlight_(wgmmaInFlight) {}
+  BarrierInserter(int64_t sharedSize, bool wgmmaInFlight, bool deferBulk, bool innerKeep)
+      : sharedSize_(std::max<int64_t>(sharedSize, 1)), wgmmaInFlight_(wgmmaInFlight),
+        deferBulk_(deferBulk), innerKeep_(innerKeep) {}
+  /// Plan step 8's end: a barrier waiting for the bulk groups before `op` (the return).
+  void bulkWaitBefore(ir::Operation &op) {
+    BarrierState state;
+    barrierBefore(op, state, true, 0, /*bulk=*/true);
+  }
 
   BarrierState walkBlock(ir::Block &block, BarrierState state, bool insert) {
     for (auto &op : block.operations())
@@ -138,8 +150,10 @@ private:
     return {bufferRange(buffer), slot ? ringSlotOf(slot) : RingSlot{}};
   }
 
-  /// A barrier before `op` that leaves the newest `keep` wgmma groups in flight.
-  void barrierBefore(ir::Operation &op, BarrierState &state, bool insert, size_t keep) {
+  /// A barrier before `op` that leaves the newest `keep` wgmma groups in flight; `bulk`: one
+  /// that first waits for the issuer's bulk groups to have read their scratch (plan step 8).
+  void barrierBefore(ir::Operation &op, BarrierState &state, bool insert, size_t keep,
+                     bool bulk = false) {
     ++wouldInsert_;
     if (insert) {
       ir::Builder builder;
@@ -148,12 +162,16 @@ private:
       std::map<std::string, ir::Attribute> attrs;
       if (wgmmaInFlight_)
         attrs["wgmma_pending"] = static_cast<int64_t>(keep);
+      if (bulk)
+        attrs["bulk_wait"] = static_cast<int64_t>(1);
       builder.create(OpCode::Barrier, {}, {}, std::move(attrs));
       ++inserted_;
     }
-    passBarrier(state, keep);
+    passBarrier(state, keep, bulk);
   }
-  static void passBarrier(BarrierState &state, size_t keep) {
+  static void passBarrier(BarrierState &state, size_t keep, bool bulk = false) {
+    if (bulk)
+      state.bulkReads.clear();
     state.reads.clear();
     state.writes.clear();
     if (state.wgmmaGroups.size() > keep)
@@ -214,8 +232,9 @@ private:
     for (const std::vector<SharedAccess> &group : state.wgmmaGroups)
       for (const SharedAccess &read : group)
         waits = waits || mayOverlap(read, *writeOf(op));
-    if (state.reads.overlaps(range) || state.writes.overlaps(range) || waits)
-      barrierBefore(op, state, insert, groupsToKeep(op, state));
+    bool bulk = state.bulkReads.overlaps(range);
+    if (state.reads.overlaps(range) || state.writes.overlaps(range) || waits || bulk)
+      barrierBefore(op, state, insert, groupsToKeep(op, state), bulk);
   }
 
   /// scratchBytes(op), computed once per op: the walk visits each op several times (loops
@@ -230,6 +249,8 @@ private:
 
   int64_t sharedSize_;
   bool wgmmaInFlight_;
+  bool deferBulk_;
+  bool innerKeep_;
   int inserted_ = 0;
   int wouldInsert_ = 0; // barriers inserted or, in a dry walk, that would be
   mutable std::unordered_map<const ir::Operation *, int64_t> scratch_;
@@ -239,8 +260,10 @@ private:
 void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert) {
   switch (op.code()) {
   case OpCode::Barrier:
-    passBarrier(state, static_cast<size_t>(std::max<int64_t>(
-                           (op.hasAttr("wgmma_pending") ? op.intAttr("wgmma_pending") : 0), 0)));
+    passBarrier(state,
+                static_cast<size_t>(std::max<int64_t>(
+                    (op.hasAttr("wgmma_pending") ? op.intAttr("wgmma_pending") : 0), 0)),
+                op.hasAttr("bulk_wait"));
     return;
   case OpCode::For: state = walkFor(op, state, insert); return;
   case OpCode::While: state = walkWhile(op, state, insert); return;
@@ -290,13 +313,15 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
     // none before it either: its issuing thread waited for every warp to release the slot
     // (the ring's empty mbarriers, after each warp's last read and wgmma of it); the ring's
     // bytes were last used by anything else before the barriers' init (its bar.sync).
-    if (!op.hasAttr("released"))
+    if (!op.hasAttr("released") || state.bulkReads.overlaps(writeOf(op)->range))
       write(op, state, insert);
     return;
   case OpCode::MBarrierInit: // ends in a bar.sync of its own (lower_tma.cpp), which waits
     passBarrier(state, 0);   // for every wgmma group
     return;
   case OpCode::MBarrierInval: // bar.sync, then one thread writes the barriers
+    if (state.bulkReads.overlaps(bufferRange(op.operand(0))))
+      barrierBefore(op, state, insert, 0, /*bulk=*/true);
     passBarrier(state, 0);
     state.writes.add(bufferRange(op.operand(0)));
     return;
@@ -329,10 +354,23 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
   if (bytes == 0)
     return;
   // Writes its scratch, barrier (inside the op, waiting for every wgmma group), reads it:
-  // only those reads stay pending.
+  // only those reads stay pending. A TMA store's or reduction's reads are its bulk copy's,
+  // pending until a barrier waits for them (plan step 8).
   write(op, state, insert);
-  passBarrier(state, 0);
+  // Its barrier keeps the newest groups that no write of the op or of the straight-line ops
+  // after it may overlap (as a barrier op's wgmma_pending, plan step 6): the wgmma_waits pass
+  // waits down to `inner_wgmma_pending` there instead of retiring every group.
+  size_t keep = wgmmaInFlight_ && innerKeep_ ? groupsToKeep(op, state) : 0;
+  if (insert && keep > 0)
+    op.setAttr("inner_wgmma_pending", static_cast<int64_t>(keep));
+  else if (insert)
+    op.attributes().erase("inner_wgmma_pending");
+  passBarrier(state, keep);
   state.reads.add(writeOf(op)->range);
+  if (deferBulk_ && bulkDeferrable(op)) {
+    op.setAttr("bulk_deferred", static_cast<int64_t>(1));
+    state.bulkReads.add(writeOf(op)->range);
+  }
 }
 
 // Plan step 4. The body may run zero times: the exit joins the entry state. Where accesses
@@ -401,11 +439,16 @@ BarrierState BarrierInserter::walkWhile(ir::Operation &op, const BarrierState &i
 
 } // namespace
 
-int insertBarriers(ir::Operation &func, bool wgmmaInFlight) {
+int insertBarriers(ir::Operation &func, bool wgmmaInFlight, bool innerKeep) {
   if (!func.hasAttr("shared_size"))
     ir::emitError(func, "membar: the func has no shared_size (run allocate_shared first)");
-  BarrierInserter inserter(func.intAttr("shared_size"), wgmmaInFlight);
-  inserter.walkBlock(func.body(), BarrierState{}, true);
+  bool specialized = false;
+  func.walk([&](ir::Operation *op) { specialized |= op->code() == OpCode::WarpSpecialize; });
+  BarrierInserter inserter(func.intAttr("shared_size"), wgmmaInFlight, !specialized, innerKeep);
+  BarrierState end = inserter.walkBlock(func.body(), BarrierState{}, true);
+  ir::Block &body = func.body();
+  if (!end.bulkReads.empty() && !body.operations().empty())
+    inserter.bulkWaitBefore(*body.operations().back()); // the return: no exit with reads pending
   return inserter.inserted();
 }
 

@@ -26,6 +26,9 @@ struct BarrierState {
   /// wgmma groups not known complete in every warp (no barrier waited for them), oldest
   /// first; each as the accesses of its operand tiles.
   std::vector<std::vector<SharedAccess>> wgmmaGroups;
+  /// The scratch of TMA stores and reductions whose bulk copy may still read it (plan step 8):
+  /// the issuing thread has not waited for its bulk groups since.
+  ByteRanges bulkReads;
 
   bool operator==(const BarrierState &other) const;
   /// Everything either path may have left pending (control-flow merge).
@@ -57,9 +60,25 @@ struct BarrierState {
 /// 6. A write that may overlap a group's reads needs a barrier that waits for that group and
 ///    the older ones: N = the groups newer than the newest such group. A barrier placed for a
 ///    plain hazard waits for none (N = all groups).
+///    With `innerKeep` (the module's wgmma_inner_keep) the barrier inside an op that stages
+///    through scratch keeps groups by the same rule (attribute `inner_wgmma_pending`, read by
+///    the wgmma_waits pass); else it waits for every group.
 /// 7. Across a loop's back edge each slot named by that loop's counters steps back by one;
 ///    after the loop they name the whole ring.
-int insertBarriers(ir::Operation &func, bool wgmmaInFlight = false);
+/// 8. A TMA store or reduction (a `store` / `atomic_rmw` with `tma` that codegen stages in its
+///    scratch, bulkDeferrable) gets `bulk_deferred`: its issuing thread commits the bulk copy
+///    without waiting for it to read the scratch, which stays a pending bulk read. The first
+///    write that may overlap it (in a later iteration too) gets a barrier with `bulk_wait`
+///    (the issuer's cp.async.bulk.wait_group.read 0, then bar.sync), and a func that may end
+///    with one pending waits before its return: the copy reads the scratch in the background
+///    while the code that follows runs (the next K loop of a persistent matmul, the next step
+///    of a loop that reduces a tile per step). Not in a func with a warp_specialize region.
+int insertBarriers(ir::Operation &func, bool wgmmaInFlight = false, bool innerKeep = false);
+
+/// Whether membar defers the bulk-read wait of `op` (plan step 8): a TMA store or reduction
+/// that codegen stages in its scratch (analysis::tmaStoreTile; for atomic_rmw a kind the TMA
+/// reduces, tmaReduction), with its scratch allocated.
+bool bulkDeferrable(const ir::Operation &op);
 
 /// Whether the module asks for wgmma groups to stay in flight past barriers and back edges:
 /// its `wgmma_pipeline` (with `wgmma_overlap`, on when absent).

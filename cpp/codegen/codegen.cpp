@@ -108,6 +108,7 @@ CodegenResult generate(const ir::Module &module, const CodegenOptions &options) 
   const ir::Module &lowered = allocated ? *allocated : module;
   lowering.setPipelineWgmma(lowered.intAttrOr("wgmma_overlap", 1) != 0 &&
                             lowered.intAttrOr("wgmma_pipeline", 0) != 0);
+  lowering.setConvergentWaits(lowered.intAttrOr("tma_convergent_waits", 0) != 0);
   lowering.setSmVersion(smVersion(options.arch));
   const bool tensorCores = hasDot(func);
   lowering.setFastDivision(!tensorCores);

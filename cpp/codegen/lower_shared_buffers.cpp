@@ -10,6 +10,7 @@
 // fits, e.g. tf32 B stored N-major). Buffers sit at the offsets allocate_shared gave them;
 // every barrier between ops is a `barrier` op that membar placed (analysis/membar.h).
 #include "codegen/lower_matrix.h"
+#include "codegen/lower_tma.h"
 
 #include "analysis/shared_footprint.h"
 #include "ir/diagnostics.h"
@@ -443,6 +444,8 @@ bool lowerTensorCoreOp(KernelLowering &lowering, const ir::Operation &op) {
                            {lowering.i32(op.intAttr("pending"))});
     return true;            // and no proxy fence: see emitProxyFence
   case ir::OpCode::Barrier: // the wgmma_wait before it kept membar's `wgmma_pending` groups
+    if (op.hasAttr("bulk_wait"))
+      emitBulkReadWait(lowering);
     lowering.emitBarrier(/*groupsInFlight=*/true);
     return true;
   case ir::OpCode::WarpgroupTurn: lowerWarpgroupTurn(lowering, op); return true;

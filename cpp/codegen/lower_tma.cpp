@@ -15,6 +15,10 @@
 // cp.async.bulk.tensor.2d.global.shared::cta.bulk_group, commits the group and waits until
 // the scratch has been read (wait_group.read 0): membar then orders any later write of those
 // bytes with a barrier as after any op's scratch, and no CTA exits with its reads pending.
+// With `bulk_deferred` (membar's, analysis/membar.h plan step 8) it only commits: the copy
+// reads the scratch while the code after it runs, and the barrier membar placed before the
+// next write of those bytes (or before the return) carries `bulk_wait`: the issuer waits
+// there (emitBulkReadWait), then the bar.sync orders every thread's write after it.
 // The TMA clips the box at the tensor's bounds: the masked store's meaning, without the mask.
 //
 // A TMA reduction (lowerTmaReduce: a descriptor's atomic_rmw with `tma`) is the same sequence
@@ -200,8 +204,18 @@ void lowerWait(KernelLowering &lowering, const ir::Operation &op) {
   llvm::Value *slot = lowering.registersOf(op.operand(1))[0];
   llvm::Value *barrier = barrierAddress(lowering, op, 0, slot);
   llvm::Value *phase = lowering.registersOf(op.operand(2))[0];
-  llvm::Value *waits =
-      op.numOperands() == 4 ? leader(lowering, lowering.registersOf(op.operand(3))[0]) : nullptr;
+  // The issuer's wait for a slot's release: the issuing thread alone, or (the module's
+  // tma_convergent_waits) every thread, the predicate being uniform. ptxas serializes every
+  // wgmma of a kernel where it must place a wgmma dependency barrier inside a divergent path
+  // (C7518), which the issuer-only wait can be; a thread past its own release of the slot
+  // waits for the others' (each warp released it earlier in the same program order).
+  llvm::Value *waits = nullptr;
+  if (op.numOperands() == 4) {
+    llvm::Value *predicate = lowering.registersOf(op.operand(3))[0];
+    waits = lowering.convergentWaits()
+                ? lowering.builder().CreateZExt(predicate, lowering.builder().getInt32Ty())
+                : leader(lowering, predicate);
+  }
   if (op.hasAttr("timeout_ns"))
     return lowerBoundedWait(lowering, op, barrier, phase, waits ? waits : lowering.i32(1));
   if (waits)
@@ -270,12 +284,21 @@ bool lowerTileToGlobal(KernelLowering &lowering, const ir::Operation &op,
              b.CreateAdd(source, lowering.i32(box * rows * swizzle))});
   emitAsm(lowering,
           std::string(kIfLeader) +
-              "@p cp.async.bulk.commit_group; @p cp.async.bulk.wait_group.read 0; }",
+              (op.hasAttr("bulk_deferred")
+                   ? "@p cp.async.bulk.commit_group; }"
+                   : "@p cp.async.bulk.commit_group; @p cp.async.bulk.wait_group.read 0; }"),
           "r", {first});
   return true;
 }
 
 } // namespace
+
+void emitBulkReadWait(KernelLowering &lowering) {
+  if (lowering.smVersion() < 90) // no TMA store or reduction was lowered as one
+    return;
+  emitAsm(lowering, std::string(kIfLeader) + "@p cp.async.bulk.wait_group.read 0; }", "r",
+          {leader(lowering, nullptr)});
+}
 
 bool lowerTmaStore(KernelLowering &lowering, const ir::Operation &op) {
   return op.code() == ir::OpCode::Store &&

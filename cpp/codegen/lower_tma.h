@@ -24,6 +24,10 @@ bool lowerTmaStore(KernelLowering &lowering, const ir::Operation &op);
 /// masked pointer atomic, which means the same.
 bool lowerTmaReduce(KernelLowering &lowering, const ir::Operation &op);
 
+/// A `barrier` with `bulk_wait` (membar's plan step 8): the issuing thread waits until its
+/// deferred TMA stores and reductions have read their scratch, before the bar.sync.
+void emitBulkReadWait(KernelLowering &lowering);
+
 /// The func's `tensormaps` arguments become 64-byte-aligned 128-byte __grid_constant__
 /// parameters (byval) whose generic address the kernel uses as the ptr<i8> argument.
 void addTensorMapParameters(const ir::Operation &func, llvm::Function &function);

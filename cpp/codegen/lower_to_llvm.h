@@ -100,6 +100,11 @@ public:
   /// results some op still reads. Where the waits go is the IR's (the wgmma_waits pass).
   bool pipelineWgmma() const { return pipelineWgmma_; }
   void setPipelineWgmma(bool pipeline) { pipelineWgmma_ = pipeline; }
+  /// The module's `tma_convergent_waits`: an mbarrier_wait with a predicate (the issuing
+  /// thread's wait for a slot's release) is waited by every thread where the predicate
+  /// holds, not by the issuer alone (lower_tma.cpp).
+  bool convergentWaits() const { return convergentWaits_; }
+  void setConvergentWaits(bool convergent) { convergentWaits_ = convergent; }
   /// The target's SM version (80 for sm_80, 90 for sm_90a): picks hardware fp8 conversions.
   int smVersion() const { return smVersion_; }
   void setSmVersion(int version) { smVersion_ = version; }
@@ -244,6 +249,7 @@ private:
   std::optional<int64_t> innerWgmmaWait_;
   bool fastDivision_ = false;
   bool pipelineWgmma_ = false;
+  bool convergentWaits_ = false;
   std::set<const ir::Operation *> loweredOps_;
   int smVersion_ = 80;
   struct PendingWgmma {

@@ -212,9 +212,11 @@ void KernelLowering::emitBarrier(bool groupsInFlight) {
   // Past a barrier other warps may write shared memory an in-flight wgmma still reads: the
   // wgmma_waits pass gives an op whose lowering has one `inner_wgmma_wait` (waited for here),
   // and puts a wgmma_wait before a `barrier` op down to what membar let it keep.
+  // Membar let that barrier keep the newest `inner_wgmma_wait` groups (nothing written after
+  // it before the next barrier may overlap what they read).
   if (!groupsInFlight && innerWgmmaWait_)
     retireWgmma(static_cast<size_t>(*innerWgmmaWait_));
-  if (!groupsInFlight && !pendingWgmma_.empty())
+  else if (!groupsInFlight && !pendingWgmma_.empty())
     throw std::logic_error("a barrier inside the op's lowering with wgmma groups in flight "
                            "and no inner_wgmma_wait (run the wgmma_waits pass)"); // lowerOp
   if (consumersOnly_) // the producer warps have left: barrier 1 of the consumer threads

@@ -12,8 +12,9 @@ namespace tessera::transforms {
 
 void insertBarriers(ir::Module &module) {
   bool wgmmaInFlight = analysis::wgmmaPipelining(module);
+  bool innerKeep = module.intAttrOr("wgmma_inner_keep", 0) != 0;
   for (ir::Operation *func : module.functions())
-    analysis::insertBarriers(*func, wgmmaInFlight);
+    analysis::insertBarriers(*func, wgmmaInFlight, innerKeep);
 }
 
 TESSERA_REGISTER_PASS(membar, "membar",

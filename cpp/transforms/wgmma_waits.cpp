@@ -17,8 +17,10 @@
 // 3. a barrier waits down to membar's `wgmma_pending` (with `wgmma_pipeline`, else to 0), as
 //    does an mbarrier_arrive releasing a slot; an op whose lowering has a barrier of its own
 //    (scratch, mbarrier setup) waits for every group right before that barrier, after its
-//    stores into scratch: attribute `inner_wgmma_wait = 0` (its loads and stores still run
-//    beside the products);
+//    stores into scratch: attribute `inner_wgmma_wait = N`, N = membar's
+//    `inner_wgmma_pending` with `wgmma_pipeline` (the newest groups that nothing written
+//    after that barrier may overlap), else 0 (its loads and stores still run beside the
+//    products);
 // 4. with `wgmma_pipeline`, a `for` whose body never drains every group carries the groups of
 //    its chained accumulators across its back edge (attribute `wgmma_carried`: their indices
 //    among the yielded values); the yield waits for the rest, the loop's exit for all. With
@@ -76,8 +78,9 @@ public:
       }
       waitBefore(op, pending, groupsKept(op, pending));
       if (hasOwnBarrier(op) && !pending.empty()) {
-        op.setAttr("inner_wgmma_wait", int64_t{0});
-        pending.clear();
+        size_t keep = innerKept(op, pending);
+        op.setAttr("inner_wgmma_wait", static_cast<int64_t>(keep));
+        pending.erase(pending.begin(), pending.end() - static_cast<std::ptrdiff_t>(keep));
       }
       if (op.code() == OpCode::For)
         placeInFor(op, pending);
@@ -112,6 +115,17 @@ private:
       kept = std::min(kept, static_cast<size_t>(std::max<int64_t>(keep, 0)));
     }
     return kept;
+  }
+
+  /// The newest pending groups `op`'s own barrier leaves in flight (rule 3): membar's
+  /// `inner_wgmma_pending` with `wgmma_pipeline` (none of them read what is written after
+  /// it before the next barrier), else none. Scratch ops only: an mbarrier's setup retires
+  /// every group.
+  size_t innerKept(const ir::Operation &op, const Pending &pending) const {
+    if (!pipeline_ || !op.hasAttr("inner_wgmma_pending") || analysis::scratchBytes(op) == 0)
+      return 0;
+    return std::min(pending.size(),
+                    static_cast<size_t>(std::max<int64_t>(op.intAttr("inner_wgmma_pending"), 0)));
   }
 
   /// A `wgmma_wait` before `op` when more than `keep` groups are pending.

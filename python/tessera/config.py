@@ -129,6 +129,13 @@ KNOBS: dict[str, Knob[Any]] = {
                                  "copies would lead the reads by no step). Measured on an "
                                  "H200: Triton's attention tutorial 0.956 -> 1.018 of Triton "
                                  "(docs/perf/triton_parity.md). Part of the cache key."),
+    "wgmma_inner_keep": Knob("TESSERA_WGMMA_INNER_KEEP", True, _parse_bool,
+                             "With wgmma_pipeline: the bar.sync inside an op that stages "
+                             "through shared memory (a layout conversion, a reduction, a TMA "
+                             "store) leaves in flight the wgmma products that nothing written "
+                             "after it may overlap (membar: inner_wgmma_pending), instead of "
+                             "waiting for every product first (analysis/membar.h). Part of "
+                             "the cache key."),
     "pingpong": Knob("TESSERA_PINGPONG", False, _parse_bool,
                      "On sm_90a, in 8-warp kernels, the two warpgroups take turns (named "
                      "barriers) at issuing each loop's wgmma products, so that one's "

@@ -28,7 +28,7 @@ FAST_PATH_OPTIONS = ("num_ctas", "maxnreg", "enable_fp_fusion", "debug")
 # the kernel compiled the other way.
 CODE_KNOBS = ("debug", "tma", "warp_specialize", "wgmma", "wgmma_overlap", "wgmma_pipeline",
               "carried_addresses", "tma_store", "tma_reduce", "pingpong",
-              "wgmma_carry_rescaled")
+              "wgmma_carry_rescaled", "wgmma_inner_keep")
 
 # Triton launch options Tessera accepts only at Triton's default value (anything else is a
 # feature Tessera lacks: an error that says so, not a silently different kernel).
@@ -72,6 +72,8 @@ class LaunchOptions:
     pingpong: bool = False
     # TESSERA_WGMMA_CARRY_RESCALED when the launch is made (on by default).
     wgmma_carry_rescaled: bool = True
+    # TESSERA_WGMMA_INNER_KEEP when the launch is made (on by default).
+    wgmma_inner_keep: bool = True
 
     def compile_options(self, arch: str):
         """The CompileOptions of this launch for ``arch``."""
@@ -84,7 +86,8 @@ class LaunchOptions:
                               carried_addresses=self.carried_addresses,
                               tma_store=self.tma_store, tma_reduce=self.tma_reduce,
                               warp_specialize=self.warp_specialize, pingpong=self.pingpong,
-                              wgmma_carry_rescaled=self.wgmma_carry_rescaled)
+                              wgmma_carry_rescaled=self.wgmma_carry_rescaled,
+                              wgmma_inner_keep=self.wgmma_inner_keep)
 
 
 def _check_int(kernel: str, name: str, value: Any, low: int, high: int) -> int:
@@ -122,7 +125,7 @@ def parse_options(kernel: str, given: Dict[str, Any], jit_debug: Optional[bool])
                          bool(knobs.wgmma_overlap), bool(knobs.wgmma_pipeline),
                          bool(knobs.carried_addresses), bool(knobs.tma_store),
                          bool(knobs.tma_reduce), bool(knobs.pingpong),
-                         bool(knobs.wgmma_carry_rescaled))
+                         bool(knobs.wgmma_carry_rescaled), bool(knobs.wgmma_inner_keep))
 
 
 def split_launch_kwargs(kernel: str, parameter_names: Iterable[str], kwargs: Dict[str, Any],

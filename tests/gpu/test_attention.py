@@ -92,7 +92,7 @@ def test_float32_inputs_in_tf32(S, D, causal):
 def test_atomic_dq_matches_float64(S, causal, dtype_name, tma):
     # dQ accumulated by the dK/dV kernel (TMA reductions per tile, or pointer atomics), many
     # key programs adding into the same rows; ragged S over NaN-padded heads; D = 64 (at
-    # D = 128 the variant does not compile yet: docs/perf/attention_tma.md).
+    # D = 128 every candidate spills: docs/perf/attention_tma.md).
     B, H, D = 2, 3, 64
     dtype = getattr(torch, dtype_name)
     gen = torch.Generator(device="cuda").manual_seed(S + causal * 7 + len(tma))

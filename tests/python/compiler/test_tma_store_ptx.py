@@ -5,7 +5,8 @@ masked-store meaning in the IR (the store also carries the tensor map and the bo
 coordinates, attribute `tma`) and codegen stages the tile in shared memory in the map's
 swizzle, then: fence.proxy.async.shared::cta, bar.sync, one thread's
 cp.async.bulk.tensor.2d.global.shared::cta.bulk_group per 128-byte column block,
-commit_group, wait_group.read 0. Checked here: that sequence in the PTX, ptxas without
+commit_group; the wait for its reads (wait_group.read 0) comes before the next write of the
+tile and before the return (membar's bulk_deferred). Checked here: that sequence, ptxas without
 spills, the compiled IR in the interpreter on ragged shapes against float64, and that the
 knob off, sm_80, and stores the TMA cannot make (rows under 32 bytes) keep the pointer store.
 """
@@ -60,19 +61,38 @@ def pointer_stores(ptx):
     return re.findall(r"^\s*(?:@!?%p\d+\s+)?st\.global", ptx, re.M)
 
 
-def check_store_sequence(ptx, boxes):
+def check_store_sequence(ptx, boxes, deferred=True):
     """The TMA store's PTX: every thread's proxy fence, the barrier, then the issuing thread's
     copies (one per 128-byte column block), their commit and the wait for their reads."""
     fences = positions(ptx, r"fence\.proxy\.async\.shared::cta")
     copies = positions(ptx, BULK_STORE)
     commits = positions(ptx, r"cp\.async\.bulk\.commit_group")
-    waits = positions(ptx, r"cp\.async\.bulk\.wait_group\.read 0")
-    assert len(copies) == boxes and len(commits) == 1 and len(waits) == 1
+    assert len(copies) == boxes and len(commits) == 1
     fence = max(f for f in fences if f < min(copies))
     assert positions(ptx[fence:min(copies)], r"bar\.sync")  # writes of every thread
-    assert max(copies) < commits[0] < waits[0]
+    assert max(copies) < commits[0]
+    check_deferred_wait(ptx, commits[0], deferred)
     assert not pointer_stores(ptx)  # the masked pointer store is gone
     assert len(positions(ptx, r"elect\.sync")) == 1  # one issuing thread
+
+
+def check_deferred_wait(ptx, commit, deferred=True):
+    """The issuer does not wait for the bulk copy's reads at its commit (membar defers it):
+    the wait comes later, each one right before a bar.sync (every thread's next write of
+    the scratch after it), and one before the kernel returns. Not `deferred` (a kernel with
+    a warp-specialized loop: its producer warps meet no barrier of the consumers'): at the
+    commit."""
+    waits = positions(ptx, r"cp\.async\.bulk\.wait_group\.read 0")
+    if not deferred:
+        assert len(waits) == 1 and commit < waits[0] < ptx.index("}", commit)
+        return
+    assert "wait_group" not in ptx[commit:ptx.index("}", commit)]
+    assert waits and waits[-1] > commit
+    for wait in waits:
+        after = ptx[wait:]
+        assert re.match(r"[^\n]*\n\s*// end inline asm\s*\n\s*bar\.sync\s+0;", after), after[:200]
+    assert re.match(r"[^\n]*\n\s*// end inline asm\s*\n\s*bar\.sync\s+0;\s*\n\s*ret;",
+                    ptx[waits[-1]:])
 
 
 @pytest.mark.parametrize("meta", dm.CONFIGS, ids=dm.CONFIG_IDS)
@@ -98,7 +118,7 @@ def test_tma_store_after_a_warp_specialized_loop(meta):
                                                      arch="sm_90a", **meta)
     ptx = kernel.asm["ptx"]
     assert kernel.metadata["total_num_warps"] == meta["num_warps"] + 4
-    check_store_sequence(ptx, max(1, meta["BN"] * 2 // 128))
+    check_store_sequence(ptx, max(1, meta["BN"] * 2 // 128), deferred=False)
     fence = ptx.index("fence.proxy.async.shared::cta;")
     assert re.search(rf"bar\.sync\s+1, {meta['num_warps'] * 32};", ptx[fence:ptx.index(
         "cp.async.bulk.tensor.2d.global", fence)])
