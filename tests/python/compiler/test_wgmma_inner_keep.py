@@ -3,12 +3,13 @@ an op that stages through shared memory keeps in flight the wgmma products whose
 nothing written after it (before the next barrier) may overlap, as membar's own barriers do;
 membar gives the op `inner_wgmma_pending`, the wgmma_waits pass its `inner_wgmma_wait`.
 
-Checked on the CPU with the attention dK/dV kernel that also computes dQ (`ATOMIC_DQ`): each
-step stages dSᵀ through shared memory for the dQ product while the step's dV and dK products
-run. With the knob the staging's barrier leaves them in flight; off, it waits for both first.
-Both ways: no write into what an in-flight product reads (test_wgmma_hazards, independent of
-membar), ptxas without spills or serialized wgmma, and the compiled IR in the interpreter
-against float64 on a ragged length.
+Checked on the CPU with the masked dK/dV kernel with a bias per element: each step reduces
+dbias across warps through shared memory while the step's products run. With the knob that
+reduction's barrier leaves them in flight; off, it waits for all of them first. Both ways: no
+write into what an in-flight product reads (test_wgmma_hazards, independent of membar),
+ptxas without spills or serialized wgmma. And the attention dK/dV kernel that also computes
+dQ (`ATOMIC_DQ`, whose dS staging kept its dV and dK products in flight this way) in the
+interpreter, its compiled IR against float64 on a ragged length.
 """
 import re
 
@@ -20,6 +21,7 @@ from tessera._tessera import ir
 from tessera.config import knobs
 from tessera.ops.flash_attention import backward as bwd
 
+from test_attention_masked_ptx import arguments, case, compile_masked
 from test_wgmma_pipeline_ptx import assert_no_hazard, assert_no_spills
 
 
@@ -42,22 +44,30 @@ def compile_atomic_dkdv(config, keep: bool, S=1024, H=2, D=64):
             arch="sm_90a")
 
 
-def staging_waits(tgir: str) -> list:
-    """The inner_wgmma_wait of each convert_layout through scratch in the compiled IR."""
-    return [int(m.group(1)) for m in re.finditer(
-        r"convert_layout [^\n]*inner_wgmma_wait = (\d+)[^\n]*scratch_offset", tgir)]
+def inner_waits(tgir: str) -> list:
+    """The inner_wgmma_wait of each op with a barrier of its own in the compiled IR."""
+    return [int(w) for w in re.findall(r"inner_wgmma_wait = (\d+)", tgir)]
 
 
-@pytest.mark.parametrize("config", fa.WGMMA_CONFIGS["dkdv"][64], ids=str)
-def test_staging_barrier_keeps_the_products_in_flight(config):
-    kept = compile_atomic_dkdv(config, True)
-    waited = compile_atomic_dkdv(config, False)
-    # The unmasked loop's staging of dSᵀ leaves the step's dV and dK products in flight.
-    assert max(staging_waits(kept.asm["tgir"])) >= 2, config
-    assert "inner_wgmma_pending" in kept.asm["tgir"]
-    assert set(staging_waits(waited.asm["tgir"])) == {0}
-    assert "inner_wgmma_pending" not in waited.asm["tgir"]
-    for kernel in (kept, waited):
+@pytest.mark.parametrize("D", [64, 128])
+def test_dbias_reduction_keeps_the_products_in_flight(D):
+    # The masked dK/dV kernel with a bias per element reduces dbias across warps at each
+    # step (a reduction through shared memory): its barrier leaves the step's products in
+    # flight with the knob, waits for all of them without.
+    rng = np.random.default_rng(D)
+    q, k, v, do, mask, bias = case(rng, 256, D)
+    lse = np.zeros(q.shape[:3], np.float32)
+    dbias = np.zeros(bias.shape, np.float32)
+    args = arguments("dkdv", q, k, v, q, lse, lse, do, (q, q, q), mask, bias, dbias, True, 0.1)
+    kernels = {}
+    for keep in (True, False):
+        with knobs.scope(wgmma_inner_keep=keep):
+            kernels[keep], _ = compile_masked("dkdv", args, D, True, "sm_90a", dbias_mode=2)
+    assert max(inner_waits(kernels[True].asm["tgir"])) >= 1
+    assert "inner_wgmma_pending" in kernels[True].asm["tgir"]
+    assert set(inner_waits(kernels[False].asm["tgir"])) <= {0}
+    assert "inner_wgmma_pending" not in kernels[False].asm["tgir"]
+    for kernel in kernels.values():
         assert_no_hazard(kernel.asm["tgir"])
         assert_no_spills(kernel)
 
