@@ -353,9 +353,9 @@ void BarrierInserter::visit(ir::Operation &op, BarrierState &state, bool insert)
   int64_t bytes = scratchOf(op);
   if (bytes == 0)
     return;
-  // Writes its scratch, barrier (inside the op, waiting for every wgmma group), reads it:
-  // only those reads stay pending. A TMA store's or reduction's reads are its bulk copy's,
-  // pending until a barrier waits for them (plan step 8).
+  // Writes its scratch, barrier (inside the op), reads it: only those reads stay pending. A
+  // TMA store's or reduction's reads are its bulk copy's, pending until a barrier waits for
+  // them (plan step 8).
   write(op, state, insert);
   // Its barrier keeps the newest groups that no write of the op or of the straight-line ops
   // after it may overlap (as a barrier op's wgmma_pending, plan step 6): the wgmma_waits pass
