@@ -119,10 +119,10 @@ private:
 
   /// The newest pending groups `op`'s own barrier leaves in flight (rule 3): membar's
   /// `inner_wgmma_pending` with `wgmma_pipeline` (none of them read what is written after
-  /// it before the next barrier), else none. Scratch ops only: an mbarrier's setup retires
-  /// every group.
+  /// it before the next barrier; membar gives it to scratch ops only: an mbarrier's setup
+  /// retires every group), else none.
   size_t innerKept(const ir::Operation &op, const Pending &pending) const {
-    if (!pipeline_ || !op.hasAttr("inner_wgmma_pending") || analysis::scratchBytes(op) == 0)
+    if (!pipeline_ || !op.hasAttr("inner_wgmma_pending"))
       return 0;
     return std::min(pending.size(),
                     static_cast<size_t>(std::max<int64_t>(op.intAttr("inner_wgmma_pending"), 0)));
