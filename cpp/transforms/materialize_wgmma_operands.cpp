@@ -10,6 +10,13 @@
 // 8-bit (e4m3/e5m2) tiles are stored K-major whatever their registers' order: wgmma has no
 // transpose for them.
 //
+// A 16-bit operand that is a transposed tile (`trans`, after any layout conversion: dS K in
+// the attention backward, dS held as dSᵀ in the dK product's accumulator) is not transposed
+// in registers: its source is stored as it is, in the order of its own fastest dim, and read
+// transposed (`local_load {order = [1, 0]}`, an MN-major wgmma operand). The conversion to a
+// blocked layout and the transpose through shared memory (a store, a barrier, loads, a
+// barrier, the operand's stores) become the operand's stores alone.
+//
 //   %a = convert_layout %x : (tensor<128x64xf16, #B>) -> tensor<128x64xf16, #dot_op<{opIdx = 0,
 //   parent = #mma<{version = 3, ...}>, ...}>> %d = dot %a, %b, %c ...
 // becomes
@@ -53,8 +60,55 @@ bool wgmmaOperandStaysInRegisters(const Operation &convert) {
 
 namespace {
 
+/// What `source` (a wgmma operand tile) transposes, when it is a 16-bit `trans` of a 2-D
+/// tile held in registers: the trans's input, or the input of the layout conversion that
+/// feeds it. Null otherwise.
+Value *untransposed(Value *source) {
+  const Operation *trans = source->definingOp();
+  const Type &type = source->type();
+  if (!trans || trans->code() != OpCode::Trans || type.rank() != 2 || type.bitWidth() != 16)
+    return nullptr;
+  Value *input = trans->operand(0);
+  const Operation *convert = input->definingOp();
+  if (convert && convert->code() == OpCode::ConvertLayout &&
+      convert->operand(0)->type().encoding() &&
+      !dynamic_cast<const SharedEncoding *>(convert->operand(0)->type().encoding().get()) &&
+      !dynamic_cast<const DotOperandEncoding *>(convert->operand(0)->type().encoding().get()))
+    input = convert->operand(0);
+  if (!input->type().encoding() ||
+      dynamic_cast<const SharedEncoding *>(input->type().encoding().get()))
+    return nullptr;
+  return input;
+}
+
+/// Stores `tile` (2-D, in registers) into a `shared` tile and reads it transposed as
+/// `convert`'s result before each of its users.
+void stageTransposed(Operation *convert, Value *tile, const EncodingPtr &shared) {
+  const Type &type = tile->type();
+  Builder builder;
+  builder.setInsertionPoint(convert);
+  builder.setLocation(convert->location());
+  Value *buffer = builder.create(OpCode::LocalAlloc, {tile}, {type.withEncoding(shared)})->result();
+  for (const OperandUse &use : usesOf(convert->result())) {
+    Builder at;
+    at.setInsertionPoint(use.user);
+    at.setLocation(convert->location());
+    Value *read = at.create(OpCode::LocalLoad, {buffer}, {convert->result()->type()},
+                            {{"order", std::vector<int64_t>{1, 0}}})
+                      ->result();
+    use.user->setOperand(use.index, read);
+  }
+  convert->erase();
+}
+
 void materialize(Operation *convert) {
   Value *source = convert->operand(0);
+  if (Value *tile = untransposed(source)) { // its own fastest dim: the stores' vectors
+    const Type &tileType = tile->type();
+    int fastest = analysis::fastestDim(tileType.encoding()->toLinearLayout(tileType.shape()));
+    if (EncodingPtr shared = wgmmaSharedEncoding(tileType.shape(), {fastest, 1 - fastest}, 2))
+      return stageTransposed(convert, tile, shared);
+  }
   const Type &type = source->type();
   if (type.rank() != 2 || !type.encoding())
     emitError(*convert, "materialize_wgmma_operands: a wgmma operand must be a 2-D tile with a "

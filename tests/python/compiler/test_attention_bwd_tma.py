@@ -293,3 +293,24 @@ def test_the_dkdv_tuner_zeroes_the_dq_accumulator_after_its_timed_launches():
     from tessera.ops.flash_attention.backward import _tuned_dkdv
     assert _tuned_dkdv.reset_to_zero == ["dq_acc_ptr"]
 
+
+
+def test_atomic_dq_stores_ds_once_and_reads_it_transposed():
+    # dS K takes dS = (dSᵀ)ᵀ, held as the dK product's accumulator: materialize_wgmma_operands
+    # stores dSᵀ as it is (from the #mma registers) and the dQ product reads it transposed
+    # (an MN-major wgmma operand), with no conversion to a blocked layout and no transpose
+    # through shared memory in between.
+    x = np.zeros((1, 2, 1024, 64), np.float16)
+    lse = np.zeros((1, 2, 1024), np.float32)
+    acc = np.zeros((1, 2, 1024, 64), np.float32)
+    st = strides(x)
+    compiled = bwd.attention_bwd_dkdv_kernel.compile(
+        x, x, x, x, x, x, lse, lse, 0.125, 0.125 * fa.LOG2E, 2, 1024, *st * 6, D=64,
+        BLOCK_M=64, BLOCK_N=64, CAUSAL=False, RELOAD=False, TMA=True, dq_acc_ptr=acc,
+        ATOMIC_DQ=True, num_warps=4, num_stages=2, arch="sm_90a")
+    tgir = compiled.asm["tgir"]
+    assert not re.search(r"= trans ", tgir)
+    stored = re.findall(r"local_alloc %\d+ \{offset = \d+\} : \(tensor<64x64xf16, #mma>\)", tgir)
+    assert len(stored) == 2  # one per loop (masked, unmasked)
+    assert len(re.findall(r"local_load %\d+ \{order = \[1, 0\]\} : \(tensor<64x64xf16, "
+                          r"#shared\d*>\) -> tensor<64x64xf16, #dot_op>", tgir)) == 2
