@@ -17,6 +17,8 @@
 // barrier): membar's barrier before a write to bytes the dot reads then waits for it.
 #include "codegen/lower_matrix.h"
 
+#include "analysis/shared_access.h"
+
 #include "ir/diagnostics.h"
 #include "layout/mma.h"
 #include "layout/swizzled_shared.h"
@@ -188,6 +190,21 @@ void emitWgmma(KernelLowering &lowering, const WgmmaKind &kind, int n, bool tran
 
 } // namespace
 
+/// Whether `accumulator` holds a wgmma's result: a wgmma dot's, or a loop-carried value the
+/// loop's body yields from one (a chained accumulator, written by the tensor cores alone).
+static bool accumulatedByWgmma(const ir::Value *accumulator) {
+  const ir::Operation *def = accumulator->definingOp();
+  if (def)
+    return def->code() == ir::OpCode::Dot && analysis::isWgmmaDot(*def);
+  const ir::Block *body = accumulator->ownerBlock();
+  const ir::Operation *loop = body ? body->parentOp() : nullptr;
+  if (!loop || loop->code() != ir::OpCode::For || accumulator->index() == 0)
+    return false;
+  const ir::Value *yielded = body->terminator()->operand(accumulator->index() - 1);
+  const ir::Operation *source = yielded->definingOp();
+  return source && source->code() == ir::OpCode::Dot && analysis::isWgmmaDot(*source);
+}
+
 void emitWgmmaWait(KernelLowering &lowering, Registers &registers, int pending,
                    const std::vector<llvm::Value *> &inputs) {
   llvm::IRBuilder<> &b = lowering.builder();
@@ -358,6 +375,14 @@ void lowerWgmmaDot(KernelLowering &lowering, const ir::Operation &op, const MmaE
   // register is zeroed, and none is written while an earlier wgmma may still be in flight
   // (ptxas would serialize the products around such a write, C7514).
   bool zeroAccumulator = ir::isZeroConstant(op.operand(2));
+  // An accumulator set up by other instructions (attention's -lse broadcast, a bias) writes
+  // registers this dot's wgmma wrote at the loop's previous iteration. Where ptxas sees no
+  // wgmma.wait_group between the two, it injects a wait for every group in flight (C7517):
+  // the groups the loop carries across its back edge (dK, dV) then finish before this dot
+  // starts. A wait that keeps every pending group in flight (no stall: codegen knows them
+  // all) shows ptxas the order; the earlier wgmma's own wait retired it.
+  if (!zeroAccumulator && !accumulatedByWgmma(op.operand(2)))
+    lowering.emitWgmmaOrderMark();
   std::vector<llvm::Value *> aInputs; // every A word, for the wait to keep live
   auto registersOfTile = [&](int64_t row0, int64_t col0) {
     std::vector<int> regs; // PTX ISA wgmma D fragment: d[i] at row 8 * (i / 2 % 2), column

@@ -156,6 +156,9 @@ public:
   /// After a warp_specialize op (the producer warps left), a named barrier of the consumer
   /// threads instead: `bar.sync 1, num_warps * 32`.
   void emitBarrier(bool groupsInFlight = false);
+  /// wgmma.wait_group N with N = the groups in flight: waits for nothing, but orders for
+  /// ptxas what the earlier waits retired (lower_matrix_wgmma.cpp, C7517).
+  void emitWgmmaOrderMark();
   /// Waits until at most `keep` wgmma groups are in flight: a `wgmma_wait {pending = keep}`.
   void retireWgmma(size_t keep) {
     if (pendingWgmma_.size() > keep)

@@ -68,6 +68,13 @@ void KernelLowering::waitForWgmma(size_t groups) {
   pendingWgmma_.erase(pendingWgmma_.begin(), pendingWgmma_.begin() + groups);
 }
 
+void KernelLowering::emitWgmmaOrderMark() {
+  if (pendingWgmma_.empty()) // nothing in flight for ptxas to wait for
+    return;
+  Registers none;
+  emitWgmmaWait(*this, none, static_cast<int>(pendingWgmma_.size()), {});
+}
+
 KernelLowering::CarriedGroups KernelLowering::carriedWgmmaGroups(const ir::Operation &loop) {
   CarriedGroups carried;
   if (!loop.hasAttr("wgmma_carried"))

@@ -310,13 +310,15 @@ def test_operands_in_own_tiles_compile_to_wgmma(fn, blocks, num_warps, num_stage
     wm, wn, n = expected_tiling(bm, bn, num_warps)
     assert f"#mma<{{version = 3, warpsPerCTA = [{wm}, {wn}], instrShape = [16, {n}]}}>" in tgir
     # What the pipeliner does not read from a ring is stored to a tile of its own
-    # (materialize_wgmma_operands): 2 a always, trans(bt) when not pipelined; a pipelined bt
-    # is read from its ring as a transposed view.
+    # (materialize_wgmma_operands): 2 a always; bt itself when not pipelined, read as a
+    # transposed view of its tile (trans(bt) is not stored); a pipelined bt is read from its
+    # ring as a transposed view.
     own_tile = own_tile_values(tgir)
     if fn is dot_scaled_a:
         assert "mulf" in own_tile
     elif num_stages == 1:
-        assert "trans" in own_tile
+        assert "load" in own_tile and "trans" not in own_tile
+        assert re.search(r"local_load %\d+ \{order = \[1, 0\]\}", tgir)
     else:
         assert not own_tile and re.search(r"local_load %\d+, %\d+ \{order = \[1, 0\]\}", tgir)
     check_kilobyte_alignment(tgir)
