@@ -174,7 +174,7 @@ def matmul(a, b, bias=None, activation: str = "", out=None):
         c = matmul(a, b, bias, activation="leaky_relu")
     """
     if out is None and torch_ops.wants_op(a, b, bias):  # autograd or torch.compile: the op
-        return torch_ops.library(_register_op).matmul(a, b, bias, activation)
+        return torch_ops.call(_register_op, "matmul", a, b, bias, activation)
     return matmul_forward(a, b, bias, activation, out)
 
 
@@ -231,9 +231,10 @@ def _register_op():
     import torch
     from torch import Tensor
 
-    @torch.library.custom_op("tessera::matmul", mutates_args=())
-    def matmul_op(a: Tensor, b: Tensor, bias: Tensor | None, activation: str) -> Tensor:
+    def matmul_body(a: Tensor, b: Tensor, bias: Tensor | None, activation: str) -> Tensor:
         return torch_ops.run(matmul_forward, a, b, bias, activation)
+
+    matmul_op = torch.library.custom_op("tessera::matmul", mutates_args=())(matmul_body)
 
     @matmul_op.register_fake
     def _(a, b, bias, activation):
@@ -261,4 +262,4 @@ def _register_op():
             dbias = dz.float().sum(0).to(ctx.bias_dtype)
         return da, db, dbias, None
 
-    matmul_op.register_autograd(backward, setup_context=setup)
+    torch_ops.register_autograd(matmul_op, "matmul", matmul_body, backward, setup)

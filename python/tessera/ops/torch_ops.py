@@ -13,20 +13,25 @@ an autograd formula.
   for the bias, where ``dz`` is ``dc`` through the activation: leaky_relu keeps the sign, so
   its slope is read from the output and no pre-activation is saved.
 
-``tessera.ops.rms_norm``/``layer_norm``/``matmul`` route torch tensors through their op when
-autograd needs them (grad enabled and an input requires grad) or torch.compile is tracing
-(:func:`wants_op`); otherwise they launch directly (no dispatcher cost). CPU tensors run the
-kernels through the interpreter (:func:`run`). A family's ops are registered on its first
-call that needs them (:func:`library`).
+``tessera.ops.rms_norm``/``layer_norm``/``matmul``/``attention``/``attention_masked`` route
+torch tensors through their op while torch.compile is tracing, through the op's eager twin (a
+``torch.autograd.Function`` made of the same parts: :func:`register_autograd`) when autograd
+needs them (grad enabled and an input requires grad), and otherwise launch directly
+(:func:`call`). The twin is there for host time: a custom op called eagerly with autograd
+costs ~45 us more per call than the Function on the GPU machine's CPU, as long as a short
+kernel (a 0.2 ms masked forward was host-bound by it). CPU tensors run the kernels through
+the interpreter (:func:`run`). A family's ops are registered on its first call that needs
+them (:func:`library`).
 """
 # No `from __future__ import annotations`: torch.library reads the annotations as types.
 
 import sys
-from typing import Any, Callable, Set
+from typing import Any, Callable, Dict, Set
 
 import tessera
 
 _registered: Set[Callable[[], None]] = set()
+_twins: Dict[str, Any] = {}  # op name ("rms_norm") -> its eager torch.autograd.Function
 
 
 def wants_op(*tensors) -> bool:
@@ -57,3 +62,30 @@ def library(register: Callable[[], None]) -> Any:
         register()
         _registered.add(register)
     return torch.ops.tessera
+
+
+def register_autograd(op, name: str, body: Callable, backward: Callable,
+                      setup_context: Callable) -> None:
+    """``op.register_autograd(backward, setup_context=setup_context)``, and the op's eager twin
+    made of the same parts: a torch.autograd.Function whose forward is ``body`` (the function
+    the op was made of), kept under ``name`` for :func:`call`. Its backward is
+    once-differentiable: the kernels are opaque to autograd, so a double backward raises
+    instead of returning gradients that miss their second-order terms."""
+    import torch
+    from torch.autograd.function import once_differentiable
+    op.register_autograd(backward, setup_context=setup_context)
+    _twins[name] = type(f"{name}_function", (torch.autograd.Function,), {
+        "forward": staticmethod(body), "setup_context": staticmethod(setup_context),
+        "backward": staticmethod(once_differentiable(backward))})
+
+
+def call(register: Callable[[], None], name: str, *args):
+    """``torch.ops.tessera.<name>(*args)`` while torch.compile traces (the graph holds the op),
+    else the op's eager twin (the same forward and formula, without the dispatcher's
+    custom-op path); for calls that :func:`wants_op`."""
+    import torch
+    ops = library(register)
+    twin = _twins.get(name)  # none if an earlier import of the family registered the op
+    if twin is None or torch.compiler.is_compiling():
+        return getattr(ops, name)(*args)
+    return twin.apply(*args)

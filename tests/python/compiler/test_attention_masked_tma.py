@@ -301,6 +301,10 @@ def test_a_tma_launch_tries_the_capped_tiles_first_and_the_tuner_avoids_spills()
     assert len(ma.blocks.masked_candidates("fwd", q, "sm_90a")[0]) == 4
     q128 = np.zeros((1, 2, 1024, 128), np.float16)
     assert len(ma.blocks.masked_candidates("fwd", q128, "sm_90a", tma=True)[0]) == 4
+    # the short-walk tile goes last at D = 128 (tuned, never the untuned default)
+    tiles = ma.blocks.masked_candidates("fwd", q128, "sm_90a", tma=True)
+    assert tiles[-1] == (64, 64, 4, 2) and tiles[0] != (64, 64, 4, 2)
+    assert (64, 64, 4, 2) not in ma.blocks.masked_candidates("fwd", q128, "sm_90a")
     # a capped tile spills at some ragged lengths (docs/perf/masked_attention.md): the
     # tuner times only the configs that spill nothing there
     assert ma.forward._tuned_fwd.spills == "avoid"

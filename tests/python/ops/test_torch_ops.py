@@ -87,3 +87,28 @@ def test_tensors_without_gradients_launch_directly(monkeypatch):
     with torch.no_grad():
         assert not torch_ops.wants_op(x, w)
     assert not torch_ops.wants_op(x.numpy(), w)
+
+
+def test_eager_calls_run_the_twin_and_compiled_graphs_hold_the_op():
+    # Eager calls that autograd tracks skip the dispatcher's custom-op path (host time) through
+    # a torch.autograd.Function of the same parts; a torch.compile graph holds the op itself.
+    x, w, _, dy = norm_inputs(5)
+    x, w = leaves(x, w)
+    assert type(rms_norm(x, w).grad_fn).__name__.startswith("rms_norm_function")
+    a, b = leaves(torch.randn(5, 8).half(), torch.randn(8, 3).half())
+    assert type(matmul(a, b).grad_fn).__name__.startswith("matmul_function")
+    targets = []
+
+    def backend(gm, example_inputs):
+        targets.extend(str(node.target) for node in gm.graph.nodes)
+        return gm.forward
+    torch.compile(lambda x, w: rms_norm(x, w), backend=backend, fullgraph=True)(x, w)
+    assert "tessera.rms_norm" in targets
+
+
+def test_a_double_backward_raises_instead_of_dropping_second_order_terms():
+    x, w, _, dy = norm_inputs(6)
+    x, w = leaves(x, w)
+    dx, = torch.autograd.grad(rms_norm(x, w), x, dy, create_graph=True)
+    with pytest.raises(RuntimeError):
+        dx.sum().backward()

@@ -12,8 +12,8 @@ On CPU tensors the ops run the same kernels through the interpreter (it takes CP
 they are), so the whole flow can be checked without a GPU. Without torch this module defines
 `attention` only, which then raises.
 """
-import tessera
 
+from .. import torch_ops
 from .backward import attention_backward
 from .configs import _last_dim_contiguous
 from .forward import attention_forward
@@ -24,10 +24,10 @@ except ImportError:
     torch = None
 
 
-def _on_cpu(fn, *args):
-    """fn(*args) for CPU torch tensors, through the interpreter (which takes them as they are)."""
-    with tessera.config.knobs.scope(interpret=True):
-        return fn(*args)
+def _forward_body(q, k, v, causal: bool, sm_scale: float):
+    """What the forward op runs (and `attention` without autograd)."""
+    q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
+    return torch_ops.run(attention_forward, q, k, v, causal, sm_scale)
 
 
 def _register_torch_ops() -> None:
@@ -35,13 +35,12 @@ def _register_torch_ops() -> None:
         return
     Tensor = torch.Tensor
 
-    @torch.library.custom_op("tessera::attention_forward", mutates_args=())
-    def forward_op(q: Tensor, k: Tensor, v: Tensor, causal: bool,
-                   sm_scale: float) -> tuple[Tensor, Tensor]:
-        q, k, v = (_last_dim_contiguous(x) for x in (q, k, v))
-        if q.is_cuda:
-            return attention_forward(q, k, v, causal, sm_scale)
-        return _on_cpu(attention_forward, q, k, v, causal, sm_scale)
+    def forward_body(q: Tensor, k: Tensor, v: Tensor, causal: bool,
+                     sm_scale: float) -> tuple[Tensor, Tensor]:
+        return _forward_body(q, k, v, causal, sm_scale)
+
+    forward_op = torch.library.custom_op("tessera::attention_forward",
+                                         mutates_args=())(forward_body)
 
     @forward_op.register_fake
     def _(q, k, v, causal, sm_scale):
@@ -51,9 +50,7 @@ def _register_torch_ops() -> None:
     def backward_op(q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, do: Tensor,
                     causal: bool, sm_scale: float) -> tuple[Tensor, Tensor, Tensor]:
         q, k, v, o, do = (_last_dim_contiguous(x) for x in (q, k, v, o, do))
-        if q.is_cuda:
-            return attention_backward(q, k, v, o, lse, do, causal, sm_scale)
-        return _on_cpu(attention_backward, q, k, v, o, lse, do, causal, sm_scale)
+        return torch_ops.run(attention_backward, q, k, v, o, lse, do, causal, sm_scale)
 
     @backward_op.register_fake
     def _(q, k, v, o, lse, do, causal, sm_scale):
@@ -71,7 +68,8 @@ def _register_torch_ops() -> None:
         dq, dk, dv = backward_op(q, k, v, o, lse, do, ctx.causal, ctx.sm_scale)
         return dq, dk, dv, None, None
 
-    forward_op.register_autograd(backward, setup_context=setup_context)
+    torch_ops.register_autograd(forward_op, "attention_forward", forward_body, backward,
+                                setup_context)
 
 
 def attention(q, k, v, causal: bool = False, sm_scale: float | None = None):
@@ -97,14 +95,20 @@ def attention(q, k, v, causal: bool = False, sm_scale: float | None = None):
         o = attention(q, k, v, causal=True)
         o.sum().backward()  # q.grad, k.grad, v.grad
         compiled = torch.compile(attention, fullgraph=True)  # no graph break
+
+    Under torch.compile the graph holds the ``tessera::attention_forward`` op; eager calls
+    that autograd tracks run its twin (ops/torch_ops.py), others launch directly.
     """
     if torch is None:
         raise ImportError("tessera.ops.attention needs PyTorch (pip install torch); "
                           "attention_forward and attention_backward also take NumPy arrays")
     if sm_scale is None:
         sm_scale = q.shape[-1] ** -0.5
-    return torch.ops.tessera.attention_forward(q, k, v, causal, sm_scale)[0]
+    if torch_ops.wants_op(q, k, v):
+        return torch_ops.call(_register_torch_ops, "attention_forward", q, k, v, causal,
+                              sm_scale)[0]
+    return _forward_body(q, k, v, causal, sm_scale)[0]
 
 
 if torch is not None:
-    _register_torch_ops()
+    torch_ops.library(_register_torch_ops)  # at import: benchmarks call the ops by name

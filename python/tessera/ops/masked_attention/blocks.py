@@ -246,11 +246,20 @@ MASKED_DEFAULTS = {("fwd", 64, True, False): (128, 64, 8, 2),
 # per element and a key bias at ragged lengths, where the autotuner (spills="avoid") keeps
 # to the configs that spill nothing.
 MASKED_TMA_FIRST = {("fwd", 64): [(128, 64, 8, 2, 128), (128, 64, 8, 3, 128)]}
+# ... and candidates tried after the others (never the untuned default): for short walks. A
+# document mask (S = 4096, 8 documents, causal inside each) gives each 128-row program 1 to 4
+# live key blocks, so its time is mostly the fixed cost per program (prologue, epilogue, one
+# CTA per SM at 255 registers): one warpgroup on 64 x 64 tiles (about 150 registers, three
+# CTAs per SM) overlaps one CTA's fixed cost with another's products. The tuner's timings
+# (bf16, mask + key bias, H200): document 0.223 ms against 0.244 for 128 x 128; a window of
+# 1024 keys at S = 16384 0.501 against 0.491; all-true at S = 8192 2.72 against 2.27 (so it
+# is no default). 64 x 128 spills. docs/perf/masked_attention.md, "Short walks".
+MASKED_TMA_LAST = {("fwd", 128): [(64, 64, 4, 2)]}
 
 
 def masked_candidates(kernel: str, x, arch: str | None = None, tma: bool = False) -> list:
     """candidates(kernel, x, arch) with MASKED_DEFAULTS' choice first; `tma`: the TMA
-    variant's, MASKED_TMA_FIRST's before them."""
+    variant's, MASKED_TMA_FIRST's before them and MASKED_TMA_LAST's after."""
     found = candidates(kernel, x, arch)
     wgmma = any(found is table.get(x.shape[-1]) for table in (WGMMA_CONFIGS[kernel],))
     key = (kernel, x.shape[-1], wgmma, _is_fp32(x))
@@ -259,7 +268,9 @@ def masked_candidates(kernel: str, x, arch: str | None = None, tma: bool = False
     if first is not None:
         found = [first] + [c for c in found if c != first]
     ahead = MASKED_TMA_FIRST.get((kernel, x.shape[-1]), []) if tma and wgmma else []
-    return ahead + [c for c in found if c not in ahead]
+    behind = MASKED_TMA_LAST.get((kernel, x.shape[-1]), []) if tma and wgmma else []
+    found = ahead + [c for c in found if c not in ahead]
+    return found + [c for c in behind if c not in found]
 
 
 def launch_options(config: tuple) -> dict:
@@ -279,8 +290,9 @@ def autotuned(kernel: str, fn, reset=(), keys=(), pre_hook=None):
     tuples = list(dict.fromkeys([t for table in tables for lst in table.values() for t in lst]
                                 + [t for (name, *_), t in MASKED_DEFAULTS.items()
                                    if name == kernel]
-                                + [t for (name, _), ts in MASKED_TMA_FIRST.items()
-                                   if name == kernel for t in ts]))
+                                + [t for extra in (MASKED_TMA_FIRST, MASKED_TMA_LAST)
+                                   for (name, _), ts in extra.items() if name == kernel
+                                   for t in ts]))
     configs = {t: tessera.Config({"BLOCK_M": t[0], "BLOCK_N": t[1]}, num_warps=t[2],
                                  num_stages=t[3], maxnreg=t[4] if len(t) > 4 else None,
                                  pre_hook=pre_hook)

@@ -32,7 +32,7 @@ def layer_norm(x, w, b, eps: float = 1e-5, out=None):
         y = layer_norm(x, w, b, 1e-5)  # F.layer_norm(x, (512,), w, b, 1e-5)
     """
     if out is None and torch_ops.wants_op(x, w, b):  # autograd or torch.compile: the op
-        return torch_ops.library(_register_ops).layer_norm(x, w, b, eps)
+        return torch_ops.call(_register_ops, "layer_norm", x, w, b, eps)
     return layer_norm_forward(x, w, b, eps, out)
 
 
@@ -83,10 +83,12 @@ def _register_ops():
     import torch
     from torch import Tensor
 
-    @torch.library.custom_op("tessera::layer_norm", mutates_args=())
-    def layer_norm_op(x: Tensor, w: Tensor, b: Tensor, eps: float) -> Tensor:
+    def layer_norm_body(x: Tensor, w: Tensor, b: Tensor, eps: float) -> Tensor:
         return torch_ops.run(layer_norm_forward, x.contiguous(), w.contiguous(),
                              b.contiguous(), eps)
+
+    layer_norm_op = torch.library.custom_op("tessera::layer_norm",
+                                            mutates_args=())(layer_norm_body)
 
     @layer_norm_op.register_fake
     def _(x, w, b, eps):
@@ -114,4 +116,5 @@ def _register_ops():
         dx, dw, db = layer_norm_backward_op(dy, x, w, ctx.eps)
         return dx, dw, db, None
 
-    layer_norm_op.register_autograd(layer_backward, setup_context=layer_setup)
+    torch_ops.register_autograd(layer_norm_op, "layer_norm", layer_norm_body, layer_backward,
+                                layer_setup)

@@ -31,7 +31,7 @@ def rms_norm(x, w, eps: float = 1e-6, out=None):
         y = rms_norm(x, w, 1e-6)  # torch.nn.functional.rms_norm(x, (512,), w, 1e-6)
     """
     if out is None and torch_ops.wants_op(x, w):  # autograd or torch.compile: the custom op
-        return torch_ops.library(_register_ops).rms_norm(x, w, eps)
+        return torch_ops.call(_register_ops, "rms_norm", x, w, eps)
     return rms_norm_forward(x, w, eps, out)
 
 
@@ -79,9 +79,10 @@ def _register_ops():
     import torch
     from torch import Tensor
 
-    @torch.library.custom_op("tessera::rms_norm", mutates_args=())
-    def rms_norm_op(x: Tensor, w: Tensor, eps: float) -> Tensor:
+    def rms_norm_body(x: Tensor, w: Tensor, eps: float) -> Tensor:
         return torch_ops.run(rms_norm_forward, x.contiguous(), w.contiguous(), eps)
+
+    rms_norm_op = torch.library.custom_op("tessera::rms_norm", mutates_args=())(rms_norm_body)
 
     @rms_norm_op.register_fake
     def _(x, w, eps):
@@ -107,4 +108,5 @@ def _register_ops():
         dx, dw = rms_norm_backward_op(dy, x, w, ctx.eps)
         return dx, dw, None
 
-    rms_norm_op.register_autograd(rms_backward, setup_context=rms_setup)
+    torch_ops.register_autograd(rms_norm_op, "rms_norm", rms_norm_body, rms_backward,
+                                rms_setup)
