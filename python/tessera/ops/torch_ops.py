@@ -19,9 +19,9 @@ torch tensors through their op while torch.compile is tracing, through the op's 
 needs them (grad enabled and an input requires grad), and otherwise launch directly
 (:func:`call`). The twin is there for host time: a custom op called eagerly with autograd
 cost ~50 us more per call than the Function on the GPU machine's CPU, and a 0.2 ms masked
-forward was host-bound by it (docs/perf/masked_attention.md, "Short walks"). CPU tensors run the kernels through
-the interpreter (:func:`run`). A family's ops are registered on its first call that needs
-them (:func:`library`).
+forward was host-bound by it (docs/perf/masked_attention.md, "Short walks"). CPU tensors
+run the kernels through the interpreter (:func:`run`). A family's ops are registered on its
+first call that needs them (:func:`library`).
 """
 # No `from __future__ import annotations`: torch.library reads the annotations as types.
 

@@ -112,3 +112,13 @@ def test_a_double_backward_raises_instead_of_dropping_second_order_terms():
     dx, = torch.autograd.grad(rms_norm(x, w), x, dy, create_graph=True)
     with pytest.raises(RuntimeError):
         dx.sum().backward()
+
+
+def test_the_attention_ops_name_what_they_take():
+    import numpy as np
+    from tessera.ops import attention, attention_masked
+    x = np.zeros((1, 1, 16, 16), np.float16)
+    with pytest.raises(TypeError, match="tessera.ops.attention takes torch tensors"):
+        attention(x, x, x)
+    with pytest.raises(TypeError, match="attention_masked takes torch tensors"):
+        attention_masked(x, x, x)

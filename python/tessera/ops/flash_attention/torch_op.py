@@ -102,6 +102,9 @@ def attention(q, k, v, causal: bool = False, sm_scale: float | None = None):
     if torch is None:
         raise ImportError("tessera.ops.attention needs PyTorch (pip install torch); "
                           "attention_forward and attention_backward also take NumPy arrays")
+    if not all(isinstance(x, torch.Tensor) for x in (q, k, v)):
+        raise TypeError(f"tessera.ops.attention takes torch tensors, got {type(q).__name__}; "
+                        f"attention_forward and attention_backward take NumPy arrays")
     if sm_scale is None:
         sm_scale = q.shape[-1] ** -0.5
     if torch_ops.wants_op(q, k, v):

@@ -113,6 +113,10 @@ def attention_masked(q, k, v, mask=None, bias=None, causal: bool = False,
     if torch is None:
         raise ImportError("tessera.ops.attention_masked needs PyTorch (pip install torch); "
                           "attention_masked_forward and _backward also take NumPy arrays")
+    if not all(isinstance(x, torch.Tensor) for x in (q, k, v)):
+        raise TypeError(f"tessera.ops.attention_masked takes torch tensors, got "
+                        f"{type(q).__name__}; attention_masked_forward and _backward take "
+                        f"NumPy arrays")
     if scale is None:
         scale = q.shape[-1] ** -0.5
     if torch_ops.wants_op(q, k, v, bias):
