@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# GPU machine: a same-run A/B of two compiler cores (scripts/pack_baseline.sh says how to carry
+# them). Installs the carried package (variant B, the checkout's HEAD), copies it with the
+# baseline core swapped in (variant A, .carry/baseline/), then runs the command given for each
+# variant in turn, AB_ROUNDS times (default 2), B first in odd rounds and A first in even ones:
+# each run in a fresh process with its own kernel cache (/tmp/ab-cache-A, -B), every output
+# line prefixed "A| " or "B| ". Ratios the command prints against its own anchors (cuDNN,
+# cuBLAS, Triton) compare across variants; raw times drift with the card's clocks.
+#
+#   scripts/gpu_ab.sh python3 benchmarks/attention.py --quick --sweep fa3
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ $# -gt 0 ] || { echo "usage: scripts/gpu_ab.sh COMMAND..." >&2; exit 2; }
+[ -f .carry/baseline/libtessera_core.so.gz ] || {
+  echo "no .carry/baseline/libtessera_core.so.gz: run scripts/pack_baseline.sh REF here" >&2
+  exit 2; }
+PYTHON=${PYTHON:-python3}
+BENCHMARKS=" " TUTORIALS=" " GPU_TESTS=" " scripts/gpu.sh | tail -1 || exit 3
+pkg=$(cd / && "$PYTHON" -c "import os, tessera; print(os.path.dirname(tessera.__file__))")
+core=$(find "$pkg" -name 'libtessera_core.so*' | head -1)
+[ -n "$core" ] || { echo "gpu_ab.sh: no libtessera_core.so in $pkg" >&2; exit 3; }
+base=/tmp/ab-baseline
+rm -rf "$base" && mkdir -p "$base" && cp -r "$pkg" "$base/"
+gunzip -c .carry/baseline/libtessera_core.so.gz > "$base/tessera/${core#"$pkg"/}"
+# The binding finds the core next to it (its RUNPATH): the copy loads the swapped one.
+(cd / && PYTHONPATH="$base" "$PYTHON" -c "import tessera; assert tessera.__file__.startswith('$base')") \
+  || { echo "gpu_ab.sh: the baseline copy does not import" >&2; exit 3; }
+echo "A = $(cat .carry/baseline/REF), B = the carried package"
+run() {  # run VARIANT COMMAND...
+  local variant=$1; shift
+  if [ "$variant" = A ]; then
+    PYTHONPATH="$base" TESSERA_CACHE_DIR=/tmp/ab-cache-A "$@" 2>&1 | sed "s/^/A| /"
+  else
+    env -u PYTHONPATH TESSERA_CACHE_DIR=/tmp/ab-cache-B "$@" 2>&1 | sed "s/^/B| /"
+  fi
+}
+for ((round = 1; round <= ${AB_ROUNDS:-2}; round++)); do
+  if ((round % 2)); then order="B A"; else order="A B"; fi
+  for variant in $order; do echo "--- round $round, $variant"; run "$variant" "$@"; done
+done
