@@ -8,6 +8,9 @@
 # cuBLAS, Triton) compare across variants; raw times drift with the card's clocks.
 #
 #   scripts/gpu_ab.sh python3 benchmarks/attention.py --quick --sweep fa3
+#   scripts/gpu_ab.sh python3 scripts/ptxas_notes.py --only masked   # runs without a GPU too
+# (checked on the CPU machine with PYTHON=<a fresh venv>: A = a7e06e4 reported ptxas's C7517 in
+# the masked dK/dV kernels, B = the wgmma order mark after it none.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: scripts/gpu_ab.sh COMMAND..." >&2; exit 2; }
@@ -25,7 +28,10 @@ gunzip -c .carry/baseline/libtessera_core.so.gz > "$base/tessera/${core#"$pkg"/}
 # The binding finds the core next to it (its RUNPATH): the copy loads the swapped one.
 (cd / && PYTHONPATH="$base" "$PYTHON" -c "import tessera; assert tessera.__file__.startswith('$base')") \
   || { echo "gpu_ab.sh: the baseline copy does not import" >&2; exit 3; }
-echo "A = $(cat .carry/baseline/REF), B = the carried package"
+build_id() { "$PYTHON" -c "from tessera.runtime import launcher; print(launcher.compiler_build_id())"; }
+a_id=$(cd / && PYTHONPATH="$base" build_id) b_id=$(cd / && unset PYTHONPATH && build_id)
+[ "$a_id" != "$b_id" ] || { echo "gpu_ab.sh: both variants report compiler $a_id" >&2; exit 3; }
+echo "A = $(cat .carry/baseline/REF) (compiler $a_id), B = the carried package ($b_id)"
 run() {  # run VARIANT COMMAND...
   local variant=$1; shift
   if [ "$variant" = A ]; then
