@@ -19,7 +19,8 @@ n/a (the reason goes to the JSON and the notes under the tables).
         # the forward's TMA path off / on / warp-specialized beside cuDNN (sm_90a; about
         # 3 minutes for the 24 cases, --quick 8 cases)
     python3 benchmarks/attention.py --tma-ab --tma-ab-pass bwd --quick --json OUT.json
-        # the backward's TMA path off / on beside cuDNN's backward (--tma-ab-pass both: both)
+        # the backward's TMA path off / on and the fused dQ (atomic_dq) beside cuDNN's
+        # backward (--tma-ab-pass both: both)
 
 Estimated duration on an H100/H200 (warm kernel cache; add about 2 minutes of compilation when
 cold): --sweep fa3 about 6 minutes (72 cases x 6 providers x 3 passes), --sweep cs336 about
@@ -249,7 +250,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help="--tma-ab's dtypes, comma-separated (float16,bfloat16)")
     parser.add_argument("--tma-ab-pass", default="fwd", choices=("fwd", "bwd", "both"),
                         help="--tma-ab's pass: the forward, the backward (dK/dV and dQ "
-                        "kernels, TMA off / on beside cuDNN's backward) or both")
+                        "kernels, TMA off / on and the fused dQ beside cuDNN's backward) "
+                        "or both")
     args = parser.parse_args(argv)
     if args.warmup <= 0 or args.rep <= 0:
         parser.error("--warmup and --rep must be positive")
@@ -677,8 +679,9 @@ def tma_ab(args: argparse.Namespace, report: dict, save: Callable[[], None]) -> 
         report["tma_ab"].append(row)
         print(f"  {row.get('pass_name', 'fwd')} {row['dtype']} S={row['S']} D={row['D']} "
               f"causal={row['causal']}: "
-              + " ".join(f"{n} {row.get(n + '_ms', math.nan):.3f} ms"
-                         for n in ("tma_off", "tma_on", "tma_ws", "cudnn")), flush=True)
+              + " ".join(f"{n} {row[n + '_ms']:.3f} ms"
+                         for n in ("tma_off", "tma_on", "tma_ws", "fused_dq", "cudnn")
+                         if n + "_ms" in row), flush=True)
         save()
 
     passes = ("fwd", "bwd") if args.tma_ab_pass == "both" else (args.tma_ab_pass,)

@@ -6,7 +6,8 @@ specializes it), beside SDPA's cuDNN and flash backends, timed in the same run i
 rounds (tessera.testing.do_bench_interleaved) so that clock drift falls on all alike.
 ``--tma-ab-pass bwd`` (or ``both``): the same for tessera.ops.attention_backward (its dK/dV and
 dQ kernels; the forward's O and lse computed once, outside the timing) against SDPA's cuDNN
-backward (torch.autograd.grad of its output), FLOPs 2.5x the forward's.
+backward (torch.autograd.grad of its output), FLOPs 2.5x the forward's, plus the fused dQ on
+the TMA path (``atomic_dq=True``: dQ accumulated by the dK/dV kernel, no dQ kernel).
 
 Each variant is checked against float64 (O, poisoned first) and autotuned/compiled inside its
 knob scope (the knobs are part of a launch's key: a launch outside the scope would pick the
@@ -23,7 +24,9 @@ QUICK_CASES = [(4096, 64), (4096, 128)]
 VARIANTS = {"tma_off": dict(tma=False, warp_specialize=False),
             "tma_on": dict(tma=True, warp_specialize=False, attention_tma="on"),
             "tma_ws": dict(tma=True, warp_specialize=True, attention_tma="on")}
-BACKWARD_VARIANTS = {name: VARIANTS[name] for name in ("tma_off", "tma_on")}
+# The backward's: name -> (knobs, attention_backward's keyword arguments).
+BACKWARD_VARIANTS = {"tma_off": (VARIANTS["tma_off"], {}), "tma_on": (VARIANTS["tma_on"], {}),
+                     "fused_dq": (VARIANTS["tma_on"], {"atomic_dq": True})}
 
 
 def scoped(**knob_values) -> Callable:
@@ -105,18 +108,18 @@ def measure_backward(case: dict, reference: Callable, relative_error: Callable, 
     row = dict(case, pass_name="bwd")
     runs: Dict[str, Callable] = {}
     contexts: Dict[str, Callable] = {}
-    for name, knob_values in BACKWARD_VARIANTS.items():
+    for name, (knob_values, call) in BACKWARD_VARIANTS.items():
         with scoped(**knob_values)():
             row[f"{name}_path"] = ("tma" if tma_path(q, k, v, do, kernel="bwd", causal=causal)
                                   else "pointer")
             for g in grads:
                 g.fill_(float("nan"))
             attention_backward(q, k, v, o, lse, do, causal, dq=grads[0], dk=grads[1],
-                               dv=grads[2])  # autotunes and compiles in scope
+                               dv=grads[2], **call)  # autotunes and compiles in scope
             torch.cuda.synchronize()
             row[f"{name}_error"] = max(relative_error(g, r) for g, r in zip(grads, ref))
-        runs[name] = lambda: attention_backward(q, k, v, o, lse, do, causal, dq=grads[0],
-                                                dk=grads[1], dv=grads[2])
+        runs[name] = (lambda call=call: attention_backward(
+            q, k, v, o, lse, do, causal, dq=grads[0], dk=grads[1], dv=grads[2], **call))
         contexts[name] = scoped(**knob_values)
     try:
         leaves = [x.detach().requires_grad_() for x in (q, k, v)]
@@ -139,13 +142,17 @@ def measure_backward(case: dict, reference: Callable, relative_error: Callable, 
 
 
 def backward_table(rows: List[dict]) -> str:
-    """Markdown: the backward's TFLOP/s, TMA on / off and TMA on / cuDNN."""
-    head = "| S | D | causal | dtype | tma_off | tma_on | cuDNN | on/off | on/cuDNN |"
+    """Markdown: the backward's TFLOP/s, TMA on / off, fused dQ / TMA on, TMA on / cuDNN and
+    fused dQ / cuDNN (speed ratios)."""
+    head = ("| S | D | causal | dtype | tma_off | tma_on | fused_dq | cuDNN | on/off | fused/on "
+            "| on/cuDNN | fused/cuDNN |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        cells = [f"{r.get(n + '_tflops', math.nan):.1f}" for n in ("tma_off", "tma_on", "cudnn")]
+        cells = [f"{r.get(n + '_tflops', math.nan):.1f}"
+                 for n in ("tma_off", "tma_on", "fused_dq", "cudnn")]
         ratios = [r.get(a + "_ms", math.nan) / r.get(b + "_ms", math.nan)
-                  for a, b in (("tma_off", "tma_on"), ("cudnn", "tma_on"))]
+                  for a, b in (("tma_off", "tma_on"), ("tma_on", "fused_dq"),
+                               ("cudnn", "tma_on"), ("cudnn", "fused_dq"))]
         lines.append(f"| {r['S']} | {r['D']} | {r['causal']} | {r['dtype']} | "
                      + " | ".join(cells) + " | " + " | ".join(f"{x:.3f}x" for x in ratios)
                      + " |")

@@ -277,3 +277,11 @@ def test_tma_ab_cases_and_table(bench):
     lines = ab.table([row]).splitlines()
     assert len(lines) == 3 and lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
     assert "| 1.250x | 1.333x | 0.938x |" in lines[2]
+    back = dict(cases[0], tma_off_ms=4.0, tma_on_ms=3.2, fused_dq_ms=2.0, cudnn_ms=3.0,
+                tma_off_tflops=50.0, tma_on_tflops=62.5, fused_dq_tflops=100.0,
+                cudnn_tflops=66.7)
+    lines = ab.backward_table([back]).splitlines()
+    assert len(lines) == 3 and lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
+    assert "| 1.250x | 1.600x | 0.938x | 1.500x |" in lines[2]
+    assert set(ab.BACKWARD_VARIANTS) == {"tma_off", "tma_on", "fused_dq"}
+    assert ab.BACKWARD_VARIANTS["fused_dq"][1] == {"atomic_dq": True}
